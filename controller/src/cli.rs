@@ -1,0 +1,166 @@
+//! The command line: `bosun run` against a cluster, `bosun dev` on the embedded dev
+//! cluster. Every flag has a `BOSUN_*` environment equivalent.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::{Namespaces, Settings, StorageMode};
+
+/// Bosun: Kopf's semantics, handlers in any language over gRPC.
+#[derive(Debug, Parser)]
+#[command(name = "bosun", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the controller against a cluster (kubeconfig, context or in-cluster account).
+    Run(RunArgs),
+    /// Start the embedded dev cluster, apply manifests, start a handler server and run the
+    /// controller against them until Ctrl-C.
+    Dev(DevArgs),
+}
+
+/// Flags shared by `run` and `dev`.
+#[derive(Debug, Args, Clone)]
+pub struct ControllerArgs {
+    /// Handler server address: http://host:port or unix:///path (repeatable).
+    #[arg(long = "handler", env = "BOSUN_HANDLERS", value_delimiter = ',')]
+    pub handlers: Vec<String>,
+    /// Serve these namespaces (globs and !negation allowed; repeatable).
+    #[arg(short = 'n', long = "namespace", env = "BOSUN_NAMESPACES", value_delimiter = ',')]
+    pub namespaces: Vec<String>,
+    /// Serve all namespaces (the default when no -n is given).
+    #[arg(short = 'A', long = "all-namespaces", conflicts_with = "namespaces")]
+    pub all_namespaces: bool,
+    /// Run without peering.
+    #[arg(long, env = "BOSUN_STANDALONE")]
+    pub standalone: bool,
+    /// Prefix of the annotations and finalizer Bosun writes.
+    #[arg(long, env = "BOSUN_PREFIX", default_value = "bosun.dev")]
+    pub prefix: String,
+    /// Write Kopf's exact annotations and finalizer, to replace a Kopf operator in place.
+    #[arg(long, env = "BOSUN_KOPF_COMPAT")]
+    pub kopf_compat: bool,
+    /// Where to keep state on objects.
+    #[arg(long, env = "BOSUN_STORAGE", value_enum, default_value = "auto")]
+    pub storage: StorageMode,
+    /// How many objects are processed at once.
+    #[arg(long, env = "BOSUN_MAX_WORKERS", default_value_t = 32)]
+    pub max_workers: usize,
+    /// Restart a watch silent for this many seconds.
+    #[arg(long, env = "BOSUN_INACTIVITY_TIMEOUT", default_value_t = 330)]
+    pub inactivity_timeout: u64,
+    /// Debug logging.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster).
+    #[arg(long, env = "BOSUN_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use.
+    #[arg(long, env = "BOSUN_CONTEXT")]
+    pub context: Option<String>,
+}
+
+/// `bosun run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Controller flags.
+    #[command(flatten)]
+    pub controller: ControllerArgs,
+}
+
+/// `bosun dev`.
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    /// Manifests (files or directories) to apply once the cluster is up (repeatable).
+    #[arg(long = "apply")]
+    pub apply: Vec<PathBuf>,
+    /// Where the dev cluster keeps its data and kubeconfig.
+    #[arg(long, env = "BOSUN_DEV_DIR", default_value = ".bosun")]
+    pub dir: PathBuf,
+    /// Controller flags.
+    #[command(flatten)]
+    pub controller: ControllerArgs,
+    /// The handler server command to start (and restart) as a child; it must listen where
+    /// $BOSUN_LISTEN says.
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+impl ControllerArgs {
+    /// The controller settings these flags say.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            handlers: self.handlers.clone(),
+            namespaces: if self.namespaces.is_empty() { Namespaces::All } else { Namespaces::Patterns(self.namespaces.clone()) },
+            prefix: self.prefix.clone(),
+            kopf_compat: self.kopf_compat,
+            storage: self.storage,
+            standalone: self.standalone,
+            max_workers: self.max_workers,
+            inactivity_timeout: Duration::from_secs(self.inactivity_timeout.max(1)),
+            log_sink: None,
+        }
+    }
+
+    /// A client for the cluster these flags name.
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        use kube::config::{KubeConfigOptions, Kubeconfig};
+        let options = KubeConfigOptions { context: self.context.clone(), ..Default::default() };
+        let config = match &self.kubeconfig {
+            Some(path) => kube::Config::from_custom_kubeconfig(Kubeconfig::read_from(path)?, &options).await?,
+            None if self.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
+            None => kube::Config::infer().await?,
+        };
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// Whether a cluster was named explicitly.
+    pub fn names_a_cluster(&self) -> bool {
+        self.kubeconfig.is_some() || self.context.is_some()
+    }
+}
+
+/// Sets up the log output: Kopf-like lines, debug with `-v`, `RUST_LOG` overrides.
+pub fn init_tracing(verbose: bool) {
+    let default = if verbose { "bosun_controller=debug,bosun=debug,info" } else { "info,kube=warn,tower=warn,hyper=warn,h2=warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).try_init();
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler installs");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Runs the parsed command line.
+pub async fn main(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Run(args) => {
+            init_tracing(args.controller.verbose);
+            let client = args.controller.client().await?;
+            crate::run(client, args.controller.settings(), stop_signal()).await?;
+            Ok(())
+        }
+        Command::Dev(args) => {
+            init_tracing(args.controller.verbose);
+            { let _ = args; todo!() }
+        }
+    }
+}

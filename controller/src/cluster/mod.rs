@@ -1,0 +1,182 @@
+//! Kubernetes access: the only module that talks to the API server. Raw JSON requests with
+//! Kopf's retry policy (5xx and network errors retried with backoffs 1, 1, 2, 3, 5, 8, 13,
+//! 21 s; 429 honours Retry-After), resource discovery, watching and event posting.
+
+pub mod apply;
+pub mod discovery;
+pub mod events;
+pub mod watching;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use serde_json::Value;
+
+pub use discovery::ResolvedResource;
+
+/// A failed API request.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API server answered with an error status.
+    #[error("{method} {path} failed: {code} {reason}: {message}")]
+    Api {
+        /// Request method.
+        method: Method,
+        /// Request path.
+        path: String,
+        /// HTTP status code.
+        code: u16,
+        /// The Status reason (`Conflict`, `NotFound`, ...).
+        reason: String,
+        /// The Status message.
+        message: String,
+    },
+    /// No answer (connection refused, reset, timeout) after all retries.
+    #[error("{method} {path} failed: {message}")]
+    Transport {
+        /// Request method.
+        method: Method,
+        /// Request path.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The answer was not the JSON it should be.
+    #[error("{method} {path} returned invalid JSON: {source}")]
+    Decode {
+        /// Request method.
+        method: Method,
+        /// Request path.
+        path: String,
+        /// The parse error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl Error {
+    /// The HTTP code for API errors.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            Error::Api { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// Kopf's backoffs for server errors and network failures.
+const BACKOFFS: [u64; 8] = [1, 1, 2, 3, 5, 8, 13, 21];
+
+/// A client for the API server.
+#[derive(Clone)]
+pub struct Cluster {
+    client: kube::Client,
+    /// How many retries server errors get (tests lower it).
+    pub retries: usize,
+}
+
+/// Content types of patches.
+pub mod content {
+    /// RFC 7386 JSON merge patch.
+    pub const MERGE: &str = "application/merge-patch+json";
+    /// RFC 6902 JSON patch.
+    pub const JSON_PATCH: &str = "application/json-patch+json";
+    /// Plain JSON (create, update).
+    pub const JSON: &str = "application/json";
+    /// Server-side apply.
+    pub const APPLY: &str = "application/apply-patch+yaml";
+}
+
+impl Cluster {
+    /// Wraps a kube client.
+    pub fn new(client: kube::Client) -> Cluster {
+        Cluster { client, retries: BACKOFFS.len() }
+    }
+
+    /// The kube client (for watchers).
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    /// Sends one request, retrying 429, 5xx and network failures; decodes the JSON answer.
+    pub async fn call(&self, method: Method, path: &str, content_type: Option<&str>, body: Option<Vec<u8>>) -> Result<Value, Error> {
+        let mut attempt = 0;
+        loop {
+            let mut req = Request::builder().method(method.clone()).uri(path).header(http::header::ACCEPT, "application/json");
+            if let Some(ct) = content_type {
+                req = req.header(http::header::CONTENT_TYPE, ct);
+            }
+            let req = req.body(kube::client::Body::from(body.clone().unwrap_or_default())).expect("valid request parts");
+            let outcome = match self.client.send(req).await {
+                Ok(res) => {
+                    let status = res.status();
+                    let retry_after = res
+                        .headers()
+                        .get(http::header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok());
+                    match res.into_body().collect_bytes().await {
+                        Ok(bytes) => Ok((status, retry_after, bytes)),
+                        Err(e) => Err(e.to_string()),
+                    }
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            let wait = match outcome {
+                Ok((status, _, bytes)) if status.is_success() => {
+                    return serde_json::from_slice(&bytes).map_err(|source| Error::Decode { method, path: path.into(), source });
+                }
+                Ok((status, retry_after, bytes)) => {
+                    let err = api_error(&method, path, status, &bytes);
+                    let retriable = status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error();
+                    if !retriable || attempt >= self.retries {
+                        return Err(err);
+                    }
+                    let fallback = BACKOFFS[attempt.min(BACKOFFS.len() - 1)];
+                    tracing::warn!("{err}; retrying in {}s", retry_after.unwrap_or(fallback));
+                    Duration::from_secs(retry_after.unwrap_or(fallback))
+                }
+                Err(message) => {
+                    if attempt >= self.retries {
+                        return Err(Error::Transport { method, path: path.into(), message });
+                    }
+                    let wait = BACKOFFS[attempt.min(BACKOFFS.len() - 1)];
+                    tracing::warn!("{method} {path} failed: {message}; retrying in {wait}s");
+                    Duration::from_secs(wait)
+                }
+            };
+            attempt += 1;
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// GETs a path.
+    pub async fn get(&self, path: &str) -> Result<Value, Error> {
+        self.call(Method::GET, path, None, None).await
+    }
+
+    /// PATCHes a path with a patch of the given content type.
+    pub async fn patch(&self, path: &str, content_type: &str, patch: &Value) -> Result<Value, Error> {
+        let body = serde_json::to_vec(patch).expect("JSON values serialize");
+        self.call(Method::PATCH, path, Some(content_type), Some(body)).await
+    }
+
+    /// POSTs an object to a collection path.
+    pub async fn create(&self, path: &str, object: &Value) -> Result<Value, Error> {
+        let body = serde_json::to_vec(object).expect("JSON values serialize");
+        self.call(Method::POST, path, Some(content::JSON), Some(body)).await
+    }
+}
+
+fn api_error(method: &Method, path: &str, status: StatusCode, body: &Bytes) -> Error {
+    let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    let field = |k: &str| parsed.as_ref().and_then(|v| v.get(k)).and_then(Value::as_str).map(String::from);
+    Error::Api {
+        method: method.clone(),
+        path: path.to_string(),
+        code: status.as_u16(),
+        reason: field("reason").unwrap_or_else(|| status.canonical_reason().unwrap_or("Unknown").to_string()),
+        message: field("message").unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string()),
+    }
+}

@@ -1,0 +1,101 @@
+//! Bosun's controller: watches Kubernetes, detects causes, dispatches them to handler servers
+//! over the `bosun.v1` gRPC contract, and records progress on the objects themselves, so a
+//! restarted or replaced controller continues where the last one stopped.
+//!
+//! Layers, outer to inner: [`cli`] (flags, `bosun run`, `bosun dev`), [`runtime`] (watchers,
+//! per-object queues, the cycle), [`engines`] (handler servers), [`state`] (pure logic) and
+//! [`cluster`] (the only module that talks to the API server).
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod cluster;
+// TEMP pub mod dev;
+pub mod engines;
+pub mod logs;
+pub mod runtime;
+pub mod state;
+
+use std::time::Duration;
+
+pub use runtime::run;
+
+/// Which namespaces the controller serves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Namespaces {
+    /// Every namespace (`-A`), and cluster-scoped resources.
+    #[default]
+    All,
+    /// Namespaces matching these Kopf-style patterns: globs, `!` negation (`-n NS ...`).
+    Patterns(Vec<String>),
+}
+
+/// Where the controller keeps its state on objects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum StorageMode {
+    /// In `status.<prefix>` when the resource's status subresource keeps unknown fields
+    /// (one write per cycle), else in annotations.
+    #[default]
+    Auto,
+    /// Always in annotations.
+    Annotations,
+    /// In status where possible (same as auto).
+    Status,
+}
+
+/// A place that receives every log line the controller writes, as plain text
+/// (`INFO [ns/name] Handler 'x' succeeded.`): for tests and embedding.
+#[derive(Debug, Clone)]
+pub struct LogSink(pub tokio::sync::mpsc::UnboundedSender<String>);
+
+/// Everything `run` needs besides the Kubernetes client.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Handler server endpoints: `http://host:port` or `unix:///path`.
+    pub handlers: Vec<String>,
+    /// Which namespaces to serve.
+    pub namespaces: Namespaces,
+    /// Prefix of the annotations and finalizer the controller writes (`bosun.dev`).
+    pub prefix: String,
+    /// Write Kopf's exact annotation keys and finalizer (in annotations).
+    pub kopf_compat: bool,
+    /// Where state is kept.
+    pub storage: StorageMode,
+    /// Run without peering.
+    pub standalone: bool,
+    /// How many objects are processed at once.
+    pub max_workers: usize,
+    /// A watch that is silent this long is restarted.
+    pub inactivity_timeout: Duration,
+    /// Where log lines are copied to, besides `tracing`.
+    pub log_sink: Option<LogSink>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            handlers: Vec::new(),
+            namespaces: Namespaces::All,
+            prefix: "bosun.dev".into(),
+            kopf_compat: false,
+            storage: StorageMode::Auto,
+            standalone: true,
+            max_workers: 32,
+            inactivity_timeout: Duration::from_secs(330),
+            log_sink: None,
+        }
+    }
+}
+
+/// Why the controller could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A handler server address or call failed at startup.
+    #[error(transparent)]
+    Dispatch(#[from] engines::dispatch::Error),
+    /// The handler servers registered something invalid.
+    #[error("invalid handler registry: {0}")]
+    Registry(#[from] state::registry::Error),
+    /// No handler server was given.
+    #[error("no handler server given: pass --handler ADDR (or a command after `--` with `bosun dev`)")]
+    NoHandlers,
+}

@@ -1,0 +1,103 @@
+//! The controller's log lines: through `tracing`, object lines prefixed `[namespace/name]`
+//! as in Kopf, and copied to an optional sink (tests and embedding read them there).
+
+use crate::LogSink;
+
+/// Which object a line is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjectRef {
+    /// Namespace; empty for cluster-scoped objects.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl std::fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() { write!(f, "[{}]", self.name) } else { write!(f, "[{}/{}]", self.namespace, self.name) }
+    }
+}
+
+/// Writes log lines.
+#[derive(Debug, Clone, Default)]
+pub struct Logger {
+    sink: Option<LogSink>,
+}
+
+#[derive(Clone, Copy)]
+enum Level {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+impl Logger {
+    /// A logger that also copies lines to `sink`.
+    pub fn new(sink: Option<LogSink>) -> Logger {
+        Logger { sink }
+    }
+
+    fn line(&self, level: Level, obj: Option<&ObjectRef>, msg: &str) {
+        let text = match obj {
+            Some(o) => format!("{o} {msg}"),
+            None => msg.to_string(),
+        };
+        match level {
+            Level::Debug => tracing::debug!("{text}"),
+            Level::Info => tracing::info!("{text}"),
+            Level::Warn => tracing::warn!("{text}"),
+            Level::Error => tracing::error!("{text}"),
+        }
+        if let Some(sink) = &self.sink {
+            let tag = match level {
+                Level::Debug => "DEBUG",
+                Level::Info => "INFO",
+                Level::Warn => "WARNING",
+                Level::Error => "ERROR",
+            };
+            let _ = sink.0.send(format!("{tag} {text}"));
+        }
+    }
+
+    /// A debug line (shown with `-v`).
+    pub fn debug(&self, obj: Option<&ObjectRef>, msg: &str) {
+        self.line(Level::Debug, obj, msg)
+    }
+    /// An info line.
+    pub fn info(&self, obj: Option<&ObjectRef>, msg: &str) {
+        self.line(Level::Info, obj, msg)
+    }
+    /// A warning.
+    pub fn warn(&self, obj: Option<&ObjectRef>, msg: &str) {
+        self.line(Level::Warn, obj, msg)
+    }
+    /// An error.
+    pub fn error(&self, obj: Option<&ObjectRef>, msg: &str) {
+        self.line(Level::Error, obj, msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_prefixes_follow_kopf() {
+        let cases = [("default", "kopf-example-1", "[default/kopf-example-1]"), ("", "cluster-thing", "[cluster-thing]")];
+        for (ns, name, want) in cases {
+            assert_eq!(ObjectRef { namespace: ns.into(), name: name.into() }.to_string(), want);
+        }
+    }
+
+    #[test]
+    fn lines_reach_the_sink_with_level_and_prefix() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let log = Logger::new(Some(LogSink(tx)));
+        let obj = ObjectRef { namespace: "ns".into(), name: "n".into() };
+        log.info(Some(&obj), "Handler 'x' succeeded.");
+        log.warn(None, "careful");
+        assert_eq!(rx.try_recv().unwrap(), "INFO [ns/n] Handler 'x' succeeded.");
+        assert_eq!(rx.try_recv().unwrap(), "WARNING careful");
+    }
+}

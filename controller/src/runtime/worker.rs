@@ -1,0 +1,133 @@
+//! Per-object serial queues: never two cycles of one object at once, different objects in
+//! parallel up to a bound; events that pile up while a cycle runs collapse to the newest;
+//! workers of idle objects go away.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::task::TaskTracker;
+
+use super::cycle::{Next, ResourceContext};
+use crate::cluster::watching::Seen;
+
+/// How long a worker with nothing to do stays around.
+const IDLE: Duration = Duration::from_secs(30);
+
+/// Routes watch events of one resource to per-object workers.
+#[derive(Clone)]
+pub struct Router {
+    ctx: Arc<ResourceContext>,
+    workers: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Seen>>>>,
+    limit: Arc<Semaphore>,
+    tasks: TaskTracker,
+    stop: tokio::sync::watch::Receiver<bool>,
+}
+
+fn key_of(body: &Value) -> String {
+    let m = &body["metadata"];
+    format!("{}/{}", m["namespace"].as_str().unwrap_or(""), m["name"].as_str().unwrap_or(""))
+}
+
+fn rv_of(body: &Value) -> Option<u64> {
+    body.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|s| s.parse().ok())
+}
+
+impl Router {
+    /// A router for one resource; `limit` bounds cycles in flight across all resources.
+    pub fn new(ctx: Arc<ResourceContext>, limit: Arc<Semaphore>, tasks: TaskTracker, stop: tokio::sync::watch::Receiver<bool>) -> Router {
+        Router { ctx, workers: Arc::default(), limit, tasks, stop }
+    }
+
+    /// Hands an event to its object's worker, starting one if needed.
+    pub fn deliver(&self, seen: Seen) {
+        let body = match &seen {
+            Seen::Upsert(b) | Seen::Deleted(b) => b,
+        };
+        let key = key_of(body);
+        let mut workers = self.workers.lock();
+        let seen = match workers.get(&key) {
+            Some(tx) => match tx.send(seen) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(seen)) => seen,
+            },
+            None => seen,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        tx.send(seen).expect("the receiver is alive");
+        workers.insert(key.clone(), tx);
+        let me = self.clone();
+        self.tasks.spawn(async move { me.work(key, rx).await });
+    }
+
+    async fn work(self, key: String, mut rx: mpsc::UnboundedReceiver<Seen>) {
+        let mut stop = self.stop.clone();
+        let mut latest: Option<Seen> = None;
+        let mut written_rv: Option<u64> = None;
+        let mut wake: Option<tokio::time::Instant> = None;
+        loop {
+            let woke = tokio::select! {
+                biased;
+                _ = stop.changed() => return,
+                m = rx.recv() => match m {
+                    Some(m) => { latest = Some(m); false }
+                    None => return,
+                },
+                _ = tokio::time::sleep_until(wake.unwrap_or_else(tokio::time::Instant::now)), if wake.is_some() => {
+                    wake = None;
+                    true
+                }
+                _ = tokio::time::sleep(IDLE), if wake.is_none() => {
+                    let mut workers = self.workers.lock();
+                    if rx.is_empty() {
+                        workers.remove(&key);
+                        return;
+                    }
+                    continue;
+                }
+            };
+            while let Ok(m) = rx.try_recv() {
+                latest = Some(m);
+            }
+            let Some(seen) = latest.clone() else { continue };
+            let (body, deleted) = match &seen {
+                Seen::Upsert(b) => (b, false),
+                Seen::Deleted(b) => (b, true),
+            };
+            if !woke && !deleted && matches!((rv_of(body), written_rv), (Some(a), Some(b)) if a <= b) {
+                continue; // An echo of our own write, or older: the written body is newer.
+            }
+            let end = {
+                let _permit = self.limit.acquire().await.expect("the semaphore is never closed");
+                if *stop.borrow() {
+                    return;
+                }
+                self.ctx.process(body, deleted).await
+            };
+            if let Some(w) = end.written {
+                written_rv = rv_of(&w);
+                latest = Some(Seen::Upsert(w));
+            }
+            match end.next {
+                Next::Idle => wake = None,
+                Next::WakeAt(t) => {
+                    let wait = (t - Utc::now()).to_std().unwrap_or_default();
+                    wake = Some(tokio::time::Instant::now() + wait);
+                }
+                Next::Gone => {
+                    let mut workers = self.workers.lock();
+                    if rx.is_empty() {
+                        workers.remove(&key);
+                        return;
+                    }
+                    latest = None;
+                    written_rv = None;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! Pure logic of the handling cycle: causes, essence, diff, progress, storage, the handler
+//! registry and what attempts mean. No I/O and no async here; everything is table-tested.
+
+pub mod causes;
+pub mod diff;
+pub mod essence;
+pub mod outcomes;
+pub mod progress;
+pub mod registry;
+pub mod storage;

@@ -1,0 +1,375 @@
+//! The handlers the handler servers registered, and which of them apply to an object.
+//!
+//! Pure: built from `Describe` answers, matched against bodies and diffs without I/O.
+
+use std::time::Duration;
+
+use bosun_proto::v1 as pb;
+use serde_json::Value;
+
+use super::causes::Reason;
+use super::diff::{DiffItem, touches};
+use super::essence::{get_path, parse_path};
+
+/// A problem with what a handler server registered.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum Error {
+    /// Two handlers share an id.
+    #[error("handler id '{0}' is registered twice; ids must be unique across handler servers")]
+    DuplicateId(String),
+    /// The id is empty.
+    #[error("a handler of kind {0:?} has an empty id")]
+    EmptyId(pb::HandlerKind),
+    /// The kind is not one this controller knows.
+    #[error("handler '{0}' has an unknown or unspecified kind")]
+    UnknownKind(String),
+    /// A resource handler without a resource.
+    #[error("handler '{0}' names no resource")]
+    NoResource(String),
+    /// A field handler without a field.
+    #[error("field handler '{0}' names no field")]
+    NoField(String),
+}
+
+/// How a handler's unexpected errors count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ErrorsMode {
+    /// Retried after the backoff.
+    #[default]
+    Temporary,
+    /// Not retried.
+    Permanent,
+    /// Counted as success.
+    Ignored,
+}
+
+/// A condition on a value (label, annotation, field).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ValueCheck {
+    /// Equal to this JSON value.
+    Equals(Value),
+    /// Present.
+    Present,
+    /// Absent.
+    Absent,
+}
+
+impl ValueCheck {
+    fn from_pb(v: &pb::ValueFilter) -> Option<ValueCheck> {
+        match v.check.as_ref()? {
+            pb::value_filter::Check::Equals(b) => serde_json::from_slice(b).ok().map(ValueCheck::Equals),
+            pb::value_filter::Check::Present(true) => Some(ValueCheck::Present),
+            pb::value_filter::Check::Absent(true) => Some(ValueCheck::Absent),
+            _ => None,
+        }
+    }
+
+    /// Whether `value` (None = absent) satisfies the check.
+    pub fn matches(&self, value: Option<&Value>) -> bool {
+        match self {
+            ValueCheck::Equals(want) => value == Some(want),
+            ValueCheck::Present => value.is_some(),
+            ValueCheck::Absent => value.is_none(),
+        }
+    }
+}
+
+/// Filters of one handler, decoded.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Filters {
+    /// Label conditions.
+    pub labels: Vec<(String, ValueCheck)>,
+    /// Annotation conditions.
+    pub annotations: Vec<(String, ValueCheck)>,
+    /// A field and the condition on its value.
+    pub value: Option<(Vec<String>, ValueCheck)>,
+    /// Condition on the old value of the handler's field (or essence).
+    pub old: Option<ValueCheck>,
+    /// Condition on the new value.
+    pub new: Option<ValueCheck>,
+}
+
+/// One registered handler.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Handler {
+    /// Unique id.
+    pub id: String,
+    /// What it reacts to.
+    pub kind: pb::HandlerKind,
+    /// Index of the handler server that serves it.
+    pub server: usize,
+    /// The resource as registered (resolved by the controller through discovery).
+    pub resource: pb::ResourceSelector,
+    /// For field handlers and field-restricted update handlers.
+    pub field: Option<Vec<String>>,
+    /// Filters.
+    pub filters: Filters,
+    /// Retry limit.
+    pub retries: Option<u32>,
+    /// Delay after unexpected errors.
+    pub backoff: Duration,
+    /// Give up this long after the first attempt.
+    pub timeout: Option<Duration>,
+    /// Deadline of one Handle call.
+    pub call_timeout: Duration,
+    /// What unexpected errors mean.
+    pub errors: ErrorsMode,
+    /// Delete handler that needs no finalizer.
+    pub optional: bool,
+    /// Resume handler that also runs for objects being deleted.
+    pub deleted: bool,
+}
+
+fn secs(v: Option<f64>, default: Duration) -> Duration {
+    v.filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64).unwrap_or(default)
+}
+
+impl Handler {
+    /// Decodes one registered handler from server number `server`.
+    pub fn from_spec(spec: &pb::HandlerSpec, server: usize) -> Result<Handler, Error> {
+        let kind = pb::HandlerKind::try_from(spec.kind).unwrap_or(pb::HandlerKind::Unspecified);
+        if spec.id.is_empty() {
+            return Err(Error::EmptyId(kind));
+        }
+        if kind == pb::HandlerKind::Unspecified {
+            return Err(Error::UnknownKind(spec.id.clone()));
+        }
+        let is_activity = matches!(kind, pb::HandlerKind::Startup | pb::HandlerKind::Cleanup | pb::HandlerKind::Probe);
+        let resource = spec.resource.clone().unwrap_or_default();
+        if !is_activity && resource.name.is_empty() {
+            return Err(Error::NoResource(spec.id.clone()));
+        }
+        let field = Some(parse_path(&spec.field)).filter(|f| !f.is_empty());
+        if kind == pb::HandlerKind::Field && field.is_none() {
+            return Err(Error::NoField(spec.id.clone()));
+        }
+        let f = spec.filters.clone().unwrap_or_default();
+        let checks = |m: &std::collections::HashMap<String, pb::ValueFilter>| {
+            let mut v: Vec<(String, ValueCheck)> =
+                m.iter().filter_map(|(k, c)| ValueCheck::from_pb(c).map(|c| (k.clone(), c))).collect();
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            v
+        };
+        let filters = Filters {
+            labels: checks(&f.labels),
+            annotations: checks(&f.annotations),
+            value: f
+                .value
+                .as_ref()
+                .and_then(ValueCheck::from_pb)
+                .filter(|_| !f.field.is_empty())
+                .map(|c| (parse_path(&f.field), c)),
+            old: f.old.as_ref().and_then(ValueCheck::from_pb),
+            new: f.new.as_ref().and_then(ValueCheck::from_pb),
+        };
+        let o = spec.options.clone().unwrap_or_default();
+        Ok(Handler {
+            id: spec.id.clone(),
+            kind,
+            server,
+            resource,
+            field,
+            filters,
+            retries: o.retries,
+            backoff: secs(o.backoff_seconds, Duration::from_secs(60)),
+            timeout: o.timeout_seconds.map(|s| secs(Some(s), Duration::ZERO)),
+            call_timeout: secs(o.call_timeout_seconds, Duration::from_secs(300)),
+            errors: match pb::ErrorsMode::try_from(o.errors).unwrap_or_default() {
+                pb::ErrorsMode::Temporary => ErrorsMode::Temporary,
+                pb::ErrorsMode::Permanent => ErrorsMode::Permanent,
+                pb::ErrorsMode::Ignored => ErrorsMode::Ignored,
+            },
+            optional: o.optional,
+            deleted: o.deleted,
+        })
+    }
+
+    /// Whether this handler makes the object need a finalizer.
+    pub fn requires_finalizer(&self) -> bool {
+        (self.kind == pb::HandlerKind::Delete && !self.optional)
+            || matches!(self.kind, pb::HandlerKind::Timer | pb::HandlerKind::Daemon)
+    }
+
+    /// Whether the object's labels, annotations and field value satisfy the filters.
+    pub fn matches_object(&self, body: &Value) -> bool {
+        let meta = |what: &str, key: &str| body.get("metadata").and_then(|m| m.get(what)).and_then(|m| m.get(key));
+        self.filters.labels.iter().all(|(k, c)| c.matches(meta("labels", k)))
+            && self.filters.annotations.iter().all(|(k, c)| c.matches(meta("annotations", k)))
+            && self.filters.value.as_ref().is_none_or(|(path, c)| c.matches(get_path(body, path).filter(|v| !v.is_null())))
+    }
+
+    /// Whether the handler is due for `reason`, given the essences' diff, and if so the
+    /// old/new values it receives.
+    pub fn due(&self, reason: Reason, old: Option<&Value>, new: &Value, diff: &[DiffItem]) -> Option<(Option<Value>, Option<Value>)> {
+        use pb::HandlerKind as K;
+        let kind_fits = match (self.kind, reason) {
+            (K::Create, Reason::Create) | (K::Update, Reason::Update) | (K::Delete, Reason::Delete) => true,
+            (K::Resume, Reason::Resume) => true,
+            (K::Field, Reason::Create | Reason::Update) => true,
+            _ => false,
+        };
+        if !kind_fits {
+            return None;
+        }
+        let (o, n) = match &self.field {
+            Some(field) => {
+                let o = old.and_then(|v| get_path(v, field)).filter(|v| !v.is_null()).cloned();
+                let n = get_path(new, field).filter(|v| !v.is_null()).cloned();
+                if reason == Reason::Update && !touches(diff, field) {
+                    return None;
+                }
+                if reason == Reason::Create && n.is_none() {
+                    return None;
+                }
+                (o, n)
+            }
+            None => (old.cloned(), Some(new.clone())),
+        };
+        if matches!(reason, Reason::Update | Reason::Create) && self.field.is_some() || reason == Reason::Update {
+            if !self.filters.old.as_ref().is_none_or(|c| c.matches(o.as_ref())) {
+                return None;
+            }
+            if !self.filters.new.as_ref().is_none_or(|c| c.matches(n.as_ref())) {
+                return None;
+            }
+        }
+        Some((o, n))
+    }
+}
+
+/// Decodes every server's registry into one list, in server then registration order.
+pub fn build(described: &[Vec<pb::HandlerSpec>]) -> Result<Vec<Handler>, Error> {
+    let mut out: Vec<Handler> = Vec::new();
+    for (server, specs) in described.iter().enumerate() {
+        for spec in specs {
+            let h = Handler::from_spec(spec, server)?;
+            if out.iter().any(|o| o.id == h.id) {
+                return Err(Error::DuplicateId(h.id));
+            }
+            out.push(h);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::diff::diff;
+    use serde_json::json;
+
+    fn spec(id: &str, kind: pb::HandlerKind) -> pb::HandlerSpec {
+        pb::HandlerSpec {
+            id: id.into(),
+            kind: kind as i32,
+            resource: Some(pb::ResourceSelector { group: "kopf.dev".into(), version: "v1".into(), name: "kopfexamples".into() }),
+            ..Default::default()
+        }
+    }
+
+    fn eq(v: Value) -> pb::ValueFilter {
+        pb::ValueFilter { check: Some(pb::value_filter::Check::Equals(serde_json::to_vec(&v).unwrap())) }
+    }
+    fn present() -> pb::ValueFilter {
+        pb::ValueFilter { check: Some(pb::value_filter::Check::Present(true)) }
+    }
+    fn absent() -> pb::ValueFilter {
+        pb::ValueFilter { check: Some(pb::value_filter::Check::Absent(true)) }
+    }
+
+    #[test]
+    fn build_rejects_bad_registrations_with_clear_errors() {
+        let mut field = spec("f", pb::HandlerKind::Field);
+        field.field = String::new();
+        let mut nores = spec("n", pb::HandlerKind::Create);
+        nores.resource = None;
+        let cases = vec![
+            (vec![vec![spec("a", pb::HandlerKind::Create)], vec![spec("a", pb::HandlerKind::Update)]], Err(Error::DuplicateId("a".into()))),
+            (vec![vec![spec("", pb::HandlerKind::Create)]], Err(Error::EmptyId(pb::HandlerKind::Create))),
+            (vec![vec![spec("u", pb::HandlerKind::Unspecified)]], Err(Error::UnknownKind("u".into()))),
+            (vec![vec![field]], Err(Error::NoField("f".into()))),
+            (vec![vec![nores]], Err(Error::NoResource("n".into()))),
+        ];
+        for (described, want) in cases {
+            assert_eq!(build(&described).map(|v| v.len()), want.map(|_: ()| 0));
+        }
+        let ok = build(&[vec![spec("a", pb::HandlerKind::Create)], vec![spec("b", pb::HandlerKind::Delete)]]).unwrap();
+        assert_eq!(ok.iter().map(|h| (h.id.as_str(), h.server)).collect::<Vec<_>>(), vec![("a", 0), ("b", 1)]);
+    }
+
+    #[test]
+    fn object_filters_check_labels_annotations_and_field_values() {
+        let mut s = spec("h", pb::HandlerKind::Create);
+        let mut f = pb::Filters::default();
+        f.labels.insert("app".into(), eq(json!("web")));
+        f.labels.insert("skip".into(), absent());
+        f.annotations.insert("note".into(), present());
+        f.field = "spec.mode".into();
+        f.value = Some(eq(json!("on")));
+        s.filters = Some(f);
+        let h = Handler::from_spec(&s, 0).unwrap();
+        let body = |labels: Value, ann: Value, mode: Value| json!({"metadata": {"labels": labels, "annotations": ann}, "spec": {"mode": mode}});
+        let cases = [
+            (body(json!({"app": "web"}), json!({"note": ""}), json!("on")), true),
+            (body(json!({"app": "db"}), json!({"note": ""}), json!("on")), false),
+            (body(json!({"app": "web", "skip": "1"}), json!({"note": ""}), json!("on")), false),
+            (body(json!({"app": "web"}), json!({}), json!("on")), false),
+            (body(json!({"app": "web"}), json!({"note": "x"}), json!("off")), false),
+            (body(json!({"app": "web"}), json!({"note": "x"}), Value::Null), false),
+        ];
+        for (b, want) in cases {
+            assert_eq!(h.matches_object(&b), want, "{b}");
+        }
+    }
+
+    #[test]
+    fn due_selects_handlers_by_reason_field_and_old_new() {
+        let mut field = spec("fld/spec.size", pb::HandlerKind::Field);
+        field.field = "spec.size".into();
+        let mut grow = spec("grow", pb::HandlerKind::Update);
+        grow.field = "spec.size".into();
+        grow.filters = Some(pb::Filters { new: Some(eq(json!(3))), ..Default::default() });
+        let hs = build(&[vec![
+            spec("c", pb::HandlerKind::Create),
+            spec("u", pb::HandlerKind::Update),
+            spec("d", pb::HandlerKind::Delete),
+            spec("r", pb::HandlerKind::Resume),
+            field,
+            grow,
+        ]])
+        .unwrap();
+        let old = json!({"spec": {"size": 1, "x": 1}});
+        let size3 = json!({"spec": {"size": 3, "x": 1}});
+        let x2 = json!({"spec": {"size": 1, "x": 2}});
+        let due = |reason, old: Option<&Value>, new: &Value| -> Vec<String> {
+            let d = diff(old, Some(new));
+            hs.iter().filter(|h| h.due(reason, old, new, &d).is_some()).map(|h| h.id.clone()).collect()
+        };
+        assert_eq!(due(Reason::Create, None, &old), vec!["c", "fld/spec.size"]);
+        assert_eq!(due(Reason::Create, None, &json!({"spec": {}})), vec!["c"]);
+        assert_eq!(due(Reason::Update, Some(&old), &size3), vec!["u", "fld/spec.size", "grow"]);
+        assert_eq!(due(Reason::Update, Some(&old), &x2), vec!["u"]);
+        assert_eq!(due(Reason::Delete, Some(&old), &old), vec!["d"]);
+        assert_eq!(due(Reason::Resume, Some(&old), &old), vec!["r"]);
+        assert!(due(Reason::Noop, Some(&old), &old).is_empty());
+        let f = hs.iter().find(|h| h.id == "fld/spec.size").unwrap();
+        let d = diff(Some(&old), Some(&size3));
+        assert_eq!(f.due(Reason::Update, Some(&old), &size3, &d), Some((Some(json!(1)), Some(json!(3)))));
+    }
+
+    #[test]
+    fn finalizer_is_required_by_blocking_delete_handlers_timers_and_daemons() {
+        let mut optional = spec("o", pb::HandlerKind::Delete);
+        optional.options = Some(pb::HandlerOptions { optional: true, ..Default::default() });
+        let cases = [
+            (spec("c", pb::HandlerKind::Create), false),
+            (spec("d", pb::HandlerKind::Delete), true),
+            (optional, false),
+            (spec("t", pb::HandlerKind::Timer), true),
+            (spec("m", pb::HandlerKind::Daemon), true),
+        ];
+        for (s, want) in cases {
+            assert_eq!(Handler::from_spec(&s, 0).unwrap().requires_finalizer(), want, "{}", s.id);
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! Discovery and meta endpoints: `/version`, `/api`, `/apis`, group and group-version
+//! resource lists (legacy format; kubectl falls back to it from aggregated discovery), and
+//! a minimal OpenAPI answer.
+
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::{Ctx, error, json_response};
+use crate::cluster::Cluster;
+use crate::status::ApiError;
+
+/// `/`: the list of paths.
+pub fn root_paths() -> Value {
+    json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/openapi/v2", "/readyz", "/version"]})
+}
+
+/// `/version`.
+pub fn version() -> Value {
+    json!({
+        "major": "1", "minor": "36", "emulationMajor": "1", "emulationMinor": "36",
+        "minCompatibilityMajor": "1", "minCompatibilityMinor": "35",
+        "gitVersion": "v1.36.2-bosun", "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.25.0", "compiler": "gc", "platform": "linux/amd64"
+    })
+}
+
+/// `/api`.
+pub fn core_versions(ctx: &Ctx) -> Value {
+    let host = ctx.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+    json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}]})
+}
+
+/// `/api/v1` or `/apis/G/V`.
+pub fn resource_list(cluster: &Cluster, group: &str, version: &str) -> Value {
+    let mut resources = Vec::new();
+    for info in cluster.registry.group_version(group, version) {
+        let mut r = json!({
+            "name": info.plural, "singularName": info.singular, "namespaced": info.namespaced,
+            "kind": info.kind, "verbs": info.verbs,
+        });
+        if !info.short_names.is_empty() {
+            r["shortNames"] = json!(info.short_names);
+        }
+        if !info.categories.is_empty() {
+            r["categories"] = json!(info.categories);
+        }
+        if info.builtin {
+            r["storageVersionHash"] = json!("");
+        }
+        resources.push(r);
+        if info.status_subresource {
+            resources.push(json!({"name": format!("{}/status", info.plural), "singularName": "", "namespaced": info.namespaced, "kind": info.kind, "verbs": ["get", "patch", "update"]}));
+        }
+        if info.builtin && info.plural == "namespaces" {
+            resources.push(json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false, "kind": "Namespace", "verbs": ["update"]}));
+        }
+    }
+    resources.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    if group.is_empty() {
+        json!({"kind": "APIResourceList", "groupVersion": gv, "resources": resources})
+    } else {
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
+    }
+}
+
+fn group_json(name: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions.iter().map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v})).collect();
+    json!({"name": name, "versions": vs, "preferredVersion": vs[0]})
+}
+
+/// `/apis`.
+pub fn groups(cluster: &Cluster, _ctx: &Ctx) -> Response {
+    let groups: Vec<Value> = cluster.registry.groups().iter().map(|(g, vs)| group_json(g, vs)).collect();
+    json_response(200, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}), &[])
+}
+
+/// `/apis/G`.
+pub fn group(cluster: &Cluster, name: &str) -> Response {
+    match cluster.registry.groups().get(name) {
+        Some(vs) => {
+            let mut g = group_json(name, vs);
+            g["kind"] = json!("APIGroup");
+            g["apiVersion"] = json!("v1");
+            json_response(200, &g, &[])
+        }
+        None => error(&ApiError::page_not_found()),
+    }
+}
+
+/// `/openapi/...`: not served; kubectl falls back to client-side behaviour without it.
+pub fn openapi(_cluster: &Cluster, _rest: &[&str]) -> Response {
+    error(&ApiError::page_not_found())
+}

@@ -1,0 +1,258 @@
+//! The HTTP API: routes a request path to discovery or to a resource endpoint, turns query
+//! parameters and headers into verb options, and encodes answers (objects, lists, Tables,
+//! watch streams, Status errors) as kube-apiserver does.
+
+mod discovery;
+mod read;
+mod table;
+mod write;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use serde_json::Value;
+
+use crate::cluster::Cluster;
+use crate::metrics::Key;
+use crate::registry::ResourceInfo;
+use crate::status::ApiError;
+
+/// Largest request body accepted (the real server's limit is 3 MiB).
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// The router of the whole API.
+pub fn router(cluster: Arc<Cluster>) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(cluster)
+}
+
+/// A parsed resource request.
+pub struct Target {
+    /// The resource.
+    pub info: Arc<ResourceInfo>,
+    /// Namespace from the path (None: cluster-wide).
+    pub namespace: Option<String>,
+    /// Object name.
+    pub name: Option<String>,
+    /// Subresource (`status`).
+    pub sub: Option<String>,
+}
+
+/// Request context handed to the verb handlers.
+pub struct Ctx {
+    /// Query parameters.
+    pub query: HashMap<String, String>,
+    /// Request headers.
+    pub headers: HeaderMap,
+}
+
+impl Ctx {
+    /// A query parameter.
+    pub fn q(&self, k: &str) -> Option<&str> {
+        self.query.get(k).map(String::as_str)
+    }
+
+    /// Whether the client asked for a Table.
+    pub fn wants_table(&self) -> bool {
+        self.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("as=Table"))
+    }
+
+    /// The field manager: `fieldManager` or the user agent's first word.
+    pub fn manager(&self) -> Option<String> {
+        if let Some(m) = self.q("fieldManager") {
+            return Some(m.to_string());
+        }
+        let ua = self.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
+        Some(ua.split('/').next().unwrap_or(ua).to_string())
+    }
+}
+
+async fn handle(State(cluster): State<Arc<Cluster>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    let is_health = matches!(path.as_str(), "/healthz" | "/livez" | "/readyz") || path.starts_with("/healthz/") || path.starts_with("/livez/") || path.starts_with("/readyz/");
+    if let Some(token) = &cluster.token {
+        let ok = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| t.trim() == token);
+        if !ok && !is_health {
+            return error(&ApiError::unauthorized());
+        }
+    }
+    let query: HashMap<String, String> = parts
+        .uri
+        .query()
+        .map(|q| {
+            q.split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    let (k, v) = p.split_once('=').unwrap_or((p, ""));
+                    (decode(k), decode(v))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let ctx = Ctx { query, headers: parts.headers.clone() };
+    let segs: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(decode).collect();
+    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let method = parts.method.clone();
+    let raw = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => b,
+        Err(_) => return error(&ApiError::too_large()),
+    };
+    match segs.as_slice() {
+        [] => json_response(200, &discovery::root_paths(), &[]),
+        ["version"] => json_response(200, &discovery::version(), &[]),
+        ["healthz" | "livez" | "readyz", ..] => text(200, "ok"),
+        ["metrics"] => text(200, &cluster.metrics.render()),
+        ["openapi", rest @ ..] => discovery::openapi(&cluster, rest),
+        ["api"] => json_response(200, &discovery::core_versions(&ctx), &[]),
+        ["api", "v1"] => json_response(200, &discovery::resource_list(&cluster, "", "v1"), &[]),
+        ["apis"] => discovery::groups(&cluster, &ctx),
+        ["apis", g] => discovery::group(&cluster, g),
+        ["apis", g, v] => {
+            if !cluster.registry.has_group(g, Some(v)) {
+                return error(&ApiError::page_not_found());
+            }
+            json_response(200, &discovery::resource_list(&cluster, g, v), &[])
+        }
+        ["api", "v1", rest @ ..] => resource(&cluster, "", "v1", rest, method, ctx, raw),
+        ["apis", g, v, rest @ ..] => resource(&cluster, g, v, rest, method, ctx, raw),
+        _ => error(&ApiError::page_not_found()),
+    }
+}
+
+fn decode(s: &str) -> String {
+    let s = s.replace('+', " ");
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Some(b) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], method: Method, ctx: Ctx, raw: Bytes) -> Response {
+    let not_found = || {
+        if group.is_empty() {
+            let mut e = ApiError::not_found_raw("", "", "");
+            e.message = "the server could not find the requested resource".into();
+            e.details = Some(serde_json::json!({}));
+            error(&e)
+        } else {
+            error(&ApiError::page_not_found())
+        }
+    };
+    let (namespace, res, name, sub) = match rest {
+        ["namespaces", ns, res, tail @ ..] if !(tail.is_empty() && matches!(*res, "status" | "finalize")) => {
+            (Some(ns.to_string()), *res, tail.first().map(|s| s.to_string()), tail.get(1).map(|s| s.to_string()))
+        }
+        [res, tail @ ..] => (None, *res, tail.first().map(|s| s.to_string()), tail.get(1).map(|s| s.to_string())),
+        [] => return not_found(),
+    };
+    if rest.len() > 5 || (namespace.is_none() && rest.len() > 3) {
+        return not_found();
+    }
+    let Some(info) = cluster.registry.get(group, version, res) else { return not_found() };
+    if namespace.is_some() && !info.namespaced {
+        return error(&ApiError::page_not_found());
+    }
+    if namespace.is_none() && info.namespaced && (name.is_some() || method == Method::POST) {
+        return error(&ApiError::page_not_found());
+    }
+    if let Some(s) = &sub {
+        let ok = (s == "status" && info.status_subresource) || (s == "finalize" && info.plural == "namespaces");
+        if !ok {
+            return not_found();
+        }
+    }
+    let target = Target { info: info.clone(), namespace, name, sub };
+    let watching = ctx.q("watch").is_some_and(|w| w == "true" || w == "1");
+    let verb: &'static str = match (&method, target.name.is_some()) {
+        (&Method::GET, true) => "GET",
+        (&Method::GET, false) if watching => "WATCH",
+        (&Method::GET, false) => "LIST",
+        (&Method::POST, _) => "POST",
+        (&Method::PUT, _) => "PUT",
+        (&Method::PATCH, _) => {
+            if ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|c| c.starts_with("application/apply-patch")) {
+                "APPLY"
+            } else {
+                "PATCH"
+            }
+        }
+        (&Method::DELETE, true) => "DELETE",
+        (&Method::DELETE, false) => "DELETECOLLECTION",
+        _ => "OTHER",
+    };
+    let response = match verb {
+        "GET" => read::get(cluster, &target, &ctx),
+        "LIST" => read::list(cluster, &target, &ctx),
+        "WATCH" => read::watch(cluster, &target, &ctx),
+        "POST" if target.name.is_none() => write::create(cluster, &target, &ctx, &raw),
+        "PUT" if target.name.is_some() => write::update(cluster, &target, &ctx, &raw),
+        "PATCH" | "APPLY" if target.name.is_some() => write::patch(cluster, &target, &ctx, &raw),
+        "DELETE" => write::delete(cluster, &target, &ctx, &raw),
+        "DELETECOLLECTION" => write::delete_collection(cluster, &target, &ctx, &raw),
+        _ => error(&ApiError::method_not_allowed(method.as_str(), &info)),
+    };
+    cluster.metrics.count(Key {
+        verb,
+        group: info.group.clone(),
+        version: info.version.clone(),
+        resource: info.plural.clone(),
+        subresource: target.sub.clone().unwrap_or_default(),
+        code: response.status().as_u16(),
+    });
+    response
+}
+
+/// A JSON answer from bytes.
+pub fn bytes_response(code: u16, body: Bytes, warnings: &[String]) -> Response {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    for w in warnings {
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", serde_json::to_string(w).unwrap_or_default())) {
+            r.headers_mut().append(header::WARNING, v);
+        }
+    }
+    r
+}
+
+/// A JSON answer.
+pub fn json_response(code: u16, body: &Value, warnings: &[String]) -> Response {
+    bytes_response(code, Bytes::from(serde_json::to_vec(body).unwrap_or_default()), warnings)
+}
+
+/// A plain-text answer.
+pub fn text(code: u16, body: &str) -> Response {
+    let mut r = Response::new(Body::from(body.to_string()));
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+/// An error answer.
+pub fn error(e: &ApiError) -> Response {
+    if e.plain {
+        return text(404, "404 page not found");
+    }
+    json_response(e.code, &e.to_status(), &[])
+}

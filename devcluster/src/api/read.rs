@@ -1,0 +1,372 @@
+//! GET, LIST and WATCH. Lists are assembled from the cached bytes of each object; watches
+//! are a small state machine over the table's event history (initial objects, then events
+//! after a cursor, bookmarks, timeout), sending each event line shared by all watchers.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use base64::Engine;
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{HeaderValue, header};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{Ctx, Target, bytes_response, error, json_response, table};
+use crate::builtin;
+use crate::cluster::Cluster;
+use crate::registry::ResourceInfo;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::status::ApiError;
+use crate::store::{Event, EventType, Obj, Table, encode_event};
+
+/// The bytes of a stored object as the endpoint serves it (Event shapes converted).
+pub fn object_bytes(info: &ResourceInfo, obj: &Obj) -> Bytes {
+    if info.is_events_v1() {
+        return Bytes::from(serde_json::to_vec(&builtin::event_from_core(&obj.value)).unwrap_or_default());
+    }
+    obj.bytes.clone()
+}
+
+/// GET one object.
+pub fn get(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
+    let name = t.name.as_deref().unwrap_or("");
+    let ns = t.namespace.as_deref().unwrap_or("");
+    match cluster.table(&t.info).get(ns, name) {
+        None => error(&ApiError::not_found(&t.info, name)),
+        Some(obj) if ctx.wants_table() => {
+            let rv = obj.rv.to_string();
+            json_response(200, &table::render(&t.info, &[obj], &rv, ctx.q("includeObject"), None, true), &[])
+        }
+        Some(obj) => bytes_response(200, object_bytes(&t.info, &obj), &[]),
+    }
+}
+
+fn selectors(info: &ResourceInfo, ctx: &Ctx) -> Result<(LabelSelector, FieldSelector), ApiError> {
+    let labels = LabelSelector::parse(ctx.q("labelSelector").unwrap_or("")).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let fields = FieldSelector::parse(ctx.q("fieldSelector").unwrap_or(""), info.field_selectors()).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok((labels, fields))
+}
+
+fn matches(info: &ResourceInfo, labels: &LabelSelector, fields: &FieldSelector, obj: &Obj) -> bool {
+    if !labels.is_empty() && !labels.matches(obj.value.pointer("/metadata/labels")) {
+        return false;
+    }
+    if fields.is_empty() {
+        return true;
+    }
+    if info.is_events_v1() {
+        return fields.matches(&builtin::event_from_core(&obj.value));
+    }
+    fields.matches(&obj.value)
+}
+
+/// LIST objects.
+pub fn list(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
+    let (labels, fields) = match selectors(&t.info, ctx) {
+        Ok(s) => s,
+        Err(e) => return error(&e),
+    };
+    let info = &t.info;
+    let table = cluster.table(info);
+    let (items, rv) = table.list(t.namespace.as_deref());
+    let mut start_after: Option<(String, String)> = None;
+    let mut list_rv = rv;
+    if let Some(token) = ctx.q("continue").filter(|c| !c.is_empty()) {
+        match decode_continue(token) {
+            Some((r, ns, name)) => {
+                list_rv = r;
+                start_after = Some((ns, name));
+            }
+            None => return error(&ApiError::bad_request("invalid continue token: continue key is not valid")),
+        }
+    }
+    let limit = ctx.q("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);
+    let filtered_selectors = !labels.is_empty() || !fields.is_empty();
+    let mut selected: Vec<Arc<Obj>> = Vec::new();
+    let mut more = false;
+    let mut remaining = 0usize;
+    for obj in items {
+        if let Some((ns, name)) = &start_after {
+            if (obj.namespace(), obj.name()) <= (ns.as_str(), name.as_str()) {
+                continue;
+            }
+        }
+        if !matches(info, &labels, &fields, &obj) {
+            continue;
+        }
+        if limit.is_some_and(|l| selected.len() >= l) {
+            more = true;
+            remaining += 1;
+            if filtered_selectors {
+                break;
+            }
+            continue;
+        }
+        selected.push(obj);
+    }
+    let cont = if more {
+        selected.last().map(|o| encode_continue(list_rv, o.namespace(), o.name()))
+    } else {
+        None
+    };
+    if ctx.wants_table() {
+        return json_response(200, &table::render(info, &selected, &list_rv.to_string(), ctx.q("includeObject"), cont.as_deref(), false), &[]);
+    }
+    let mut out = BytesMut::with_capacity(selected.iter().map(|o| o.bytes.len() + 1).sum::<usize>() + 256);
+    out.put_slice(b"{\"kind\":");
+    out.put_slice(&serde_json::to_vec(&info.list_kind()).unwrap_or_default());
+    out.put_slice(b",\"apiVersion\":");
+    out.put_slice(&serde_json::to_vec(&info.api_version()).unwrap_or_default());
+    out.put_slice(b",\"metadata\":{\"resourceVersion\":\"");
+    out.put_slice(list_rv.to_string().as_bytes());
+    out.put_u8(b'"');
+    match &cont {
+        Some(c) => {
+            out.put_slice(b",\"continue\":\"");
+            out.put_slice(c.as_bytes());
+            out.put_u8(b'"');
+            if !filtered_selectors {
+                out.put_slice(format!(",\"remainingItemCount\":{remaining}").as_bytes());
+            }
+        }
+        None if !info.builtin => out.put_slice(b",\"continue\":\"\""),
+        None => {}
+    }
+    out.put_slice(b"},\"items\":[");
+    for (i, obj) in selected.iter().enumerate() {
+        if i > 0 {
+            out.put_u8(b',');
+        }
+        if info.is_events_v1() {
+            let mut v = builtin::event_from_core(&obj.value);
+            if let Some(m) = v.as_object_mut() {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            out.put_slice(&serde_json::to_vec(&v).unwrap_or_default());
+        } else {
+            obj.write_item(&mut out);
+        }
+    }
+    out.put_slice(b"]}");
+    bytes_response(200, out.freeze(), &[])
+}
+
+fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
+    let raw = serde_json::to_vec(&json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{ns}/{name}")})).unwrap_or_default();
+    base64::engine::general_purpose::URL_SAFE.encode(raw)
+}
+
+fn decode_continue(token: &str) -> Option<(u64, String, String)> {
+    let raw = base64::engine::general_purpose::URL_SAFE.decode(token).ok()?;
+    let v: Value = serde_json::from_slice(&raw).ok()?;
+    let rv = v["rv"].as_u64()?;
+    let (ns, name) = v["start"].as_str()?.split_once('/')?;
+    Some((rv, ns.to_string(), name.to_string()))
+}
+
+/// A running watch.
+struct Watcher {
+    info: Arc<ResourceInfo>,
+    table: Arc<Table>,
+    rx: watch::Receiver<u64>,
+    cursor: u64,
+    namespace: Option<String>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+    pending: VecDeque<Bytes>,
+    deadline: Instant,
+    bookmarks: bool,
+    next_bookmark: Instant,
+    as_table: bool,
+    table_header_sent: bool,
+    done: bool,
+}
+
+const BOOKMARK_EVERY: Duration = Duration::from_secs(1);
+
+/// WATCH a collection.
+pub fn watch(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
+    let (labels, fields) = match selectors(&t.info, ctx) {
+        Ok(s) => s,
+        Err(e) => return error(&e),
+    };
+    let rv_param = ctx.q("resourceVersion").filter(|r| !r.is_empty());
+    let rv = match rv_param.map(str::parse::<u64>) {
+        None => None,
+        Some(Ok(r)) => Some(r),
+        Some(Err(_)) => {
+            let r = rv_param.unwrap_or("");
+            return error(&ApiError::internal(format!("resourceVersion: Invalid value: \"{r}\": strconv.ParseUint: parsing \"{r}\": invalid syntax")));
+        }
+    };
+    let timeout = ctx.q("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).unwrap_or(1800);
+    let bookmarks = ctx.q("allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
+    let initial = ctx.q("sendInitialEvents").is_some_and(|b| b == "true" || b == "1");
+    let table = cluster.table(&t.info);
+    let rx = table.subscribe();
+    let now = Instant::now();
+    let mut w = Watcher {
+        info: t.info.clone(),
+        table: table.clone(),
+        rx,
+        cursor: 0,
+        namespace: t.namespace.clone(),
+        labels,
+        fields,
+        pending: VecDeque::new(),
+        deadline: now + Duration::from_secs(timeout),
+        bookmarks,
+        next_bookmark: now + BOOKMARK_EVERY,
+        as_table: ctx.wants_table(),
+        table_header_sent: false,
+        done: false,
+    };
+    if initial || rv.is_none_or(|r| r == 0) {
+        let (items, snap_rv) = table.list(t.namespace.as_deref());
+        let mut chunk = BytesMut::new();
+        for obj in &items {
+            if matches(&w.info, &w.labels, &w.fields, obj) {
+                let line = w.encode("ADDED", obj, None);
+                chunk.put_slice(&line);
+            }
+        }
+        w.cursor = snap_rv;
+        if initial && bookmarks {
+            chunk.put_slice(&w.bookmark(snap_rv, true));
+        }
+        if !chunk.is_empty() {
+            w.pending.push_back(chunk.freeze());
+        }
+    } else if let Some(r) = rv {
+        w.cursor = r;
+    }
+    let stream = futures::stream::unfold(w, |mut w| async move {
+        let chunk = w.next().await?;
+        Some((Ok::<Bytes, std::io::Error>(chunk), w))
+    });
+    let mut resp = Response::new(Body::from_stream(stream));
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    resp
+}
+
+impl Watcher {
+    fn encode(&mut self, kind: &str, obj: &Obj, shared: Option<&Event>) -> Bytes {
+        if self.as_table {
+            let header = !self.table_header_sent;
+            self.table_header_sent = true;
+            let mut t = table::render(&self.info, &[Arc::new(Obj { value: obj.value.clone(), bytes: obj.bytes.clone(), type_prefix: 0, rv: obj.rv })], &obj.rv.to_string(), None, None, true);
+            if !header {
+                t["columnDefinitions"] = json!([]);
+            }
+            return encode_event(kind, &serde_json::to_vec(&t).unwrap_or_default());
+        }
+        if self.info.is_events_v1() {
+            let v = builtin::event_from_core(&obj.value);
+            return encode_event(kind, &serde_json::to_vec(&v).unwrap_or_default());
+        }
+        match shared {
+            Some(ev) if ev.kind.as_str() == kind => ev.line(),
+            _ => encode_event(kind, &obj.bytes),
+        }
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj = json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": meta});
+        encode_event("BOOKMARK", &serde_json::to_vec(&obj).unwrap_or_default())
+    }
+
+    fn in_scope(&self, obj: &Obj) -> bool {
+        self.namespace.as_deref().is_none_or(|ns| obj.namespace() == ns)
+    }
+
+    fn sel(&self, obj: &Obj) -> bool {
+        self.in_scope(obj) && matches(&self.info, &self.labels, &self.fields, obj)
+    }
+
+    /// Turn new history events into one chunk; false if the history no longer reaches the cursor.
+    fn drain(&mut self) -> bool {
+        let events = match self.table.events_after(self.cursor) {
+            Ok(e) => e,
+            Err(too_old) => {
+                let status = ApiError::expired(format!("too old resource version: {} ({})", self.cursor, too_old.oldest)).to_status();
+                self.pending.push_back(encode_event("ERROR", &serde_json::to_vec(&status).unwrap_or_default()));
+                self.done = true;
+                return false;
+            }
+        };
+        let mut chunk = BytesMut::new();
+        for ev in &events {
+            self.cursor = ev.rv;
+            let now = self.sel(&ev.obj);
+            let before = ev.prev.as_ref().is_some_and(|p| self.sel(p));
+            let line = match ev.kind {
+                EventType::Added if now => Some(self.encode("ADDED", &ev.obj, Some(ev))),
+                EventType::Modified if now && before => Some(self.encode("MODIFIED", &ev.obj, Some(ev))),
+                EventType::Modified if now => Some(self.encode("ADDED", &ev.obj, Some(ev))),
+                EventType::Modified if before => {
+                    let prev = ev.prev.as_ref().expect("previous object");
+                    let mut v = prev.value.clone();
+                    crate::store::set_rv(&mut v, ev.rv);
+                    let o = Obj::new(v, ev.rv, false);
+                    Some(self.encode("DELETED", &o, None))
+                }
+                EventType::Deleted if now || before => Some(self.encode("DELETED", &ev.obj, Some(ev))),
+                _ => None,
+            };
+            if let Some(l) = line {
+                chunk.put_slice(&l);
+            }
+        }
+        if !chunk.is_empty() {
+            self.pending.push_back(chunk.freeze());
+        }
+        true
+    }
+
+    async fn next(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(c) = self.pending.pop_front() {
+                return Some(c);
+            }
+            if self.done || Instant::now() >= self.deadline {
+                return None;
+            }
+            self.rx.borrow_and_update();
+            if !self.drain() {
+                continue;
+            }
+            if !self.pending.is_empty() {
+                continue;
+            }
+            let wake = if self.bookmarks { self.next_bookmark.min(self.deadline) } else { self.deadline };
+            tokio::select! {
+                r = self.rx.changed() => {
+                    if r.is_err() {
+                        self.done = true;
+                    }
+                }
+                _ = tokio::time::sleep_until(wake) => {
+                    if self.bookmarks && Instant::now() >= self.next_bookmark {
+                        self.next_bookmark = Instant::now() + BOOKMARK_EVERY;
+                        let rv = self.table.current_rv();
+                        if self.drain() && self.pending.is_empty() {
+                            self.cursor = self.cursor.max(rv);
+                            let b = self.bookmark(rv, false);
+                            self.pending.push_back(b);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

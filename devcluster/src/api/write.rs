@@ -1,0 +1,125 @@
+//! POST, PUT, PATCH, DELETE and deletecollection: HTTP parameters in, `ops` out.
+
+use axum::response::Response;
+use http::header;
+use serde_json::Value;
+
+use super::read::object_bytes;
+use super::{Ctx, Target, bytes_response, error, json_response};
+use crate::builtin;
+use crate::cluster::Cluster;
+use crate::ops::{self, Body, DeleteOpts, Propagation, Reply, Subresource, Validation, WriteOpts};
+use crate::patch::Format;
+use crate::registry::ResourceInfo;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::status::{ApiError, ApiResult};
+
+fn write_opts(ctx: &Ctx) -> ApiResult<WriteOpts> {
+    Ok(WriteOpts {
+        dry_run: ctx.q("dryRun").is_some_and(|d| d == "All"),
+        manager: ctx.manager(),
+        validation: Validation::parse(ctx.q("fieldValidation"))?,
+        force: ctx.q("force").is_some_and(|f| f == "true" || f == "1"),
+        manager_explicit: ctx.q("fieldManager").is_some(),
+    })
+}
+
+fn sub(t: &Target) -> Subresource {
+    if t.sub.as_deref() == Some("status") { Subresource::Status } else { Subresource::Main }
+}
+
+fn reply(info: &ResourceInfo, r: ApiResult<Reply>) -> Response {
+    match r {
+        Err(e) => error(&e),
+        Ok(Reply { code, body: Body::Obj(obj), warnings }) => bytes_response(code, object_bytes(info, &obj), &warnings),
+        Ok(Reply { code, body: Body::Value(v), warnings }) => {
+            let v = if info.is_events_v1() && v["kind"] == "Event" && v["apiVersion"] == "v1" { builtin::event_from_core(&v) } else { v };
+            json_response(code, &v, &warnings)
+        }
+    }
+}
+
+/// POST.
+pub fn create(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response {
+    let r = (|| {
+        let opts = write_opts(ctx)?;
+        let body = ops::parse_body(&t.info, raw)?;
+        ops::create(cluster, &t.info, t.namespace.as_deref().unwrap_or(""), body, &opts)
+    })();
+    reply(&t.info, r)
+}
+
+/// PUT.
+pub fn update(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response {
+    let r = (|| {
+        let opts = write_opts(ctx)?;
+        let body = ops::parse_body(&t.info, raw)?;
+        if t.sub.as_deref() == Some("finalize") {
+            return ops::update(cluster, &t.info, "", t.name.as_deref().unwrap_or(""), Subresource::Main, body, &opts);
+        }
+        ops::update(cluster, &t.info, t.namespace.as_deref().unwrap_or(""), t.name.as_deref().unwrap_or(""), sub(t), body, &opts)
+    })();
+    reply(&t.info, r)
+}
+
+/// PATCH.
+pub fn patch(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response {
+    let r = (|| {
+        let ct = ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let format = Format::from_content_type(ct).ok_or_else(ApiError::unsupported_media_type)?;
+        let opts = write_opts(ctx)?;
+        ops::patch(cluster, &t.info, t.namespace.as_deref().unwrap_or(""), t.name.as_deref().unwrap_or(""), sub(t), format, raw, &opts)
+    })();
+    reply(&t.info, r)
+}
+
+fn delete_opts(ctx: &Ctx, raw: &[u8]) -> ApiResult<DeleteOpts> {
+    let body: Value = if raw.iter().all(u8::is_ascii_whitespace) {
+        Value::Null
+    } else {
+        serde_json::from_slice(raw).map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+    };
+    let policy = ctx
+        .q("propagationPolicy")
+        .map(String::from)
+        .or_else(|| body.get("propagationPolicy").and_then(Value::as_str).map(String::from));
+    let mut propagation = policy.as_deref().filter(|p| !p.is_empty()).map(Propagation::parse).transpose()?;
+    let orphan = ctx.q("orphanDependents").map(|o| o == "true").or_else(|| body.get("orphanDependents").and_then(Value::as_bool));
+    if propagation.is_none() {
+        propagation = match orphan {
+            Some(true) => Some(Propagation::Orphan),
+            Some(false) => Some(Propagation::Background),
+            None => None,
+        };
+    }
+    let dry = ctx.q("dryRun").is_some_and(|d| d == "All") || body.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|d| d == "All"));
+    Ok(DeleteOpts {
+        dry_run: dry,
+        propagation,
+        uid: body.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from),
+        resource_version: body.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from),
+    })
+}
+
+/// DELETE one object.
+pub fn delete(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response {
+    let r = (|| {
+        let opts = delete_opts(ctx, raw)?;
+        ops::delete(cluster, &t.info, t.namespace.as_deref().unwrap_or(""), t.name.as_deref().unwrap_or(""), &opts)
+    })();
+    reply(&t.info, r)
+}
+
+/// DELETE a collection.
+pub fn delete_collection(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response {
+    let r = (|| {
+        let opts = delete_opts(ctx, raw)?;
+        let labels = LabelSelector::parse(ctx.q("labelSelector").unwrap_or("")).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let fields = FieldSelector::parse(ctx.q("fieldSelector").unwrap_or(""), t.info.field_selectors()).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        ops::delete_collection(cluster, &t.info, t.namespace.as_deref(), &labels, &fields, &opts)
+    })();
+    match r {
+        Ok(v) => json_response(200, &v, &[]),
+        Err(e) => error(&e),
+    }
+}

@@ -1,0 +1,123 @@
+//! POST: create an object (generateName, namespace checks, defaults, validation, dryRun).
+
+use serde_json::{Value, json};
+
+use super::{Body, Reply, WriteOpts, check_type, has_generation, meta_mut, now, prune_unknown, random_suffix};
+use crate::cluster::Cluster;
+use crate::registry::ResourceInfo;
+use crate::status::{ApiError, ApiResult};
+use crate::store::{Write, Written};
+use crate::{builtin, crd, managed, validate};
+
+/// Create `body` in namespace `ns` ("" for cluster-scoped resources).
+pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value, opts: &WriteOpts) -> ApiResult<Reply> {
+    check_type(info, &mut body)?;
+    if info.is_events_v1() {
+        body = builtin::event_to_core(info, body)?;
+    }
+    {
+        let meta = meta_mut(&mut body);
+        match meta.get("namespace").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() && info.namespaced && n != ns => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => {}
+        }
+        if info.namespaced {
+            meta.insert("namespace".into(), json!(ns));
+        } else {
+            meta.remove("namespace");
+        }
+        if meta.get("resourceVersion").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+            return Err(ApiError::internal("resourceVersion should not be set on objects to be created"));
+        }
+    }
+    let warnings = prune_unknown(info, &mut body, opts.validation)?;
+    {
+        let meta = meta_mut(&mut body);
+        let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
+        let gen_name = meta.get("generateName").and_then(Value::as_str).unwrap_or("");
+        if name.is_empty() && !gen_name.is_empty() {
+            let base: String = gen_name.chars().take(58).collect();
+            meta.insert("name".into(), json!(format!("{base}{}", random_suffix())));
+        }
+    }
+    let name_rule = if info.plural == "namespaces" { validate::dns_label } else { validate::dns_subdomain };
+    let causes = validate::metadata(&body, name_rule);
+    if !causes.is_empty() {
+        let name = crate::registry::name_of(&body).to_string();
+        return Err(ApiError::invalid_object(info, &name, causes));
+    }
+    if info.status_subresource && !info.builtin {
+        if let Some(m) = body.as_object_mut() {
+            m.remove("status");
+        }
+    }
+    builtin::prepare(info, &mut body, None)?;
+    crd::prepare(cluster, info, &mut body, None)?;
+    if let Some(schema) = &info.schema {
+        schema.apply_defaults(&mut body);
+        let causes = schema.validate(&body);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid_object(info, crate::registry::name_of(&body), causes));
+        }
+    }
+    if info.namespaced {
+        match cluster.namespace(ns) {
+            None => return Err(ApiError::not_found_raw("", "namespaces", ns)),
+            Some(n) if n.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) => {
+                let name = crate::registry::name_of(&body).to_string();
+                return Err(ApiError::forbidden(
+                    info,
+                    &name,
+                    format!(
+                        "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                        info.qualified()
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    {
+        let ts = now();
+        let meta = meta_mut(&mut body);
+        meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        meta.insert("creationTimestamp".into(), json!(ts));
+        meta.remove("deletionTimestamp");
+        meta.remove("deletionGracePeriodSeconds");
+        meta.remove("selfLink");
+        if has_generation(info) {
+            meta.insert("generation".into(), json!(1));
+        } else {
+            meta.remove("generation");
+        }
+    }
+    managed::record_update(info, &mut body, None, opts.manager.as_deref(), None);
+    let body = super::normalize_order(body);
+    let name = crate::registry::name_of(&body).to_string();
+    if opts.dry_run {
+        let mut body = body;
+        if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+        }
+        return Ok(Reply { code: 201, body: Body::Value(body), warnings });
+    }
+    let table = cluster.table(info);
+    let (written, ()) = table.write(ns, &name, |cur| {
+        if cur.is_some() {
+            return Err(ApiError::already_exists(info, &name));
+        }
+        Ok((Write::Put(body), ()))
+    })?;
+    let Some(Written::Stored(obj)) = written else {
+        return Err(ApiError::internal("object was not stored"));
+    };
+    if obj.value.pointer("/metadata/ownerReferences").is_some() {
+        cluster.kick();
+    }
+    crd::after_write(cluster, info, &obj.value);
+    Ok(Reply { code: 201, body: Body::Obj(obj), warnings })
+}

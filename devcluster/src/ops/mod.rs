@@ -1,0 +1,250 @@
+//! The write verbs (create, update, patch, delete), independent of HTTP: each takes the
+//! resource, the request's body and options, and answers the object or Status the real
+//! server would, committing through one locked read-modify-write on the object's table.
+
+mod create;
+mod delete;
+pub(crate) mod update;
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+pub use create::create;
+pub use delete::{DeleteOpts, Propagation, delete, delete_collection, delete_namespace_finally};
+pub use update::{PatchKind, Subresource, patch, update};
+
+use crate::registry::ResourceInfo;
+use crate::schema;
+use crate::status::{ApiError, ApiResult};
+use crate::store::Obj;
+
+/// How unknown fields are treated (`fieldValidation`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Validation {
+    /// Reject with 400.
+    Strict,
+    /// Drop and warn (the server's default).
+    #[default]
+    Warn,
+    /// Drop silently.
+    Ignore,
+}
+
+impl Validation {
+    /// Parse the query parameter.
+    pub fn parse(s: Option<&str>) -> ApiResult<Self> {
+        match s {
+            None | Some("") | Some("Warn") => Ok(Validation::Warn),
+            Some("Strict") => Ok(Validation::Strict),
+            Some("Ignore") => Ok(Validation::Ignore),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "fieldValidation parameter unsupported: {other}, must be one of Strict, Warn, Ignore"
+            ))),
+        }
+    }
+}
+
+/// Options of a write request.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOpts {
+    /// `dryRun=All`.
+    pub dry_run: bool,
+    /// The field manager (from `fieldManager` or the user agent).
+    pub manager: Option<String>,
+    /// `fieldValidation`.
+    pub validation: Validation,
+    /// `force` (server-side apply).
+    pub force: bool,
+    /// Whether `fieldManager` was given explicitly (apply requires it).
+    pub manager_explicit: bool,
+}
+
+/// A write's answer.
+#[derive(Debug)]
+pub struct Reply {
+    /// HTTP status code.
+    pub code: u16,
+    /// The object or Status to send.
+    pub body: Body,
+    /// `Warning` header texts.
+    pub warnings: Vec<String>,
+}
+
+/// The body of a reply.
+#[derive(Debug)]
+pub enum Body {
+    /// A stored object (bytes ready).
+    Obj(Arc<Obj>),
+    /// Any other JSON (dry runs, Status, lists).
+    Value(Value),
+}
+
+/// The current time as RFC 3339 with seconds.
+pub fn now() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// A random suffix for generateName.
+pub fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let u = uuid::Uuid::new_v4();
+    u.as_bytes().iter().take(5).map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char).collect()
+}
+
+/// Whether objects of the resource carry `metadata.generation`.
+pub fn has_generation(info: &ResourceInfo) -> bool {
+    !info.builtin || matches!(info.plural.as_str(), "deployments" | "jobs" | "customresourcedefinitions" | "pods")
+}
+
+/// Parse a request body as JSON, with the real server's error for malformed input.
+pub fn parse_body(info: &ResourceInfo, raw: &[u8]) -> ApiResult<Value> {
+    match serde_json::from_slice::<Value>(raw) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: json: cannot unmarshal into Go value of type struct",
+            info.kind
+        ))),
+        Err(e) => {
+            let snippet: String = String::from_utf8_lossy(raw).chars().take(30).collect();
+            let why = if e.is_eof() { "unexpected end of JSON input".to_string() } else { e.to_string() };
+            Err(ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: {why} ({snippet} ...)",
+                info.kind
+            )))
+        }
+    }
+}
+
+/// Check (and fill in) `apiVersion` and `kind` of a body sent to `info`'s endpoint.
+pub fn check_type(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
+    let api_version = info.api_version();
+    let map = obj.as_object_mut().ok_or_else(|| ApiError::bad_request("expected an object"))?;
+    let kind = map.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+    let av = map.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
+    if !kind.is_empty() && kind != info.kind {
+        if info.builtin {
+            let v = av.rsplit('/').next().unwrap_or("v1");
+            return Err(ApiError::bad_request(format!(
+                "{kind} in version \"{v}\" cannot be handled as a {}: converting ({v}.{kind}) to (core.{}): unknown conversion",
+                info.kind, info.kind
+            )));
+        }
+        return Err(ApiError::bad_request(format!("invalid object type: {av}, Kind={kind}")));
+    }
+    if !av.is_empty() && av != api_version {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({av}) does not match the expected API version ({api_version})"
+        )));
+    }
+    map.insert("kind".into(), json!(info.kind));
+    map.insert("apiVersion".into(), json!(api_version));
+    if !map.get("metadata").is_some_and(Value::is_object) {
+        map.insert("metadata".into(), json!({}));
+    }
+    Ok(())
+}
+
+/// Top-level fields a built-in kind knows (besides kind, apiVersion, metadata).
+fn builtin_fields(info: &ResourceInfo) -> &'static [&'static str] {
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("", "configmaps") => &["data", "binaryData", "immutable"],
+        ("", "secrets") => &["data", "stringData", "type", "immutable"],
+        ("", "serviceaccounts") => &["secrets", "imagePullSecrets", "automountServiceAccountToken"],
+        ("", "events") => &["involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp", "count", "type", "eventTime", "series", "action", "related", "reportingComponent", "reportingInstance"],
+        ("events.k8s.io", "events") => &["eventTime", "series", "reportingController", "reportingInstance", "action", "reason", "regarding", "related", "note", "type", "deprecatedSource", "deprecatedFirstTimestamp", "deprecatedLastTimestamp", "deprecatedCount"],
+        _ => &["spec", "status"],
+    }
+}
+
+/// Drop unknown fields (per `fieldValidation`); returns the warnings to send.
+pub fn prune_unknown(info: &ResourceInfo, obj: &mut Value, validation: Validation) -> ApiResult<Vec<String>> {
+    let mut unknown = schema::unknown_meta_fields(obj);
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for u in &unknown {
+            meta.remove(u.trim_start_matches("metadata."));
+        }
+    }
+    if let Some(s) = &info.schema {
+        unknown.extend(s.prune(obj));
+    } else if info.builtin {
+        let known = builtin_fields(info);
+        if let Some(map) = obj.as_object_mut() {
+            let extra: Vec<String> = map
+                .keys()
+                .filter(|k| !matches!(k.as_str(), "kind" | "apiVersion" | "metadata") && !known.contains(&k.as_str()))
+                .cloned()
+                .collect();
+            for k in extra {
+                map.remove(&k);
+                unknown.push(k);
+            }
+        }
+    }
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    let texts: Vec<String> = unknown.iter().map(|u| format!("unknown field \"{u}\"")).collect();
+    match validation {
+        Validation::Strict => Err(ApiError::bad_request(format!(
+            "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
+            info.kind,
+            info.version,
+            info.kind,
+            texts.join(", ")
+        ))),
+        Validation::Warn => Ok(texts),
+        Validation::Ignore => Ok(Vec::new()),
+    }
+}
+
+/// Put keys in the order the real server writes them (kind, apiVersion, metadata first).
+pub fn normalize_order(obj: Value) -> Value {
+    let Value::Object(mut map) = obj else { return obj };
+    let mut out = Map::with_capacity(map.len());
+    for k in ["kind", "apiVersion"] {
+        if let Some(v) = map.remove(k) {
+            out.insert(k.into(), v);
+        }
+    }
+    if let Some(Value::Object(mut meta)) = map.remove("metadata") {
+        let mut m = Map::with_capacity(meta.len());
+        for k in schema::META_FIELDS {
+            if let Some(v) = meta.remove(*k) {
+                m.insert((*k).into(), v);
+            }
+        }
+        m.extend(meta);
+        out.insert("metadata".into(), Value::Object(m));
+    }
+    out.extend(map);
+    Value::Object(out)
+}
+
+/// `obj` without metadata and status: what a generation bump looks at.
+pub fn spec_part(obj: &Value) -> Map<String, Value> {
+    obj.as_object()
+        .map(|m| m.iter().filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status")).map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default()
+}
+
+/// Read a string at a JSON pointer.
+pub fn str_at<'a>(obj: &'a Value, pointer: &str) -> Option<&'a str> {
+    obj.pointer(pointer).and_then(Value::as_str)
+}
+
+/// The metadata object (created if missing).
+pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    obj["metadata"].as_object_mut().expect("metadata is an object")
+}
+
+/// The finalizers of an object.
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,283 @@
+//! PUT and PATCH: replace or patch an object (main resource or `/status`), with
+//! resourceVersion and uid preconditions, generation rules, no-op detection, finalizer
+//! rules for terminating objects, and removal once the last finalizer is gone.
+
+use serde_json::{Value, json};
+
+use super::{Body, Reply, WriteOpts, check_type, finalizers, has_generation, meta_mut, prune_unknown, spec_part};
+use crate::cluster::Cluster;
+use crate::patch::{self, Format};
+use crate::registry::ResourceInfo;
+use crate::status::{ApiError, ApiResult, Cause};
+use crate::store::{Write, Written};
+use crate::{apply, builtin, crd, managed};
+
+/// Which endpoint a write goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subresource {
+    /// The object itself.
+    Main,
+    /// `/status`.
+    Status,
+}
+
+/// The patch format of a PATCH request.
+pub type PatchKind = Format;
+
+/// PUT: replace the object `name` with `body`.
+pub fn update(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, sub: Subresource, mut body: Value, opts: &WriteOpts) -> ApiResult<Reply> {
+    check_type(info, &mut body)?;
+    if info.is_events_v1() {
+        body = builtin::event_to_core(info, body)?;
+    }
+    let rv_missing = body.pointer("/metadata/resourceVersion").and_then(Value::as_str).is_none_or(str::is_empty);
+    if rv_missing && !info.builtin {
+        let causes = vec![Cause::new("FieldValueInvalid", "Invalid value: 0: must be specified for an update", "metadata.resourceVersion")];
+        return Err(ApiError::invalid(&info.qualified(), &info.group, &info.plural, name, causes));
+    }
+    commit(cluster, info, ns, name, sub, opts, move |_| Ok(body))
+}
+
+/// PATCH: apply a patch of `format` to the object `name`.
+pub fn patch(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, sub: Subresource, format: Format, raw: &[u8], opts: &WriteOpts) -> ApiResult<Reply> {
+    if format == Format::Strategic && !info.builtin {
+        return Err(ApiError::unsupported_media_type());
+    }
+    let parsed = patch::parse(format, raw)?;
+    if format == Format::Apply {
+        return apply::apply(cluster, info, ns, name, sub, parsed, opts);
+    }
+    let events_v1 = info.is_events_v1();
+    commit(cluster, info, ns, name, sub, opts, move |current| {
+        let mut target = if events_v1 { builtin::event_from_core(current) } else { current.clone() };
+        patch::apply(format, &mut target, &parsed)?;
+        if events_v1 {
+            target = builtin::event_to_core(info, target)?;
+        }
+        Ok(target)
+    })
+}
+
+/// The shared read-modify-write of update, patch and apply: `compute` turns the current
+/// object into the object the client wants.
+pub(crate) fn commit(
+    cluster: &Cluster,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    sub: Subresource,
+    opts: &WriteOpts,
+    compute: impl FnOnce(&Value) -> ApiResult<Value>,
+) -> ApiResult<Reply> {
+    commit_with(cluster, info, ns, name, sub, opts, false, compute)
+}
+
+/// `commit` for server-side apply: `compute` also writes managedFields, which count as a change.
+pub(crate) fn commit_apply(
+    cluster: &Cluster,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    sub: Subresource,
+    opts: &WriteOpts,
+    compute: impl FnOnce(&Value) -> ApiResult<Value>,
+) -> ApiResult<Reply> {
+    commit_with(cluster, info, ns, name, sub, opts, true, compute)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn commit_with(
+    cluster: &Cluster,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    sub: Subresource,
+    opts: &WriteOpts,
+    apply_mode: bool,
+    compute: impl FnOnce(&Value) -> ApiResult<Value>,
+) -> ApiResult<Reply> {
+    let table = cluster.table(info);
+    let mut warnings = Vec::new();
+    let (written, response) = table.write(ns, name, |cur| {
+        let Some(cur) = cur else { return Err(ApiError::not_found(info, name)) };
+        let old = &cur.value;
+        let mut wanted = compute(old)?;
+        check_type(info, &mut wanted)?;
+        let applied_fields = apply_mode.then(|| wanted.pointer("/metadata/managedFields").cloned()).flatten();
+        let (mut new, w) = reconcile(info, ns, name, sub, old, wanted, opts)?;
+        warnings = w;
+        if let Some(mf) = applied_fields {
+            meta_mut(&mut new).insert("managedFields".into(), mf);
+            if strip_volatile(&new) == strip_volatile(old) && same_fields(&new, old) {
+                return Ok((Write::Keep, None));
+            }
+        } else if strip_volatile(&new) == strip_volatile(old) {
+            return Ok((Write::Keep, None));
+        }
+        managed::record_update(info, &mut new, Some(old), opts.manager.as_deref(), (sub == Subresource::Status).then_some("status"));
+        let new = super::normalize_order(new);
+        if opts.dry_run {
+            return Ok((Write::Keep, Some(new)));
+        }
+        let terminating = new.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+        if terminating && finalizers(&new).is_empty() {
+            return Ok((Write::Delete, Some(new)));
+        }
+        Ok((Write::Put(new), None))
+    })?;
+    let body = match (written, response) {
+        (Some(Written::Deleted(_)), Some(v)) => {
+            cluster.kick();
+            crd::after_delete(cluster, info, name);
+            Body::Value(v)
+        }
+        (_, Some(v)) => Body::Value(v),
+        (Some(Written::Stored(obj)), None) => {
+            if obj.value.pointer("/metadata/ownerReferences").is_some() || obj.value.pointer("/metadata/deletionTimestamp").is_some() {
+                cluster.kick();
+            }
+            crd::after_write(cluster, info, &obj.value);
+            Body::Obj(obj)
+        }
+        _ => return Err(ApiError::not_found(info, name)),
+    };
+    Ok(Reply { code: 200, body, warnings })
+}
+
+/// Whether two objects have the same managedFields apart from their times.
+fn same_fields(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| -> Vec<Value> {
+        v.pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .map(|a| {
+                let mut out: Vec<Value> = a
+                    .iter()
+                    .map(|e| {
+                        let mut e = e.clone();
+                        if let Some(m) = e.as_object_mut() {
+                            m.remove("time");
+                        }
+                        e
+                    })
+                    .collect();
+                out.sort_by_key(|e| e.to_string());
+                out
+            })
+            .unwrap_or_default()
+    };
+    strip(a) == strip(b)
+}
+
+/// Metadata that does not make a write a change: resourceVersion and managedFields.
+fn strip_volatile(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+        m.remove("managedFields");
+    }
+    v
+}
+
+/// Turn the object a client sent into the object to store, as the real server would.
+fn reconcile(info: &ResourceInfo, ns: &str, name: &str, sub: Subresource, old: &Value, mut wanted: Value, opts: &WriteOpts) -> ApiResult<(Value, Vec<String>)> {
+    let body_name = wanted.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    if !body_name.is_empty() && body_name != name {
+        return Err(ApiError::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));
+    }
+    let body_ns = wanted.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+    if info.namespaced && !body_ns.is_empty() && body_ns != ns {
+        return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+    }
+    let cur_rv = old.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
+    if let Some(rv) = wanted.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
+        if !rv.is_empty() && rv != cur_rv {
+            return Err(ApiError::conflict(info, name));
+        }
+    }
+    let cur_uid = old.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+    if let Some(uid) = wanted.pointer("/metadata/uid").and_then(Value::as_str) {
+        if !uid.is_empty() && uid != cur_uid {
+            let why = format!(
+                "StorageError: invalid object, Code: 4, Key: /registry/{}/{}{}/{name}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {cur_uid}",
+                if info.group.is_empty() { "" } else { info.group.as_str() },
+                info.plural,
+                if ns.is_empty() { String::new() } else { format!("/{ns}") }
+            )
+            .replace("/registry//", "/registry/");
+            return Err(ApiError::conflict_msg(info, name, &why));
+        }
+    }
+    let warnings = prune_unknown(info, &mut wanted, opts.validation)?;
+    let mut new = match sub {
+        Subresource::Status => {
+            let mut n = old.clone();
+            match wanted.get("status") {
+                Some(s) => n["status"] = s.clone(),
+                None => {
+                    if let Some(m) = n.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            n
+        }
+        Subresource::Main => {
+            if info.status_subresource {
+                match old.get("status") {
+                    Some(s) => wanted["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = wanted.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            wanted
+        }
+    };
+    {
+        let old_meta = old.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+        let meta = meta_mut(&mut new);
+        for k in ["name", "namespace", "uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "resourceVersion"] {
+            match old_meta.get(k) {
+                Some(v) => meta.insert(k.into(), v.clone()),
+                None => meta.remove(k),
+            };
+        }
+        meta.remove("selfLink");
+        for k in ["labels", "annotations", "finalizers", "ownerReferences"] {
+            if meta.get(k).is_some_and(|v| v.is_null() || v.as_object().is_some_and(|m| m.is_empty()) || v.as_array().is_some_and(|a| a.is_empty())) {
+                meta.remove(k);
+            }
+        }
+    }
+    let name_rule = if info.plural == "namespaces" { crate::validate::dns_label } else { crate::validate::dns_subdomain };
+    let mut causes = crate::validate::metadata(&new, name_rule);
+    if old.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) {
+        let before = finalizers(old);
+        let added: Vec<String> = finalizers(&new).into_iter().filter(|f| !before.contains(f)).collect();
+        if !added.is_empty() {
+            let list = added.iter().map(|f| format!("{f:?}")).collect::<Vec<_>>().join(", ");
+            let msg = format!("Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}");
+            causes.push(Cause::new("FieldValueForbidden", msg.clone(), "metadata.finalizers"));
+            causes.push(Cause::new("FieldValueForbidden", msg, "metadata.finalizers"));
+        }
+    }
+    if !causes.is_empty() {
+        return Err(ApiError::invalid_object(info, name, causes));
+    }
+    builtin::prepare(info, &mut new, Some(old))?;
+    crd::prepare_update(info, &mut new, old)?;
+    if let Some(schema) = &info.schema {
+        schema.apply_defaults(&mut new);
+        let causes = schema.validate(&new);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid_object(info, name, causes));
+        }
+    }
+    if has_generation(info) && spec_part(&new) != spec_part(old) {
+        let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+        meta_mut(&mut new).insert("generation".into(), json!(g + 1));
+    }
+    Ok((new, warnings))
+}

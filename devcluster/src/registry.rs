@@ -1,0 +1,273 @@
+//! Which resources the server serves: the built-in kinds and the resources defined by
+//! established CustomResourceDefinitions, with everything discovery, routing and storage
+//! need to know about each (names, scope, verbs, subresources, schema, printer columns).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use serde_json::Value;
+
+use crate::schema::Schema;
+
+/// The verbs of a regular namespaced or cluster-scoped resource.
+pub const ALL_VERBS: &[&str] =
+    &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+
+/// An additional printer column of a CRD version.
+#[derive(Debug, Clone)]
+pub struct PrinterColumn {
+    /// Column header.
+    pub name: String,
+    /// OpenAPI type (`string`, `integer`, `date`, ...).
+    pub type_: String,
+    /// OpenAPI format.
+    pub format: String,
+    /// Column description.
+    pub description: String,
+    /// Priority (0 = shown by default).
+    pub priority: i64,
+    /// Simple JSONPath, e.g. `.spec.size`.
+    pub json_path: String,
+}
+
+/// Everything the server knows about one served resource at one version.
+#[derive(Debug, Clone)]
+pub struct ResourceInfo {
+    /// API group ("" for core).
+    pub group: String,
+    /// Version, e.g. `v1`.
+    pub version: String,
+    /// Plural resource name (URL segment).
+    pub plural: String,
+    /// Singular name.
+    pub singular: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// Short names for kubectl.
+    pub short_names: Vec<String>,
+    /// Categories (e.g. `all`).
+    pub categories: Vec<String>,
+    /// Verbs listed in discovery.
+    pub verbs: &'static [&'static str],
+    /// Whether the `status` subresource exists (and the main endpoint ignores status).
+    pub status_subresource: bool,
+    /// Whether this is a built-in kind (list items carry no kind/apiVersion; strategic merge).
+    pub builtin: bool,
+    /// Storage table key; different versions and shapes of one resource share it.
+    pub storage: String,
+    /// Structural schema of a custom resource version (pruning, defaults, validation).
+    pub schema: Option<Arc<Schema>>,
+    /// Printer columns of a custom resource version.
+    pub columns: Vec<PrinterColumn>,
+    /// Whether a custom resource's whole object keeps unknown fields.
+    pub preserve_unknown: bool,
+}
+
+impl ResourceInfo {
+    /// `group/version` or `version` for core.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    /// `plural` or `plural.group`.
+    pub fn qualified(&self) -> String {
+        crate::status::qualified(&self.group, &self.plural)
+    }
+
+    /// `Kind` or `Kind.group`, as the first word of 422 messages.
+    pub fn kind_label(&self) -> String {
+        if self.group.is_empty() || self.is_events_v1() { self.kind.clone() } else { format!("{}.{}", self.kind, self.group) }
+    }
+
+    /// Whether this is the events.k8s.io shape of Events.
+    pub fn is_events_v1(&self) -> bool {
+        self.group == "events.k8s.io"
+    }
+
+    /// The kind of the list answer.
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// The field selectors (besides metadata.name/namespace) this resource supports.
+    pub fn field_selectors(&self) -> &'static [&'static str] {
+        match (self.group.as_str(), self.plural.as_str()) {
+            ("", "pods") => &["spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "status.phase", "status.podIP", "status.nominatedNodeName"],
+            ("", "secrets") => &["type"],
+            ("", "namespaces") => &["status.phase"],
+            ("", "events") => &["involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"],
+            ("events.k8s.io", "events") => &["regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid", "reason", "type"],
+            ("batch", "jobs") => &["status.successful"],
+            _ => &[],
+        }
+    }
+}
+
+struct Builtin {
+    group: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short: &'static [&'static str],
+    categories: &'static [&'static str],
+    status: bool,
+}
+
+const BUILTINS: &[Builtin] = &[
+    Builtin { group: "", plural: "namespaces", singular: "namespace", kind: "Namespace", namespaced: false, short: &["ns"], categories: &[], status: true },
+    Builtin { group: "", plural: "configmaps", singular: "configmap", kind: "ConfigMap", namespaced: true, short: &["cm"], categories: &[], status: false },
+    Builtin { group: "", plural: "secrets", singular: "secret", kind: "Secret", namespaced: true, short: &[], categories: &[], status: false },
+    Builtin { group: "", plural: "pods", singular: "pod", kind: "Pod", namespaced: true, short: &["po"], categories: &["all"], status: true },
+    Builtin { group: "", plural: "services", singular: "service", kind: "Service", namespaced: true, short: &["svc"], categories: &["all"], status: true },
+    Builtin { group: "", plural: "serviceaccounts", singular: "serviceaccount", kind: "ServiceAccount", namespaced: true, short: &["sa"], categories: &[], status: false },
+    Builtin { group: "", plural: "events", singular: "event", kind: "Event", namespaced: true, short: &["ev"], categories: &[], status: false },
+    Builtin { group: "events.k8s.io", plural: "events", singular: "event", kind: "Event", namespaced: true, short: &["ev"], categories: &[], status: false },
+    Builtin { group: "coordination.k8s.io", plural: "leases", singular: "lease", kind: "Lease", namespaced: true, short: &[], categories: &[], status: false },
+    Builtin { group: "apps", plural: "deployments", singular: "deployment", kind: "Deployment", namespaced: true, short: &["deploy"], categories: &["all"], status: true },
+    Builtin { group: "batch", plural: "jobs", singular: "job", kind: "Job", namespaced: true, short: &[], categories: &["all"], status: true },
+    Builtin { group: "apiextensions.k8s.io", plural: "customresourcedefinitions", singular: "customresourcedefinition", kind: "CustomResourceDefinition", namespaced: false, short: &["crd", "crds"], categories: &["api-extensions"], status: true },
+];
+
+/// Storage key of the core Event table (shared by both Event shapes).
+pub const EVENTS_STORAGE: &str = "/events";
+
+/// The set of served resources; cheap to read, rebuilt on CRD changes.
+#[derive(Default)]
+pub struct Registry {
+    // (group, version, plural) -> info
+    inner: RwLock<BTreeMap<(String, String, String), Arc<ResourceInfo>>>,
+}
+
+impl Registry {
+    /// A registry with the built-in kinds.
+    pub fn with_builtins() -> Self {
+        let reg = Registry::default();
+        {
+            let mut m = reg.inner.write();
+            for b in BUILTINS {
+                let info = ResourceInfo {
+                    group: b.group.into(),
+                    version: "v1".into(),
+                    plural: b.plural.into(),
+                    singular: b.singular.into(),
+                    kind: b.kind.into(),
+                    namespaced: b.namespaced,
+                    short_names: b.short.iter().map(|s| s.to_string()).collect(),
+                    categories: b.categories.iter().map(|s| s.to_string()).collect(),
+                    verbs: if b.plural == "namespaces" { NAMESPACE_VERBS } else { ALL_VERBS },
+                    status_subresource: b.status,
+                    builtin: true,
+                    storage: if b.plural == "events" { EVENTS_STORAGE.into() } else { format!("{}/{}", b.group, b.plural) },
+                    schema: None,
+                    columns: Vec::new(),
+                    preserve_unknown: false,
+                };
+                m.insert((b.group.into(), "v1".into(), b.plural.into()), Arc::new(info));
+            }
+        }
+        reg
+    }
+
+    /// Look a resource up by group, version and plural.
+    pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
+        self.inner.read().get(&(group.to_string(), version.to_string(), plural.to_string())).cloned()
+    }
+
+    /// Whether any resource is served in the group (and version, if given).
+    pub fn has_group(&self, group: &str, version: Option<&str>) -> bool {
+        self.inner.read().keys().any(|(g, v, _)| g == group && version.is_none_or(|x| x == v))
+    }
+
+    /// All resources of one group version, sorted by plural.
+    pub fn group_version(&self, group: &str, version: &str) -> Vec<Arc<ResourceInfo>> {
+        self.inner
+            .read()
+            .iter()
+            .filter(|((g, v, _), _)| g == group && v == version)
+            .map(|(_, i)| i.clone())
+            .collect()
+    }
+
+    /// All served resources.
+    pub fn all(&self) -> Vec<Arc<ResourceInfo>> {
+        self.inner.read().values().cloned().collect()
+    }
+
+    /// Group names with their versions (in CRD order of preference), excluding core.
+    pub fn groups(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (g, v, _) in self.inner.read().keys() {
+            if g.is_empty() {
+                continue;
+            }
+            let vs = out.entry(g.clone()).or_default();
+            if !vs.contains(v) {
+                vs.push(v.clone());
+            }
+        }
+        for vs in out.values_mut() {
+            vs.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        }
+        out
+    }
+
+    /// Find the info serving a kind in an apiVersion (owner references, events).
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceInfo>> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        self.inner
+            .read()
+            .iter()
+            .find(|((g, v, _), i)| g == group && v == version && i.kind == kind)
+            .map(|(_, i)| i.clone())
+    }
+
+    /// Replace all resources of a CRD (identified by group and plural) with `infos`.
+    pub fn set_crd(&self, group: &str, plural: &str, infos: Vec<ResourceInfo>) {
+        let mut m = self.inner.write();
+        m.retain(|(g, _, p), i| !(g == group && p == plural && !i.builtin));
+        for info in infos {
+            m.insert((info.group.clone(), info.version.clone(), info.plural.clone()), Arc::new(info));
+        }
+    }
+
+    /// Remove all resources of a CRD.
+    pub fn remove_crd(&self, group: &str, plural: &str) {
+        self.set_crd(group, plural, Vec::new());
+    }
+}
+
+/// Kubernetes version priority: GA > beta > alpha, higher numbers first.
+pub fn version_priority(v: &str) -> (u8, u64, u64) {
+    let rest = v.strip_prefix('v').unwrap_or("");
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let major = digits.parse::<u64>().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    if digits.is_empty() {
+        return (0, 0, 0);
+    }
+    if tail.is_empty() {
+        return (3, major, 0);
+    }
+    if let Some(n) = tail.strip_prefix("beta") {
+        return (2, major, n.parse().unwrap_or(0));
+    }
+    if let Some(n) = tail.strip_prefix("alpha") {
+        return (1, major, n.parse().unwrap_or(0));
+    }
+    (0, 0, 0)
+}
+
+/// Read `metadata.name` of an object.
+pub fn name_of(obj: &Value) -> &str {
+    obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
+}
+
+/// Read `metadata.namespace` of an object.
+pub fn namespace_of(obj: &Value) -> &str {
+    obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("")
+}

@@ -1,0 +1,222 @@
+//! API errors as the real server writes them: `Status` objects with a reason, a code and a
+//! message whose wording follows kube-apiserver, so clients that match on reasons (kube-rs,
+//! client-go, Kopf) and humans reading messages see the same thing as on a real cluster.
+
+use serde_json::{Map, Value, json};
+
+use crate::registry::ResourceInfo;
+
+/// An error answer of the API: either a `Status` object or a plain-text 404.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// `Status.reason` (empty for internal errors, which the real server leaves out).
+    pub reason: &'static str,
+    /// `Status.message`.
+    pub message: String,
+    /// `Status.details`, when the real server sends them.
+    pub details: Option<Value>,
+    /// Answer `text/plain` `404 page not found` instead of a Status (unknown paths).
+    pub plain: bool,
+}
+
+/// One entry of `Status.details.causes`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cause {
+    /// `FieldValueInvalid`, `FieldValueRequired`, ...
+    pub reason: &'static str,
+    /// The cause's own message (without the field).
+    pub message: String,
+    /// The field path, e.g. `metadata.name`.
+    pub field: String,
+}
+
+impl Cause {
+    /// A cause with the given reason, message and field.
+    pub fn new(reason: &'static str, message: impl Into<String>, field: impl Into<String>) -> Self {
+        Cause { reason, message: message.into(), field: field.into() }
+    }
+}
+
+/// Result type of API operations.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError { code, reason, message: message.into(), details: None, plain: false }
+    }
+
+    fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// `404 page not found` in plain text, as for unknown groups and paths.
+    pub fn page_not_found() -> Self {
+        ApiError { plain: true, ..Self::new(404, "NotFound", "404 page not found") }
+    }
+
+    /// 404 NotFound for `resource "name"`.
+    pub fn not_found(info: &ResourceInfo, name: &str) -> Self {
+        Self::not_found_raw(&info.group, &info.plural, name)
+    }
+
+    /// 404 NotFound from group and plural.
+    pub fn not_found_raw(group: &str, plural: &str, name: &str) -> Self {
+        Self::new(404, "NotFound", format!("{} \"{name}\" not found", qualified(group, plural)))
+            .with_details(details(name, group, plural))
+    }
+
+    /// 409 AlreadyExists.
+    pub fn already_exists(info: &ResourceInfo, name: &str) -> Self {
+        Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", info.qualified()))
+            .with_details(details(name, &info.group, &info.plural))
+    }
+
+    /// 409 Conflict: stale resourceVersion.
+    pub fn conflict(info: &ResourceInfo, name: &str) -> Self {
+        Self::conflict_msg(
+            info,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// 409 Conflict with a given explanation.
+    pub fn conflict_msg(info: &ResourceInfo, name: &str, why: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {} \"{name}\": {why}", info.qualified()),
+        )
+        .with_details(details(name, &info.group, &info.plural))
+    }
+
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 500 without a reason (the real server's answer for some malformed inputs).
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
+    /// 405 MethodNotAllowed.
+    pub fn method_not_allowed(verb: &str, info: &ResourceInfo) -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!("{verb} is not supported on resources of kind \"{}\"", info.qualified()),
+        )
+        .with_details(json!({"group": info.group, "kind": info.plural}))
+    }
+
+    /// 415 UnsupportedMediaType.
+    pub fn unsupported_media_type() -> Self {
+        Self::new(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+    }
+
+    /// 413 RequestEntityTooLarge.
+    pub fn too_large() -> Self {
+        Self::new(413, "RequestEntityTooLarge", "the request is too large")
+    }
+
+    /// 401 Unauthorized.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 403 Forbidden with a message.
+    pub fn forbidden(info: &ResourceInfo, name: &str, message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message).with_details(details(name, &info.group, &info.plural))
+    }
+
+    /// 410 Gone / Expired (for watches and continue tokens).
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// 422 Invalid with causes; `kind` is the Kind (built-ins) or the plural (some CR paths).
+    pub fn invalid(kind_label: &str, group: &str, details_kind: &str, name: &str, causes: Vec<Cause>) -> Self {
+        let parts: Vec<String> = causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
+        let joined = if parts.len() == 1 { parts[0].clone() } else { format!("[{}]", parts.join(", ")) };
+        let message = format!("{kind_label} \"{name}\" is invalid: {joined}");
+        let mut d = Map::new();
+        if !name.is_empty() {
+            d.insert("name".into(), json!(name));
+        }
+        if !group.is_empty() {
+            d.insert("group".into(), json!(group));
+        }
+        d.insert("kind".into(), json!(details_kind));
+        d.insert(
+            "causes".into(),
+            Value::Array(
+                causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect(),
+            ),
+        );
+        Self::new(422, "Invalid", message).with_details(Value::Object(d))
+    }
+
+    /// 422 Invalid for an object of `info` (the label is `Kind` or `Kind.group`).
+    pub fn invalid_object(info: &ResourceInfo, name: &str, causes: Vec<Cause>) -> Self {
+        Self::invalid(&info.kind_label(), &info.group, &info.kind, name, causes)
+    }
+
+    /// The bare 422 the real server answers for failed JSON patches and similar.
+    pub fn invalid_plain(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message)
+    }
+
+    /// The `Status` object for this error.
+    pub fn to_status(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("kind".into(), json!("Status"));
+        m.insert("apiVersion".into(), json!("v1"));
+        m.insert("metadata".into(), json!({}));
+        m.insert("status".into(), json!("Failure"));
+        m.insert("message".into(), json!(self.message));
+        if !self.reason.is_empty() {
+            m.insert("reason".into(), json!(self.reason));
+        }
+        if let Some(d) = &self.details {
+            m.insert("details".into(), d.clone());
+        }
+        m.insert("code".into(), json!(self.code));
+        Value::Object(m)
+    }
+}
+
+/// `plural` or `plural.group`, as used in messages.
+pub fn qualified(group: &str, plural: &str) -> String {
+    if group.is_empty() { plural.to_string() } else { format!("{plural}.{group}") }
+}
+
+fn details(name: &str, group: &str, plural: &str) -> Value {
+    let mut d = Map::new();
+    if !name.is_empty() {
+        d.insert("name".into(), json!(name));
+    }
+    if !group.is_empty() {
+        d.insert("group".into(), json!(group));
+    }
+    d.insert("kind".into(), json!(plural));
+    Value::Object(d)
+}
+
+/// A successful delete's `Status` answer.
+pub fn success_status(info: &ResourceInfo, name: &str, uid: &str) -> Value {
+    let mut d = Map::new();
+    d.insert("name".into(), json!(name));
+    if !info.group.is_empty() {
+        d.insert("group".into(), json!(info.group));
+    }
+    d.insert("kind".into(), json!(info.plural));
+    d.insert("uid".into(), json!(uid));
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": Value::Object(d)})
+}

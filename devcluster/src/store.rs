@@ -1,0 +1,404 @@
+//! The object store: one table per stored resource, each behind its own lock, holding every
+//! object's parsed JSON and its serialized bytes (so a GET is a lookup and a copy) plus a
+//! bounded history of watch events; one cluster-wide resourceVersion counter that only
+//! increases. Writes to one table are serialized, so conflict checks and event order are exact.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use parking_lot::{Mutex, RwLock};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::persist::Log;
+use crate::status::ApiResult;
+
+/// A stored object: its JSON value and cached serialization.
+#[derive(Debug)]
+pub struct Obj {
+    /// The object as stored (core shape for Events).
+    pub value: Value,
+    /// The object serialized as JSON.
+    pub bytes: Bytes,
+    /// Length of the leading `{"kind":..,"apiVersion":..,` that list items leave out (0: keep all).
+    pub type_prefix: usize,
+    /// The object's resourceVersion.
+    pub rv: u64,
+}
+
+impl Obj {
+    /// Serialize `value`; `strip_type` remembers where kind/apiVersion end for list items.
+    pub fn new(value: Value, rv: u64, strip_type: bool) -> Arc<Obj> {
+        let bytes = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        let type_prefix = if strip_type { type_prefix_len(&value) } else { 0 };
+        Arc::new(Obj { value, bytes, type_prefix, rv })
+    }
+
+    /// Append the object as a list item (without kind/apiVersion for built-ins).
+    pub fn write_item(&self, out: &mut BytesMut) {
+        if self.type_prefix > 0 {
+            out.put_u8(b'{');
+            out.put_slice(&self.bytes[self.type_prefix..]);
+        } else {
+            out.put_slice(&self.bytes);
+        }
+    }
+
+    /// `metadata.namespace`.
+    pub fn namespace(&self) -> &str {
+        crate::registry::namespace_of(&self.value)
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        crate::registry::name_of(&self.value)
+    }
+}
+
+/// Length of `{"kind":K,"apiVersion":A,` if the object starts with exactly those keys.
+fn type_prefix_len(value: &Value) -> usize {
+    let Some(map) = value.as_object() else { return 0 };
+    let mut keys = map.iter();
+    let (Some((k1, v1)), Some((k2, v2)), Some(_)) = (keys.next(), keys.next(), keys.next()) else {
+        return 0;
+    };
+    if k1 != "kind" || k2 != "apiVersion" {
+        return 0;
+    }
+    let l1 = serde_json::to_string(v1).map(|s| s.len()).unwrap_or(0);
+    let l2 = serde_json::to_string(v2).map(|s| s.len()).unwrap_or(0);
+    // {"kind":  + v1 + ,"apiVersion": + v2 + ,
+    1 + 7 + l1 + 14 + l2 + 1
+}
+
+/// Watch event types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Object created.
+    Added,
+    /// Object changed.
+    Modified,
+    /// Object removed.
+    Deleted,
+}
+
+impl EventType {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change of one table.
+#[derive(Debug)]
+pub struct Event {
+    /// The resourceVersion of the change.
+    pub rv: u64,
+    /// What happened.
+    pub kind: EventType,
+    /// The object after the change (for DELETED: the last state, at the deletion's rv).
+    pub obj: Arc<Obj>,
+    /// The object before the change (MODIFIED and DELETED).
+    pub prev: Option<Arc<Obj>>,
+    line: OnceLock<Bytes>,
+}
+
+impl Event {
+    /// `{"type":..,"object":..}\n`, computed once and shared by all watchers.
+    pub fn line(&self) -> Bytes {
+        self.line.get_or_init(|| encode_event(self.kind.as_str(), &self.obj.bytes)).clone()
+    }
+}
+
+/// Encode one watch event line.
+pub fn encode_event(kind: &str, object: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(object.len() + 32);
+    out.put_slice(b"{\"type\":\"");
+    out.put_slice(kind.as_bytes());
+    out.put_slice(b"\",\"object\":");
+    out.put_slice(object);
+    out.put_slice(b"}\n");
+    out.freeze()
+}
+
+/// What a write closure decides.
+pub enum Write {
+    /// Store this value (create or replace); its resourceVersion is filled in.
+    Put(Value),
+    /// Remove the object.
+    Delete,
+    /// Change nothing (no-op update).
+    Keep,
+}
+
+/// The outcome of a committed write.
+#[derive(Debug, Clone)]
+pub enum Written {
+    /// The object as stored now (Put) or kept unchanged (Keep).
+    Stored(Arc<Obj>),
+    /// The object was removed; its final state.
+    Deleted(Arc<Obj>),
+}
+
+/// The watch history start was passed: the requested resourceVersion is too old.
+#[derive(Debug, Clone, Copy)]
+pub struct TooOld {
+    /// The oldest resourceVersion a watch can still start from.
+    pub oldest: u64,
+}
+
+struct Inner {
+    objects: BTreeMap<(String, String), Arc<Obj>>,
+    history: VecDeque<Arc<Event>>,
+    oldest: u64,
+}
+
+/// The objects of one resource (all its versions and shapes).
+pub struct Table {
+    key: String,
+    inner: Mutex<Inner>,
+    changed: watch::Sender<u64>,
+    counter: Arc<AtomicU64>,
+    strip_type: bool,
+    cap: usize,
+    log: Option<Arc<Log>>,
+}
+
+impl Table {
+    /// The storage key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// One object.
+    pub fn get(&self, ns: &str, name: &str) -> Option<Arc<Obj>> {
+        self.inner.lock().objects.get(&(ns.to_string(), name.to_string())).cloned()
+    }
+
+    /// A consistent snapshot of the objects (of one namespace, or all) and the list's resourceVersion.
+    pub fn list(&self, ns: Option<&str>) -> (Vec<Arc<Obj>>, u64) {
+        let inner = self.inner.lock();
+        let items = match ns {
+            None => inner.objects.values().cloned().collect(),
+            Some(ns) => inner
+                .objects
+                .range((ns.to_string(), String::new())..)
+                .take_while(|((n, _), _)| n == ns)
+                .map(|(_, o)| o.clone())
+                .collect(),
+        };
+        (items, self.counter.load(Ordering::SeqCst))
+    }
+
+    /// Number of objects (of one namespace, or all).
+    pub fn count(&self, ns: Option<&str>) -> usize {
+        let inner = self.inner.lock();
+        match ns {
+            None => inner.objects.len(),
+            Some(ns) => inner
+                .objects
+                .range((ns.to_string(), String::new())..)
+                .take_while(|((n, _), _)| n == ns)
+                .count(),
+        }
+    }
+
+    /// Apply `f` to the current object under the table lock and commit what it decides.
+    pub fn write<R>(
+        &self,
+        ns: &str,
+        name: &str,
+        f: impl FnOnce(Option<&Arc<Obj>>) -> ApiResult<(Write, R)>,
+    ) -> ApiResult<(Option<Written>, R)> {
+        let key = (ns.to_string(), name.to_string());
+        let mut inner = self.inner.lock();
+        let current = inner.objects.get(&key).cloned();
+        let (decision, extra) = f(current.as_ref())?;
+        let written = match decision {
+            Write::Keep => current.map(Written::Stored),
+            Write::Put(mut value) => {
+                let rv = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
+                set_rv(&mut value, rv);
+                let obj = Obj::new(value, rv, self.strip_type);
+                if let Some(log) = &self.log {
+                    log.append(&self.key, ns, name, Some(&obj.bytes[..]));
+                }
+                inner.objects.insert(key, obj.clone());
+                let kind = if current.is_some() { EventType::Modified } else { EventType::Added };
+                self.push(&mut inner, rv, kind, obj.clone(), current);
+                Some(Written::Stored(obj))
+            }
+            Write::Delete => match inner.objects.remove(&key) {
+                None => None,
+                Some(prev) => {
+                    let rv = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
+                    let mut value = prev.value.clone();
+                    set_rv(&mut value, rv);
+                    let obj = Obj::new(value, rv, self.strip_type);
+                    if let Some(log) = &self.log {
+                        log.append(&self.key, ns, name, None);
+                    }
+                    self.push(&mut inner, rv, EventType::Deleted, obj.clone(), Some(prev));
+                    Some(Written::Deleted(obj))
+                }
+            },
+        };
+        Ok((written, extra))
+    }
+
+    fn push(&self, inner: &mut Inner, rv: u64, kind: EventType, obj: Arc<Obj>, prev: Option<Arc<Obj>>) {
+        inner.history.push_back(Arc::new(Event { rv, kind, obj, prev, line: OnceLock::new() }));
+        while inner.history.len() > self.cap {
+            if let Some(old) = inner.history.pop_front() {
+                inner.oldest = old.rv;
+            }
+        }
+        self.changed.send_replace(rv);
+    }
+
+    /// Events after `rv`, or `TooOld` if history no longer reaches back to it.
+    pub fn events_after(&self, rv: u64) -> Result<Vec<Arc<Event>>, TooOld> {
+        let inner = self.inner.lock();
+        if rv < inner.oldest {
+            return Err(TooOld { oldest: inner.oldest });
+        }
+        let start = inner.history.partition_point(|e| e.rv <= rv);
+        Ok(inner.history.range(start..).cloned().collect())
+    }
+
+    /// A snapshot for a watch without resourceVersion: the objects and the rv to continue from.
+    pub fn snapshot_for_watch(&self, ns: Option<&str>) -> (Vec<Arc<Obj>>, u64) {
+        self.list(ns)
+    }
+
+    /// A receiver that changes whenever the table changes.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// The resourceVersion a bookmark may carry now (every change of this table up to it was sent
+    /// to a watcher that has drained `events_after`).
+    pub fn current_rv(&self) -> u64 {
+        let _inner = self.inner.lock();
+        self.counter.load(Ordering::SeqCst)
+    }
+
+    /// Insert an object as loaded from disk (no event, rv kept).
+    pub fn load(&self, value: Value) {
+        let rv = value
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let key = (
+            crate::registry::namespace_of(&value).to_string(),
+            crate::registry::name_of(&value).to_string(),
+        );
+        let obj = Obj::new(value, rv, self.strip_type);
+        self.inner.lock().objects.insert(key, obj);
+    }
+}
+
+/// Write `metadata.resourceVersion`.
+pub fn set_rv(value: &mut Value, rv: u64) {
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+}
+
+/// All tables and the cluster-wide resourceVersion counter.
+pub struct Store {
+    counter: Arc<AtomicU64>,
+    tables: RwLock<HashMap<String, Arc<Table>>>,
+    cap: usize,
+    log: Option<Arc<Log>>,
+}
+
+impl Store {
+    /// An empty store starting at resourceVersion `start`, keeping `cap` events per table.
+    pub fn new(start: u64, cap: usize, log: Option<Arc<Log>>) -> Self {
+        Store { counter: Arc::new(AtomicU64::new(start)), tables: RwLock::default(), cap, log }
+    }
+
+    /// The table stored under `key`, created on first use.
+    pub fn table(&self, key: &str, builtin: bool) -> Arc<Table> {
+        if let Some(t) = self.tables.read().get(key) {
+            return t.clone();
+        }
+        let mut tables = self.tables.write();
+        tables
+            .entry(key.to_string())
+            .or_insert_with(|| {
+                let rv = self.counter.load(Ordering::SeqCst);
+                Arc::new(Table {
+                    key: key.to_string(),
+                    inner: Mutex::new(Inner { objects: BTreeMap::new(), history: VecDeque::new(), oldest: rv }),
+                    changed: watch::channel(rv).0,
+                    counter: self.counter.clone(),
+                    strip_type: builtin,
+                    cap: self.cap,
+                    log: self.log.clone(),
+                })
+            })
+            .clone()
+    }
+
+    /// Forget a table (after its objects were deleted).
+    pub fn drop_table(&self, key: &str) {
+        self.tables.write().remove(key);
+    }
+
+    /// The last resourceVersion handed out.
+    pub fn current_rv(&self) -> u64 {
+        self.counter.load(Ordering::SeqCst)
+    }
+
+    /// Raise the counter to at least `rv` (after loading from disk).
+    pub fn bump_to(&self, rv: u64) {
+        self.counter.fetch_max(rv, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn list_items_of_builtins_leave_out_kind_and_api_version() {
+        let obj = Obj::new(json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "a"}}), 1, true);
+        let mut out = BytesMut::new();
+        obj.write_item(&mut out);
+        assert_eq!(&out[..], br#"{"metadata":{"name":"a"}}"#);
+    }
+
+    #[test]
+    fn writes_take_increasing_resource_versions_and_fill_the_history() {
+        let store = Store::new(10, 2, None);
+        let t = store.table("/configmaps", true);
+        for i in 0..3 {
+            t.write("ns", &format!("c{i}"), |_| Ok((Write::Put(json!({"metadata": {}})), ()))).unwrap();
+        }
+        assert_eq!(store.current_rv(), 13);
+        assert!(t.events_after(10).is_err(), "history keeps only 2 events");
+        let evs = t.events_after(11).unwrap();
+        assert_eq!(evs.iter().map(|e| e.rv).collect::<Vec<_>>(), vec![12, 13]);
+    }
+
+    #[test]
+    fn a_keep_decision_changes_nothing() {
+        let store = Store::new(0, 10, None);
+        let t = store.table("/configmaps", true);
+        t.write("ns", "a", |_| Ok((Write::Put(json!({"metadata": {}})), ()))).unwrap();
+        let (w, _) = t.write("ns", "a", |_| Ok((Write::Keep, ()))).unwrap();
+        let Some(Written::Stored(obj)) = w else { panic!("kept object") };
+        assert_eq!(obj.rv, 1);
+        assert_eq!(store.current_rv(), 1);
+    }
+}
