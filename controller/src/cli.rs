@@ -160,7 +160,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Dev(args) => {
             init_tracing(args.controller.verbose);
-            { let _ = args; todo!() }
+            crate::dev::dev(args).await
         }
     }
 }

@@ -9,7 +9,7 @@
 
 pub mod cli;
 pub mod cluster;
-// TEMP pub mod dev;
+pub mod dev;
 pub mod engines;
 pub mod logs;
 pub mod runtime;

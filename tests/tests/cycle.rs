@@ -1,0 +1,292 @@
+//! The handling cycle end to end: the real controller against the dev cluster over HTTP and
+//! a scripted handler server over gRPC.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bosun_controller::Settings;
+use bosun_devcluster::DevCluster;
+use bosun_proto::v1 as pb;
+use bosun_tests::{Behaviour, Controller, Scripted, kex, spec, success, wait_for};
+use serde_json::{Value, json};
+
+const T: Duration = Duration::from_secs(20);
+
+fn ok(result: Value) -> Behaviour {
+    Arc::new(move |_| success(result.clone()))
+}
+
+async fn setup() -> (DevCluster, kube::Client) {
+    let cluster = DevCluster::start_local().await.expect("dev cluster starts");
+    let client = cluster.client();
+    kex::install_crd(&client).await;
+    (cluster, client)
+}
+
+fn settings(addr: &str) -> Settings {
+    Settings { handlers: vec![addr.to_string()], ..Default::default() }
+}
+
+async fn wait_obj(client: &kube::Client, name: &str, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + T;
+    loop {
+        let o = kex::get(client, "default", name).await.unwrap_or(Value::Null);
+        if cond(&o) {
+            return o;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out waiting for {what}; last seen: {o:#}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn create_handler_result_and_diffbase_are_stored_and_not_redone_after_restart() {
+    let (_cluster, client) = setup().await;
+    let server = Scripted::new(vec![(spec("create_fn", pb::HandlerKind::Create), ok(json!({"message": "hello world"})))]);
+    let (addr, stopper) = server.clone().spawn().await;
+    kex::create(&client, "default", "kopf-example-1", json!({})).await;
+
+    let controller = Controller::start(client.clone(), settings(&addr));
+    controller.wait_log("[default/kopf-example-1] Creation is processed: 1 succeeded; 0 failed.", T).await;
+    let obj = wait_obj(&client, "kopf-example-1", "result stored", |o| o["status"]["create_fn"]["message"] == "hello world").await;
+    let diffbase = obj["status"]["bosun.dev"]["last-handled-configuration"].as_str().expect("diffbase in status");
+    assert_eq!(diffbase, "{\"spec\":{\"field\":\"value\"}}\n");
+    assert!(obj["status"]["bosun.dev"].get("progress").is_none(), "progress is purged: {obj:#}");
+    assert_eq!(controller.count("Handler 'create_fn' succeeded."), 1);
+    assert!(obj["metadata"].get("finalizers").is_none(), "no delete handler, no finalizer");
+    controller.stop().await;
+
+    // A new controller resumes: nothing changed, so nothing is called again.
+    let controller = Controller::start(client.clone(), settings(&addr));
+    kex::create(&client, "default", "kopf-example-2", json!({})).await;
+    controller.wait_log("[default/kopf-example-2] Creation is processed", T).await;
+    assert_eq!(server.count("create_fn"), 2, "once per object: {:?}", controller.log());
+    controller.stop().await;
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn update_and_field_handlers_get_the_diff_and_old_new_values() {
+    let (_cluster, client) = setup().await;
+    let mut field = spec("field_fn/spec.field", pb::HandlerKind::Field);
+    field.field = "spec.field".into();
+    let server = Scripted::new(vec![
+        (spec("create_fn", pb::HandlerKind::Create), ok(Value::Null)),
+        (spec("update_fn", pb::HandlerKind::Update), ok(json!({"updated": true}))),
+        (field, ok(Value::Null)),
+    ]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    kex::create(&client, "default", "obj", json!({})).await;
+    controller.wait_log("[default/obj] Creation is processed: 2 succeeded; 0 failed.", T).await;
+    kex::patch(&client, "default", "obj", json!({"spec": {"field": "changed"}})).await;
+    controller.wait_log("[default/obj] Updating is processed: 2 succeeded; 0 failed.", T).await;
+
+    let calls = server.calls();
+    let update = calls.iter().find(|c| c.handler_id == "update_fn").expect("update called");
+    assert_eq!(update.reason, pb::Reason::Update as i32);
+    assert_eq!(update.diff.len(), 1);
+    assert_eq!(update.diff[0].path, vec!["spec", "field"]);
+    assert_eq!(update.diff[0].operation, pb::diff_item::Operation::Change as i32);
+    let field_calls: Vec<_> = calls.iter().filter(|c| c.handler_id == "field_fn/spec.field").collect();
+    assert_eq!(field_calls.len(), 2, "on creation and on the change");
+    assert_eq!(field_calls[1].old, b"\"value\"");
+    assert_eq!(field_calls[1].new, b"\"changed\"");
+    wait_obj(&client, "obj", "update result", |o| o["status"]["update_fn"]["updated"] == true).await;
+    controller.stop().await;
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn delete_handler_holds_a_finalizer_until_it_succeeded() {
+    let (_cluster, client) = setup().await;
+    let server = Scripted::new(vec![
+        (spec("create_fn", pb::HandlerKind::Create), ok(Value::Null)),
+        (spec("delete_fn", pb::HandlerKind::Delete), ok(Value::Null)),
+    ]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    kex::create(&client, "default", "obj", json!({})).await;
+    controller.wait_log("[default/obj] Adding the finalizer, thus preventing the actual deletion.", T).await;
+    wait_obj(&client, "obj", "finalizer", |o| o["metadata"]["finalizers"] == json!(["bosun.dev/finalizer"])).await;
+    controller.wait_log("[default/obj] Creation is processed: 1 succeeded; 0 failed.", T).await;
+
+    kex::delete(&client, "default", "obj").await;
+    controller.wait_log("[default/obj] Handler 'delete_fn' succeeded.", T).await;
+    controller.wait_log("[default/obj] Deletion is processed: 1 succeeded; 0 failed.", T).await;
+    wait_for("object gone", T, || {
+        let c = client.clone();
+        async move { kex::get(&c, "default", "obj").await.is_none() }
+    })
+    .await
+    .unwrap();
+    assert_eq!(server.count("delete_fn"), 1);
+    controller.stop().await;
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn temporary_errors_retry_after_their_delay_and_permanent_errors_stop() {
+    let (_cluster, client) = setup().await;
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let a = attempts.clone();
+    let flaky: Behaviour = Arc::new(move |req| {
+        if a.fetch_add(1, Ordering::SeqCst) < 2 {
+            assert_eq!(req.retry as usize, a.load(Ordering::SeqCst) - 1);
+            pb::HandleResponse {
+                outcome: pb::Outcome::TemporaryError as i32,
+                message: "not yet".into(),
+                delay_seconds: Some(0.2),
+                ..Default::default()
+            }
+        } else {
+            success(json!({"attempts": 3}))
+        }
+    });
+    let doomed: Behaviour = Arc::new(|_| pb::HandleResponse {
+        outcome: pb::Outcome::PermanentError as i32,
+        message: "never".into(),
+        ..Default::default()
+    });
+    let server = Scripted::new(vec![(spec("flaky", pb::HandlerKind::Create), flaky), (spec("doomed", pb::HandlerKind::Create), doomed)]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    kex::create(&client, "default", "obj", json!({})).await;
+    controller.wait_log("[default/obj] Creation is processed: 1 succeeded; 1 failed.", T).await;
+    assert_eq!(controller.count("Handler 'flaky' failed temporarily: not yet"), 2);
+    assert_eq!(controller.count("Handler 'doomed' failed permanently: never"), 1);
+    assert_eq!(server.count("flaky"), 3);
+    assert_eq!(server.count("doomed"), 1);
+    wait_obj(&client, "obj", "flaky result", |o| o["status"]["flaky"]["attempts"] == 3).await;
+    controller.stop().await;
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn retries_limit_fails_the_handler_permanently() {
+    let (_cluster, client) = setup().await;
+    let mut s = spec("limited", pb::HandlerKind::Create);
+    s.options = Some(pb::HandlerOptions { retries: Some(2), ..Default::default() });
+    let always: Behaviour = Arc::new(|_| pb::HandleResponse {
+        outcome: pb::Outcome::TemporaryError as i32,
+        message: "again".into(),
+        delay_seconds: Some(0.05),
+        ..Default::default()
+    });
+    let server = Scripted::new(vec![(s, always)]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    kex::create(&client, "default", "obj", json!({})).await;
+    controller.wait_log("Handler 'limited' failed permanently: Handler 'limited' has exceeded 2 retries.", T).await;
+    controller.wait_log("[default/obj] Creation is processed: 0 succeeded; 1 failed.", T).await;
+    assert_eq!(server.count("limited"), 2);
+    controller.stop().await;
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn garbage_from_a_handler_is_a_clear_failure_and_other_objects_go_on() {
+    let (_cluster, client) = setup().await;
+    let garbage: Behaviour = Arc::new(|req| {
+        let obj: Value = serde_json::from_slice(&req.object).unwrap();
+        if obj["metadata"]["name"] == "bad" {
+            pb::HandleResponse { outcome: pb::Outcome::Success as i32, result: b"{not json".to_vec(), ..Default::default() }
+        } else {
+            success(json!({"fine": true}))
+        }
+    });
+    let mut s = spec("create_fn", pb::HandlerKind::Create);
+    s.options = Some(pb::HandlerOptions { errors: pb::ErrorsMode::Permanent as i32, ..Default::default() });
+    let server = Scripted::new(vec![(s, garbage)]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    kex::create(&client, "default", "bad", json!({})).await;
+    kex::create(&client, "default", "good", json!({})).await;
+    controller.wait_log("[default/bad] Handler 'create_fn' failed permanently: the handler server returned invalid JSON in `result`", T).await;
+    wait_obj(&client, "good", "good result", |o| o["status"]["create_fn"]["fine"] == true).await;
+    controller.stop().await;
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn a_patch_the_api_server_rejects_fails_its_handler_and_keeps_the_others() {
+    let (_cluster, client) = setup().await;
+    let bad_patch: Behaviour = Arc::new(|_| pb::HandleResponse {
+        outcome: pb::Outcome::Success as i32,
+        merge_patch: serde_json::to_vec(&json!({"metadata": {"labels": {"bad key!": "x"}}})).unwrap(),
+        ..Default::default()
+    });
+    let server = Scripted::new(vec![
+        (spec("patcher", pb::HandlerKind::Create), bad_patch),
+        (spec("fine", pb::HandlerKind::Create), ok(json!({"ok": 1}))),
+    ]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    kex::create(&client, "default", "obj", json!({})).await;
+    controller.wait_log("[default/obj] Handler 'patcher' failed permanently: its patch was rejected by the API server", T).await;
+    controller.wait_log("[default/obj] Creation is processed: 1 succeeded; 1 failed.", T).await;
+    wait_obj(&client, "obj", "the other result", |o| o["status"]["fine"]["ok"] == 1).await;
+    controller.stop().await;
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_handler_server_is_retried_and_nothing_is_lost() {
+    let (_cluster, client) = setup().await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = Scripted::new(vec![(spec("create_fn", pb::HandlerKind::Create), ok(json!({"late": true})))]);
+    let (addr, stopper) = server.clone().spawn_on(listener).await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    controller.wait_log("registered 1 handler(s)", T).await;
+    stopper.stop().await; // The server goes away after registration.
+    kex::create(&client, "default", "obj", json!({})).await;
+    controller.wait_log("[default/obj] Handler 'create_fn' could not be called: handler server", T).await;
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let (_, stopper) = server.clone().spawn_on(listener).await;
+    wait_obj(&client, "obj", "late result", |o| o["status"]["create_fn"]["late"] == true).await;
+    controller.stop().await;
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn objects_no_handler_matches_are_never_written() {
+    let (_cluster, client) = setup().await;
+    let mut s = spec("create_fn", pb::HandlerKind::Create);
+    let mut f = pb::Filters::default();
+    f.labels.insert("handled".into(), pb::ValueFilter { check: Some(pb::value_filter::Check::Present(true)) });
+    s.filters = Some(f);
+    let server = Scripted::new(vec![(s, ok(json!({"done": true})))]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    let ignored = kex::create(&client, "default", "ignored", json!({})).await;
+    kex::create(&client, "default", "handled", json!({"metadata": {"labels": {"handled": "yes"}}})).await;
+    wait_obj(&client, "handled", "handled", |o| o["status"]["create_fn"]["done"] == true).await;
+    let after = kex::get(&client, "default", "ignored").await.unwrap();
+    assert_eq!(after["metadata"]["resourceVersion"], ignored["metadata"]["resourceVersion"], "untouched: {after:#}");
+    controller.stop().await;
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn kopf_compat_mode_writes_kopf_keys_in_annotations() {
+    let (_cluster, client) = setup().await;
+    let server = Scripted::new(vec![
+        (spec("create_fn", pb::HandlerKind::Create), ok(json!({"message": "hello world"}))),
+        (spec("delete_fn", pb::HandlerKind::Delete), ok(Value::Null)),
+    ]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), Settings { kopf_compat: true, ..settings(&addr) });
+    kex::create(&client, "default", "obj", json!({})).await;
+    let obj = wait_obj(&client, "obj", "kopf diffbase", |o| {
+        o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].is_string()
+    })
+    .await;
+    assert_eq!(obj["metadata"]["finalizers"], json!(["kopf.zalando.org/KopfFinalizerMarker"]));
+    wait_obj(&client, "obj", "result", |o| o["status"]["create_fn"]["message"] == "hello world").await;
+    controller.stop().await;
+    stopper.stop().await;
+}
