@@ -132,7 +132,13 @@ impl ControllerArgs {
 pub fn init_tracing(verbose: bool) {
     let default = if verbose { "bosun_controller=debug,bosun=debug,info" } else { "info,kube=warn,tower=warn,hyper=warn,h2=warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).try_init();
+    use std::io::IsTerminal as _;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
 }
 
 /// Resolves on SIGINT or SIGTERM.

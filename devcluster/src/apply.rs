@@ -58,7 +58,21 @@ pub fn apply(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, sub: 
             }
         }
         merge_config(&mut target, &config);
-        kept.push(entry(info, &manager, applied, sub));
+        let mut e = entry(info, &manager, applied, sub);
+        let strip = |v: &Value| {
+            let mut v = v.clone();
+            if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("managedFields");
+                m.remove("resourceVersion");
+            }
+            v
+        };
+        if strip(&target) == strip(current) {
+            if let Some(m) = e.as_object_mut() {
+                m.remove("time");
+            }
+        }
+        kept.push(e);
         crate::ops::meta_mut(&mut target).insert("managedFields".into(), Value::Array(kept));
         Ok(target)
     })

@@ -18,7 +18,10 @@ use crate::store::Obj;
 /// Run the controllers until the task is dropped.
 pub async fn run(cluster: Arc<Cluster>) {
     loop {
-        let busy = pass(&cluster);
+        let c = cluster.clone();
+        let busy = tokio::task::spawn_blocking(move || pass(&c)).await.unwrap_or(true);
+        // debounce: writes made by the pass itself wake us again
+        tokio::time::sleep(Duration::from_millis(20)).await;
         let wait = if busy { Duration::from_millis(50) } else { Duration::from_secs(2) };
         tokio::select! {
             _ = cluster.gc.notified() => {}
@@ -99,6 +102,12 @@ pub fn pass(cluster: &Cluster) -> bool {
             let _ = ops::delete(cluster, &e.info, ns, e.obj.name(), &DeleteOpts { propagation: Some(Propagation::Background), ..Default::default() });
             pending = true;
             continue;
+        }
+        if alive.len() < refs.len() {
+            let keep: Vec<Value> = alive.iter().map(|r| (*r).clone()).collect();
+            let patch = json!({"metadata": {"ownerReferences": keep}});
+            let _ = merge(cluster, &e.info, ns, e.obj.name(), &patch, &sys);
+            pending = true;
         }
         // an owner being deleted in the foreground takes its dependents with it
         let fg_owner = alive.iter().any(|r| {

@@ -227,11 +227,16 @@ pub fn contains(set: &Value, path: &[String]) -> bool {
 
 fn insert_path(set: &mut Value, path: &[String]) {
     let mut cur = set;
-    for seg in path {
+    let last = path.len().saturating_sub(1);
+    for (i, seg) in path.iter().enumerate() {
         if !cur.is_object() {
             *cur = json!({});
         }
+        let fresh = !cur.as_object().is_some_and(|m| m.contains_key(seg));
         cur = cur.as_object_mut().expect("object").entry(seg.clone()).or_insert_with(|| json!({}));
+        if fresh && i < last && seg != "f:metadata" {
+            cur.as_object_mut().expect("object").insert(".".into(), json!({}));
+        }
     }
 }
 

@@ -140,7 +140,13 @@ impl ApiError {
 
     /// 422 Invalid with causes; `kind` is the Kind (built-ins) or the plural (some CR paths).
     pub fn invalid(kind_label: &str, group: &str, details_kind: &str, name: &str, causes: Vec<Cause>) -> Self {
-        let parts: Vec<String> = causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
+        let mut parts: Vec<String> = Vec::new();
+        for c in &causes {
+            let p = format!("{}: {}", c.field, c.message);
+            if !parts.contains(&p) {
+                parts.push(p);
+            }
+        }
         let joined = if parts.len() == 1 { parts[0].clone() } else { format!("[{}]", parts.join(", ")) };
         let message = format!("{kind_label} \"{name}\" is invalid: {joined}");
         let mut d = Map::new();

@@ -119,6 +119,16 @@ pub fn metadata(obj: &Value, name_check: fn(&str) -> Result<(), String>) -> Vec<
             }
         }
     }
+    for r in meta.and_then(|m| m.get("ownerReferences")).and_then(Value::as_array).into_iter().flatten() {
+        if r.get("uid").and_then(Value::as_str).unwrap_or("").is_empty() {
+            causes.push(Cause::new("FieldValueInvalid", "Invalid value: \"\": must not be empty", "metadata.ownerReferences.uid"));
+        }
+        for (k, field) in [("apiVersion", "metadata.ownerReferences.apiVersion"), ("kind", "metadata.ownerReferences.kind"), ("name", "metadata.ownerReferences.name")] {
+            if r.get(k).and_then(Value::as_str).unwrap_or("").is_empty() {
+                causes.push(Cause::new("FieldValueInvalid", "Invalid value: \"\": must not be empty", field));
+            }
+        }
+    }
     if let Some(ann) = meta.and_then(|m| m.get("annotations")).and_then(Value::as_object) {
         for k in ann.keys() {
             if let Err(msg) = qualified_name(&k.to_ascii_lowercase()) {

@@ -79,6 +79,7 @@ impl Server {
     /// Waits until the server's gRPC health says SERVING, logging while it does not.
     pub async fn wait_ready(&self, log: &Logger) {
         let mut delay = Duration::from_millis(50);
+        let since = std::time::Instant::now();
         let mut warned = false;
         loop {
             let mut health = HealthClient::new(self.channel.clone());
@@ -89,7 +90,8 @@ impl Server {
                     return;
                 }
                 other => {
-                    if !warned || delay >= Duration::from_secs(5) {
+                    // A server that starts together with the controller gets a second of grace.
+                    if since.elapsed() >= Duration::from_secs(1) && (!warned || delay >= Duration::from_secs(5)) {
                         let why = match other {
                             Ok(Ok(r)) => format!("health status {}", r.get_ref().status),
                             Ok(Err(s)) => s.message().to_string(),

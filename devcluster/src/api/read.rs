@@ -47,7 +47,15 @@ pub fn get(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
 
 fn selectors(info: &ResourceInfo, ctx: &Ctx) -> Result<(LabelSelector, FieldSelector), ApiError> {
     let labels = LabelSelector::parse(ctx.q("labelSelector").unwrap_or("")).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let fields = FieldSelector::parse(ctx.q("fieldSelector").unwrap_or(""), info.field_selectors()).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let fields = FieldSelector::parse(ctx.q("fieldSelector").unwrap_or(""), info.field_selectors()).map_err(|e| {
+        if info.builtin {
+            ApiError::bad_request(e.to_string())
+        } else {
+            let text = ctx.q("fieldSelector").unwrap_or("");
+            let field = text.split(',').map(|t| t.split(['=', '!']).next().unwrap_or("").trim()).find(|f| *f != "metadata.name" && *f != "metadata.namespace").unwrap_or("");
+            ApiError::bad_request(format!("field label not supported: {field}"))
+        }
+    })?;
     Ok((labels, fields))
 }
 
@@ -71,6 +79,13 @@ pub fn list(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
         Err(e) => return error(&e),
     };
     let info = &t.info;
+    if ctx.q("resourceVersionMatch").is_some_and(|m| !m.is_empty()) && ctx.q("resourceVersion").is_none_or(str::is_empty) {
+        return error(&ApiError::invalid("ListOptions.meta.k8s.io", "meta.k8s.io", "ListOptions", "", vec![crate::status::Cause::new(
+            "FieldValueForbidden",
+            "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+            "resourceVersionMatch",
+        )]));
+    }
     let table = cluster.table(info);
     let (items, rv) = table.list(t.namespace.as_deref());
     let mut start_after: Option<(String, String)> = None;

@@ -44,7 +44,11 @@ pub fn create(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response 
     let r = (|| {
         let opts = write_opts(ctx)?;
         let body = ops::parse_body(&t.info, raw)?;
-        ops::create(cluster, &t.info, t.namespace.as_deref().unwrap_or(""), body, &opts)
+        let dup = ops::check_duplicates(&t.info, raw, opts.validation)?;
+        ops::create(cluster, &t.info, t.namespace.as_deref().unwrap_or(""), body, &opts).map(|mut r| {
+            r.warnings.extend(dup);
+            r
+        })
     })();
     reply(&t.info, r)
 }
@@ -54,6 +58,7 @@ pub fn update(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response 
     let r = (|| {
         let opts = write_opts(ctx)?;
         let body = ops::parse_body(&t.info, raw)?;
+        ops::check_duplicates(&t.info, raw, opts.validation)?;
         if t.sub.as_deref() == Some("finalize") {
             return ops::update(cluster, &t.info, "", t.name.as_deref().unwrap_or(""), Subresource::Main, body, &opts);
         }

@@ -92,7 +92,8 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
                 fins.push(f.to_string());
             }
         }
-        if info.builtin && info.plural == "customresourcedefinitions" && !terminating {
+        let is_crd = info.builtin && info.plural == "customresourcedefinitions";
+        if is_crd && !terminating {
             fins.push(crate::crd::CLEANUP_FINALIZER.to_string());
         }
         if info.plural == "namespaces" {
@@ -113,7 +114,9 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
             let meta = meta_mut(&mut new);
             if !terminating {
                 meta.insert("deletionTimestamp".into(), json!(now()));
-                meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+                if !is_crd {
+                    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+                }
             }
             if fins.is_empty() {
                 meta.remove("finalizers");
@@ -121,7 +124,12 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
                 meta.insert("finalizers".into(), json!(fins));
             }
         }
-        if has_generation(info) && !terminating {
+        if is_crd && !terminating {
+            if let Some(c) = new.pointer_mut("/status/conditions").and_then(Value::as_array_mut) {
+                c.push(json!({"type": "Terminating", "status": "True", "lastTransitionTime": now(), "reason": "InstanceDeletionPending", "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon"}));
+            }
+        }
+        if has_generation(info) && !terminating && !is_crd {
             let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
             meta_mut(&mut new).insert("generation".into(), json!(g + 1));
         }
@@ -137,6 +145,10 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
     })?;
     cluster.kick();
     let body = match (written, dry) {
+        (Some(Written::Deleted(obj)), Some(mut v)) => {
+            crate::store::set_rv(&mut v, obj.rv);
+            Body::Value(v)
+        }
         (_, Some(v)) => Body::Value(v),
         (Some(Written::Deleted(obj)), None) => {
             let uid = obj.value.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();

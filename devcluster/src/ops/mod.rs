@@ -248,3 +248,65 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
         .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
         .unwrap_or_default()
 }
+
+/// The first duplicate key in a JSON document, as `path.key` (for strict field validation).
+pub fn find_duplicate(raw: &[u8]) -> Option<String> {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use std::cell::RefCell;
+
+    struct Seed<'a> {
+        path: String,
+        found: &'a RefCell<Option<String>>,
+    }
+    impl<'de> DeserializeSeed<'de> for Seed<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Seed<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("any JSON")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let path = if self.path.is_empty() { key.clone() } else { format!("{}.{key}", self.path) };
+                if !seen.insert(key) && self.found.borrow().is_none() {
+                    *self.found.borrow_mut() = Some(path.clone());
+                }
+                map.next_value_seed(Seed { path, found: self.found })?;
+            }
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq.next_element_seed(Seed { path: self.path.clone(), found: self.found })?.is_some() {}
+            Ok(())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> { Ok(()) }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> { Ok(()) }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> { Ok(()) }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> { Ok(()) }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> { Ok(()) }
+        fn visit_unit<E>(self) -> Result<(), E> { Ok(()) }
+    }
+    let found = RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_slice(raw);
+    let _ = Seed { path: String::new(), found: &found }.deserialize(&mut de);
+    let _ = IgnoredAny;
+    found.into_inner()
+}
+
+/// Reject duplicate fields under `fieldValidation=Strict` (warn under Warn).
+pub fn check_duplicates(info: &ResourceInfo, raw: &[u8], validation: Validation) -> ApiResult<Vec<String>> {
+    let Some(path) = find_duplicate(raw) else { return Ok(Vec::new()) };
+    match validation {
+        Validation::Strict => Err(ApiError::bad_request(format!(
+            "{} in version \"{}\" cannot be handled as a {}: strict decoding error: duplicate field \"{path}\"",
+            info.kind, info.version, info.kind
+        ))),
+        Validation::Warn => Ok(vec![format!("duplicate field \"{path}\"")]),
+        Validation::Ignore => Ok(Vec::new()),
+    }
+}

@@ -31,11 +31,14 @@ pub fn update(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, sub:
         body = builtin::event_to_core(info, body)?;
     }
     let rv_missing = body.pointer("/metadata/resourceVersion").and_then(Value::as_str).is_none_or(str::is_empty);
-    if rv_missing && !info.builtin {
-        let causes = vec![Cause::new("FieldValueInvalid", "Invalid value: 0: must be specified for an update", "metadata.resourceVersion")];
-        return Err(ApiError::invalid(&info.qualified(), &info.group, &info.plural, name, causes));
-    }
-    commit(cluster, info, ns, name, sub, opts, move |_| Ok(body))
+    let builtin = info.builtin;
+    commit(cluster, info, ns, name, sub, opts, move |_| {
+        if rv_missing && !builtin {
+            let causes = vec![Cause::new("FieldValueInvalid", "Invalid value: 0: must be specified for an update", "metadata.resourceVersion")];
+            return Err(ApiError::invalid(&info.qualified(), &info.group, &info.plural, name, causes));
+        }
+        Ok(body)
+    })
 }
 
 /// PATCH: apply a patch of `format` to the object `name`.
@@ -98,6 +101,7 @@ fn commit_with(
 ) -> ApiResult<Reply> {
     let table = cluster.table(info);
     let mut warnings = Vec::new();
+    let mut changed = false;
     let (written, response) = table.write(ns, name, |cur| {
         let Some(cur) = cur else { return Err(ApiError::not_found(info, name)) };
         let old = &cur.value;
@@ -123,6 +127,7 @@ fn commit_with(
         if terminating && finalizers(&new).is_empty() {
             return Ok((Write::Delete, Some(new)));
         }
+        changed = true;
         Ok((Write::Put(new), None))
     })?;
     let body = match (written, response) {
@@ -133,7 +138,7 @@ fn commit_with(
         }
         (_, Some(v)) => Body::Value(v),
         (Some(Written::Stored(obj)), None) => {
-            if obj.value.pointer("/metadata/ownerReferences").is_some() || obj.value.pointer("/metadata/deletionTimestamp").is_some() {
+            if changed && (obj.value.pointer("/metadata/ownerReferences").is_some() || obj.value.pointer("/metadata/deletionTimestamp").is_some()) {
                 cluster.kick();
             }
             crd::after_write(cluster, info, &obj.value);
