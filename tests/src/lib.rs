@@ -3,6 +3,8 @@
 //! environment that runs the dev cluster, the controller and handler servers in-process
 //! over real HTTP and real gRPC.
 
+pub mod faults;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;

@@ -290,3 +290,61 @@ async fn kopf_compat_mode_writes_kopf_keys_in_annotations() {
     controller.stop().await;
     stopper.stop().await;
 }
+
+#[tokio::test]
+async fn deletion_supersedes_an_unfinished_creation_and_failures_post_warning_events() {
+    let (_cluster, client) = setup().await;
+    let stuck: Behaviour = Arc::new(|_| pb::HandleResponse {
+        outcome: pb::Outcome::TemporaryError as i32,
+        message: "waiting for something".into(),
+        delay_seconds: Some(3600.0),
+        ..Default::default()
+    });
+    let doomed: Behaviour = Arc::new(|_| pb::HandleResponse {
+        outcome: pb::Outcome::PermanentError as i32,
+        message: "cannot".into(),
+        ..Default::default()
+    });
+    let server = Scripted::new(vec![
+        (spec("create_fn", pb::HandlerKind::Create), stuck),
+        (spec("doomed", pb::HandlerKind::Create), doomed),
+        (spec("delete_fn", pb::HandlerKind::Delete), ok(Value::Null)),
+    ]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    kex::create(&client, "default", "obj", json!({})).await;
+    controller.wait_log("[default/obj] Handler 'create_fn' failed temporarily: waiting for something", T).await;
+    let obj = wait_obj(&client, "obj", "progress stored", |o| !o["status"]["bosun.dev"]["progress"]["create_fn"].is_null()).await;
+    let progress = &obj["status"]["bosun.dev"]["progress"]["create_fn"];
+    assert_eq!(progress["purpose"], "create");
+    assert_eq!(progress["retries"], 1);
+    assert!(progress["delayed"].is_string(), "{progress}");
+
+    // A Warning event tells about the permanent failure.
+    let cluster = bosun_controller::cluster::Cluster::new(client.clone());
+    wait_for("a warning event", T, || {
+        let cluster = cluster.clone();
+        async move {
+            let events = cluster.get("/api/v1/namespaces/default/events").await.unwrap();
+            events["items"].as_array().unwrap().iter().any(|e| {
+                e["type"] == "Warning"
+                    && e["involvedObject"]["name"] == "obj"
+                    && e["message"].as_str().unwrap_or("").contains("Handler 'doomed' failed permanently: cannot")
+            })
+        }
+    })
+    .await
+    .unwrap();
+
+    kex::delete(&client, "default", "obj").await;
+    controller.wait_log("[default/obj] Deletion is processed: 1 succeeded; 0 failed.", T).await;
+    wait_for("object gone", T, || {
+        let c = client.clone();
+        async move { kex::get(&c, "default", "obj").await.is_none() }
+    })
+    .await
+    .unwrap();
+    assert_eq!(server.count("create_fn"), 1, "the creation is not retried once the deletion superseded it");
+    controller.stop().await;
+    stopper.stop().await;
+}

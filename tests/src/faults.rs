@@ -1,0 +1,105 @@
+//! A fault-injecting HTTP proxy in front of the dev cluster: answers chosen requests with
+//! chosen errors (429 with Retry-After, 500, 409 …) and forwards the rest, recording what
+//! it saw, so the controller's behaviour on a misbehaving API server can be tested.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+
+/// One injected answer: method, path suffix, how many times, status, extra headers.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    /// Requests with this method…
+    pub method: Method,
+    /// …whose path ends with this…
+    pub path_suffix: String,
+    /// …are answered this many more times…
+    pub times: usize,
+    /// …with this status…
+    pub status: StatusCode,
+    /// …and these headers.
+    pub headers: Vec<(String, String)>,
+}
+
+/// What the proxy saw: (when, method, path, status answered).
+pub type Seen = Arc<Mutex<Vec<(Instant, Method, String, u16)>>>;
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+fn status_body(status: StatusCode) -> Full<Bytes> {
+    let reason = status.canonical_reason().unwrap_or("Error").replace(' ', "");
+    Full::new(Bytes::from(format!(
+        r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","message":"injected {}","reason":"{reason}","code":{}}}"#,
+        status.as_u16(),
+        status.as_u16()
+    )))
+}
+
+/// Starts the proxy to `upstream` (`http://127.0.0.1:PORT`); returns its URL and the record.
+pub async fn start(upstream: String, faults: Vec<Fault>) -> (String, Seen) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let faults = Arc::new(Mutex::new(faults));
+    let seen: Seen = Arc::default();
+    let client: Client<HttpConnector, Incoming> = Client::builder(TokioExecutor::new()).build_http();
+    let record = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { return };
+            let (faults, seen, client, upstream) = (faults.clone(), record.clone(), client.clone(), upstream.clone());
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let (faults, seen, client, upstream) = (faults.clone(), seen.clone(), client.clone(), upstream.clone());
+                    async move {
+                        let method = req.method().clone();
+                        let path = req.uri().path().to_string();
+                        let injected = {
+                            let mut fs = faults.lock().unwrap();
+                            fs.iter_mut().find(|f| f.times > 0 && f.method == method && path.ends_with(&f.path_suffix)).map(|f| {
+                                f.times -= 1;
+                                f.clone()
+                            })
+                        };
+                        if let Some(f) = injected {
+                            seen.lock().unwrap().push((Instant::now(), method, path, f.status.as_u16()));
+                            let mut res = Response::builder().status(f.status).header("content-type", "application/json");
+                            for (k, v) in &f.headers {
+                                res = res.header(k, v);
+                            }
+                            let body: Body = status_body(f.status).map_err(|never| match never {}).boxed();
+                            return Ok::<_, Infallible>(res.body(body).unwrap());
+                        }
+                        let (mut parts, body) = req.into_parts();
+                        let pq = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_default();
+                        parts.uri = format!("{upstream}{pq}").parse().unwrap();
+                        match client.request(Request::from_parts(parts, body)).await {
+                            Ok(res) => {
+                                seen.lock().unwrap().push((Instant::now(), method, path, res.status().as_u16()));
+                                Ok(res.map(|b| b.boxed()))
+                            }
+                            Err(e) => {
+                                let body: Body = Full::new(Bytes::from(e.to_string())).map_err(|never| match never {}).boxed();
+                                Ok(Response::builder().status(502).body(body).unwrap())
+                            }
+                        }
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+            });
+        }
+    });
+    (url, seen)
+}
+
+/// A kube client for a plain-http URL.
+pub fn client_for(url: &str) -> kube::Client {
+    kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap()
+}
