@@ -105,7 +105,7 @@ pub fn record_update(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>, 
             }
             let mut set = entries.iter().find(|e| mine(e)).map(|e| e["fieldsV1"].clone()).unwrap_or(json!({}));
             for p in &changed {
-                insert_path(&mut set, p);
+                insert_path(&mut set, p, old);
             }
             // forget fields that no longer exist
             for p in leaf_paths(&set) {
@@ -225,7 +225,7 @@ pub fn contains(set: &Value, path: &[String]) -> bool {
     true
 }
 
-fn insert_path(set: &mut Value, path: &[String]) {
+fn insert_path(set: &mut Value, path: &[String], old: &Value) {
     let mut cur = set;
     let last = path.len().saturating_sub(1);
     for (i, seg) in path.iter().enumerate() {
@@ -234,7 +234,7 @@ fn insert_path(set: &mut Value, path: &[String]) {
         }
         let fresh = !cur.as_object().is_some_and(|m| m.contains_key(seg));
         cur = cur.as_object_mut().expect("object").entry(seg.clone()).or_insert_with(|| json!({}));
-        if fresh && i < last && seg != "f:metadata" {
+        if fresh && i < last && seg != "f:metadata" && value_at(old, &path[..=i]).is_none() {
             cur.as_object_mut().expect("object").insert(".".into(), json!({}));
         }
     }

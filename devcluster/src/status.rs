@@ -171,7 +171,8 @@ impl ApiError {
 
     /// 422 Invalid for an object of `info` (the label is `Kind` or `Kind.group`).
     pub fn invalid_object(info: &ResourceInfo, name: &str, causes: Vec<Cause>) -> Self {
-        Self::invalid(&info.kind_label(), &info.group, &info.kind, name, causes)
+        let group = if info.is_events_v1() { "" } else { info.group.as_str() };
+        Self::invalid(&info.kind_label(), group, &info.kind, name, causes)
     }
 
     /// The bare 422 the real server answers for failed JSON patches and similar.

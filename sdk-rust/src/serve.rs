@@ -152,11 +152,19 @@ impl Operator {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), Error> {
-        let dispatcher = self.into_dispatcher()?;
-        let local: Option<SocketAddr> = listener.local_addr().ok();
-        announce(&dispatcher, &local.map(|a| a.to_string()).unwrap_or_default());
-        run(dispatcher, TcpListenerStream::new(listener), shutdown).await
+        serve_dispatcher(self.into_dispatcher()?, listener, shutdown).await
     }
+}
+
+/// Serves an already validated dispatcher on a listener until `shutdown` resolves.
+pub(crate) async fn serve_dispatcher(
+    dispatcher: Dispatcher,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    let local: Option<SocketAddr> = listener.local_addr().ok();
+    announce(&dispatcher, &local.map(|a| a.to_string()).unwrap_or_default());
+    run(dispatcher, TcpListenerStream::new(listener), shutdown).await
 }
 
 #[cfg(unix)]

@@ -89,7 +89,46 @@ pub fn group(cluster: &Cluster, name: &str) -> Response {
     }
 }
 
-/// `/openapi/...`: not served; kubectl falls back to client-side behaviour without it.
-pub fn openapi(_cluster: &Cluster, _rest: &[&str]) -> Response {
-    error(&ApiError::page_not_found())
+/// `/openapi/v3` and `/openapi/v3/<group-version>`: the minimum kubectl reads — the index
+/// of group versions, and per group version the PATCH operations with their
+/// `x-kubernetes-group-version-kind` and the `fieldValidation` parameter, from which kubectl
+/// learns that the server validates fields itself. `/openapi/v2` is not served.
+pub fn openapi(cluster: &Cluster, rest: &[&str]) -> Response {
+    match rest {
+        ["v3"] => {
+            let mut paths = serde_json::Map::new();
+            paths.insert("api/v1".into(), json!({"serverRelativeURL": "/openapi/v3/api/v1?hash=0"}));
+            for (g, vs) in cluster.registry.groups() {
+                for v in vs {
+                    paths.insert(format!("apis/{g}/{v}"), json!({"serverRelativeURL": format!("/openapi/v3/apis/{g}/{v}?hash=0")}));
+                }
+            }
+            json_response(200, &json!({"paths": paths}), &[])
+        }
+        ["v3", "api", "v1"] => json_response(200, &gv_doc(cluster, "", "v1"), &[]),
+        ["v3", "apis", g, v] if cluster.registry.has_group(g, Some(v)) => json_response(200, &gv_doc(cluster, g, v), &[]),
+        _ => error(&ApiError::page_not_found()),
+    }
+}
+
+fn gv_doc(cluster: &Cluster, group: &str, version: &str) -> Value {
+    let prefix = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
+    let params = json!([
+        {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+        {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+        {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+        {"name": "force", "in": "query", "schema": {"type": "boolean", "uniqueItems": true}}
+    ]);
+    let mut paths = serde_json::Map::new();
+    for info in cluster.registry.group_version(group, version) {
+        let gvk = json!({"group": info.group, "version": info.version, "kind": info.kind});
+        let item = if info.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", info.plural)
+        } else {
+            format!("{prefix}/{}/{{name}}", info.plural)
+        };
+        let op = |action: &str| json!({"x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk, "parameters": params, "responses": {"200": {"description": "OK"}}});
+        paths.insert(item, json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}));
+    }
+    json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.36.2"}, "paths": paths, "components": {"schemas": {}}})
 }

@@ -183,6 +183,20 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
         }
     }
     let target = Target { info: info.clone(), namespace, name, sub };
+    let content_type = ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
+    if matches!(method, Method::POST | Method::PUT) && !raw.is_empty() && !(content_type.starts_with("application/json") || content_type.contains("yaml") || content_type.is_empty()) {
+        let mut e = ApiError::unsupported_media_type();
+        e.message = format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {content_type})");
+        return error(&e);
+    }
+    let raw = if matches!(method, Method::POST | Method::PUT) && content_type.contains("yaml") {
+        match serde_yaml::from_slice::<Value>(&raw) {
+            Ok(v) => Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+            Err(e) => return error(&ApiError::bad_request(format!("error converting YAML to JSON: {e}"))),
+        }
+    } else {
+        raw
+    };
     let watching = ctx.q("watch").is_some_and(|w| w == "true" || w == "1");
     let verb: &'static str = match (&method, target.name.is_some()) {
         (&Method::GET, true) => "GET",

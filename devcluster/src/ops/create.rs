@@ -12,7 +12,9 @@ use crate::{builtin, crd, managed, validate};
 /// Create `body` in namespace `ns` ("" for cluster-scoped resources).
 pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value, opts: &WriteOpts) -> ApiResult<Reply> {
     check_type(info, &mut body)?;
+    let mut warnings = Vec::new();
     if info.is_events_v1() {
+        warnings = prune_unknown(info, &mut body, opts.validation)?;
         body = builtin::event_to_core(info, body)?;
     }
     {
@@ -34,7 +36,9 @@ pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value,
             return Err(ApiError::internal("resourceVersion should not be set on objects to be created"));
         }
     }
-    let warnings = prune_unknown(info, &mut body, opts.validation)?;
+    if !info.is_events_v1() {
+        warnings = prune_unknown(info, &mut body, opts.validation)?;
+    }
     {
         let meta = meta_mut(&mut body);
         let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
@@ -50,7 +54,7 @@ pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value,
         let name = crate::registry::name_of(&body).to_string();
         return Err(ApiError::invalid_object(info, &name, causes));
     }
-    if info.status_subresource && !info.builtin {
+    if info.status_subresource && !(info.builtin && matches!(info.plural.as_str(), "namespaces" | "customresourcedefinitions")) {
         if let Some(m) = body.as_object_mut() {
             m.remove("status");
         }
@@ -69,14 +73,18 @@ pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value,
             None => return Err(ApiError::not_found_raw("", "namespaces", ns)),
             Some(n) if n.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) => {
                 let name = crate::registry::name_of(&body).to_string();
-                return Err(ApiError::forbidden(
+                let mut e = ApiError::forbidden(
                     info,
                     &name,
                     format!(
                         "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
                         info.qualified()
                     ),
-                ));
+                );
+                if let Some(d) = e.details.as_mut() {
+                    d["causes"] = json!([{"reason": "NamespaceTerminating", "message": format!("namespace {ns} is being terminated"), "field": "metadata.namespace"}]);
+                }
+                return Err(e);
             }
             Some(_) => {}
         }

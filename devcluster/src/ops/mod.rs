@@ -159,6 +159,9 @@ fn builtin_fields(info: &ResourceInfo) -> &'static [&'static str] {
 
 /// Drop unknown fields (per `fieldValidation`); returns the warnings to send.
 pub fn prune_unknown(info: &ResourceInfo, obj: &mut Value, validation: Validation) -> ApiResult<Vec<String>> {
+    if info.is_events_v1() && obj["apiVersion"] == "v1" {
+        return Ok(Vec::new());
+    }
     let mut unknown = schema::unknown_meta_fields(obj);
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         for u in &unknown {

@@ -1,0 +1,229 @@
+//! The operators under test, each with the same handler (Kopf's example 01: `create_fn`
+//! returning `{"message": "hello world"}`, optionally a `delete_fn`) recording, per object
+//! name, when its call arrived:
+//! - Bosun: the real `bosun run` binary as a child process, talking over gRPC to a handler
+//!   server written with the SDK that runs inside the bench process;
+//! - Kopf: `kopf run --standalone -A` from a venv the bench makes, as a child process.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result, bail};
+use bosun_sdk::{Cause, HandlerError, Operator};
+use serde_json::{Value, json};
+
+use super::cluster::{DevCluster, now_ns};
+use super::procs::Proc;
+
+/// Which operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    /// Bosun's controller and an SDK handler server.
+    Bosun,
+    /// Kopf.
+    Kopf,
+}
+
+impl Flavor {
+    /// Its display name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::Bosun => "Bosun",
+            Flavor::Kopf => "Kopf",
+        }
+    }
+}
+
+/// Where the programs are.
+#[derive(Debug, Clone)]
+pub struct Programs {
+    /// The `bosun` binary.
+    pub bosun: PathBuf,
+    /// The `bosun-devcluster` binary.
+    pub devcluster: PathBuf,
+    /// The venv holding Kopf (made by [`ensure_kopf`]).
+    pub venv: PathBuf,
+    /// The controller's `--max-workers`.
+    pub max_workers: usize,
+}
+
+/// First call time per object name, and the number of calls.
+#[derive(Default)]
+struct Recorder {
+    first: Mutex<HashMap<String, u64>>,
+    calls: AtomicU64,
+}
+
+impl Recorder {
+    fn record(&self, name: &str) {
+        let t = now_ns();
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.first.lock().unwrap().entry(name.to_string()).or_insert(t);
+    }
+}
+
+enum Calls {
+    InProcess(Arc<Recorder>),
+    File(PathBuf),
+}
+
+/// An operator running against a dev cluster.
+pub struct UnderTest {
+    /// Which one.
+    pub flavor: Flavor,
+    /// The controller process (`bosun` or Kopf's Python).
+    pub proc: Proc,
+    calls: Calls,
+    server: Option<(tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>)>,
+}
+
+impl UnderTest {
+    /// Starts `flavor` against `cluster`, with its files in `dir`.
+    pub async fn start(flavor: Flavor, programs: &Programs, cluster: &DevCluster, with_delete: bool, dir: &Path) -> Result<UnderTest> {
+        match flavor {
+            Flavor::Bosun => start_bosun(programs, cluster, with_delete, dir).await,
+            Flavor::Kopf => start_kopf(programs, cluster, with_delete, dir),
+        }
+    }
+
+    /// When `create_fn` was first called for each object, by name.
+    pub fn first_calls(&self) -> Result<HashMap<String, u64>> {
+        match &self.calls {
+            Calls::InProcess(r) => Ok(r.first.lock().unwrap().clone()),
+            Calls::File(path) => Ok(read_record(path)?.0),
+        }
+    }
+
+    /// How many times `create_fn` was called in all.
+    pub fn calls(&self) -> Result<u64> {
+        match &self.calls {
+            Calls::InProcess(r) => Ok(r.calls.load(Ordering::Relaxed)),
+            Calls::File(path) => Ok(read_record(path)?.1),
+        }
+    }
+
+    /// Stops the controller, then the handler server.
+    pub async fn stop(mut self) {
+        self.proc.stop(std::time::Duration::from_secs(5)).await;
+        if let Some((tx, task)) = self.server.take() {
+            let _ = tx.send(());
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
+        }
+    }
+}
+
+impl Drop for UnderTest {
+    fn drop(&mut self) {
+        if let Some((_, task)) = &self.server {
+            task.abort();
+        }
+    }
+}
+
+async fn start_bosun(programs: &Programs, cluster: &DevCluster, with_delete: bool, dir: &Path) -> Result<UnderTest> {
+    let recorder = Arc::new(Recorder::default());
+    let rec = recorder.clone();
+    let mut operator = Operator::new()
+        .server_name("bench")
+        .on_create("kopf.dev/v1/kopfexamples", move |cause: Cause| {
+            rec.record(cause.name());
+            async { Ok::<_, HandlerError>(json!({"message": "hello world"})) }
+        })
+        .id("create_fn");
+    if with_delete {
+        operator = operator.on_delete("kopf.dev/v1/kopfexamples", |_: Cause| async { Ok::<_, HandlerError>(Value::Null) }).id("delete_fn");
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        if let Err(e) = operator.serve_with_listener(listener, async move { let _ = rx.await; }).await {
+            eprintln!("bench: the SDK handler server failed: {e}");
+        }
+    });
+    let mut cmd = tokio::process::Command::new(&programs.bosun);
+    cmd.arg("run")
+        .arg("--handler")
+        .arg(format!("http://{addr}"))
+        .arg("-A")
+        .arg("--standalone")
+        .arg("--max-workers")
+        .arg(programs.max_workers.to_string())
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .env_remove("RUST_LOG")
+        .env_remove("BOSUN_HANDLERS");
+    let (proc, _) = Proc::spawn("the Bosun controller", cmd, &dir.join("bosun.log"), false)?;
+    Ok(UnderTest { flavor: Flavor::Bosun, proc, calls: Calls::InProcess(recorder), server: Some((tx, task)) })
+}
+
+const KOPF_OPERATOR: &str = r#"# Kopf's example 01, recording when each call arrives (for the Bosun bench).
+import os
+import time
+
+import kopf
+
+_RECORD = open(os.environ["BENCH_RECORD"], "a", buffering=1)
+
+
+@kopf.on.create("kopf.dev", "v1", "kopfexamples")
+def create_fn(name, **_):
+    _RECORD.write(f"{name} {time.time_ns()}\n")
+    return {"message": "hello world"}
+"#;
+
+const KOPF_DELETE: &str = r#"
+
+@kopf.on.delete("kopf.dev", "v1", "kopfexamples")
+def delete_fn(**_):
+    pass
+"#;
+
+fn start_kopf(programs: &Programs, cluster: &DevCluster, with_delete: bool, dir: &Path) -> Result<UnderTest> {
+    let file = dir.join("kopf_operator.py");
+    let mut text = KOPF_OPERATOR.to_string();
+    if with_delete {
+        text.push_str(KOPF_DELETE);
+    }
+    std::fs::write(&file, text)?;
+    let record = dir.join("kopf-calls.txt");
+    std::fs::write(&record, "")?;
+    let mut cmd = tokio::process::Command::new(programs.venv.join("bin/kopf"));
+    cmd.arg("run").arg("--standalone").arg("-A").arg(&file).env("KUBECONFIG", &cluster.kubeconfig).env("BENCH_RECORD", &record);
+    let (proc, _) = Proc::spawn("Kopf", cmd, &dir.join("kopf.log"), false)?;
+    Ok(UnderTest { flavor: Flavor::Kopf, proc, calls: Calls::File(record), server: None })
+}
+
+/// Reads Kopf's record: first call per name, and the number of calls.
+fn read_record(path: &Path) -> Result<(HashMap<String, u64>, u64)> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut first = HashMap::new();
+    let mut calls = 0;
+    for line in text.lines() {
+        // A line being written may be incomplete: only whole lines count.
+        let Some((name, t)) = line.split_once(' ') else { continue };
+        let Ok(t) = t.trim().parse::<u64>() else { continue };
+        calls += 1;
+        first.entry(name.to_string()).or_insert(t);
+    }
+    Ok((first, calls))
+}
+
+/// Makes the venv with Kopf from PyPI unless it is there; returns Kopf's version.
+pub async fn ensure_kopf(venv: &Path) -> Result<String> {
+    let run = |program: PathBuf, args: Vec<String>| async move {
+        let out = tokio::process::Command::new(&program).args(&args).kill_on_drop(true).output().await.with_context(|| format!("cannot run {}", program.display()))?;
+        if !out.status.success() {
+            bail!("{} {} failed ({}):\n{}{}", program.display(), args.join(" "), out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        }
+        anyhow::Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    if !venv.join("bin/kopf").exists() {
+        eprintln!("bench: making a venv with Kopf from PyPI in {}", venv.display());
+        run("python3".into(), vec!["-m".into(), "venv".into(), venv.display().to_string()]).await?;
+        run(venv.join("bin/pip"), vec!["install".into(), "--quiet".into(), "kopf".into()]).await?;
+    }
+    run(venv.join("bin/python"), vec!["-c".into(), "import importlib.metadata as m; print(m.version('kopf'))".into()]).await
+}

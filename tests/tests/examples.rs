@@ -1,0 +1,163 @@
+//! Every example handler server, run the way Kopf's e2e runs its examples: the example's
+//! binary as a real process serving gRPC, the controller and the dev cluster in this test;
+//! apply `examples/obj.yaml`, wait, change it, delete it, and judge from the controller's log
+//! (each handler `succeeded` as often as expected, no unexpected `failed permanently`,
+//! `Adding the finalizer` when a delete handler exists) and from the object.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use bosun_controller::Settings;
+use bosun_controller::cluster::{Cluster, apply};
+use bosun_devcluster::DevCluster;
+use bosun_tests::{Controller, examples_dir, kex, wait_for};
+use serde_json::json;
+
+const T: Duration = Duration::from_secs(30);
+const OBJ: &str = "[default/kopf-example-1]";
+
+/// The example binaries sit next to this test's directory (`target/<profile>/`); `cargo test`
+/// builds them because the examples crate has an integration test.
+fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(|d| d.parent()).unwrap();
+    let path = dir.join(name);
+    assert!(path.exists(), "{} is missing: build the examples first (`cargo build -p bosun-examples`)", path.display());
+    path
+}
+
+struct Run {
+    _cluster: DevCluster,
+    client: kube::Client,
+    controller: Controller,
+    _child: tokio::process::Child,
+}
+
+async fn start(example: &str) -> Run {
+    let cluster = DevCluster::start_local().await.unwrap();
+    let client = cluster.client();
+    kex::install_crd(&client).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = tokio::process::Command::new(binary(example))
+        .env("BOSUN_LISTEN", format!("127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let controller = Controller::start(client.clone(), Settings { handlers: vec![format!("http://127.0.0.1:{port}")], ..Default::default() });
+    controller.wait_log("registered", T).await;
+    Run { _cluster: cluster, client, controller, _child: child }
+}
+
+impl Run {
+    async fn apply_obj(&self) {
+        apply::apply_path(&Cluster::new(self.client.clone()), &examples_dir().join("obj.yaml")).await.unwrap();
+    }
+
+    async fn delete_obj(&self) {
+        kex::delete(&self.client, "default", "kopf-example-1").await;
+        let c = self.client.clone();
+        wait_for("the object to go", T, || {
+            let c = c.clone();
+            async move { kex::get(&c, "default", "kopf-example-1").await.is_none() }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", self.controller.log().join("\n")));
+    }
+
+    fn succeeded(&self, id: &str) -> usize {
+        self.controller.count(&format!("{OBJ} Handler '{id}' succeeded."))
+    }
+
+    fn assert_clean(&self) {
+        let log = self.controller.log();
+        for line in &log {
+            assert!(!line.contains("failed permanently"), "unexpected permanent failure: {line}");
+            assert!(!line.contains("panicked"), "a panic: {line}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn example_01_minimal_handles_creation_once() {
+    let run = start("minimal").await;
+    run.apply_obj().await;
+    run.controller.wait_log(&format!("{OBJ} Creation is processed: 1 succeeded; 0 failed."), T).await;
+    let obj = kex::get(&run.client, "default", "kopf-example-1").await.unwrap();
+    assert_eq!(obj["status"]["create_fn"], json!({"message": "hello world"}));
+    assert!(obj["status"]["bosun.dev"]["last-handled-configuration"].is_string());
+    run.delete_obj().await;
+    assert_eq!(run.succeeded("create_fn"), 1);
+    assert_eq!(run.controller.count("Adding the finalizer"), 0, "no delete handler, no finalizer");
+    run.assert_clean();
+    run.controller.stop().await;
+}
+
+#[tokio::test]
+async fn example_03_exceptions_retries_and_fails_as_kopf_does() {
+    let run = start("exceptions").await;
+    run.apply_obj().await;
+    run.controller.wait_log(&format!("{OBJ} Creation is processed: 1 succeeded; 3 failed."), T).await;
+    let c = &run.controller;
+    assert_eq!(c.count("Handler 'instant_failure_with_only_a_message' failed permanently: Fail once and for all."), 1);
+    assert_eq!(c.count("Handler 'eventual_success_with_a_few_messages' failed temporarily: Expected recoverable error."), 3);
+    assert_eq!(run.succeeded("eventual_success_with_a_few_messages"), 1);
+    assert_eq!(c.count("Handler 'eventual_failure_with_tracebacks' failed with an exception. Will retry."), 3);
+    assert_eq!(c.count("Handler 'eventual_failure_with_tracebacks' failed permanently: Handler 'eventual_failure_with_tracebacks' has exceeded 3 retries."), 1);
+    assert_eq!(c.count("Handler 'instant_failure_with_traceback' failed permanently: An error that is supposed to be recoverable."), 1);
+    run.delete_obj().await;
+    run.controller.stop().await;
+}
+
+#[tokio::test]
+async fn example_04_events_posts_its_events() {
+    let run = start("events").await;
+    run.apply_obj().await;
+    run.controller.wait_log(&format!("{OBJ} Creation is processed: 1 succeeded; 0 failed."), T).await;
+    let cluster = Cluster::new(run.client.clone());
+    wait_for("the example's events", T, || {
+        let cluster = cluster.clone();
+        async move {
+            let events = cluster.get("/api/v1/namespaces/default/events").await.unwrap();
+            let ours = events["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["involvedObject"]["name"] == "kopf-example-1" && e["reason"] == "SomeReason")
+                .count();
+            ours >= 4
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", run.controller.log().join("\n")));
+    assert_eq!(run.succeeded("create_fn"), 1);
+    run.delete_obj().await;
+    run.assert_clean();
+    run.controller.stop().await;
+}
+
+#[tokio::test]
+async fn example_05_handlers_run_in_order_on_create_update_and_delete() {
+    let run = start("handlers").await;
+    run.apply_obj().await;
+    run.controller.wait_log(&format!("{OBJ} Creation is processed: 3 succeeded; 0 failed."), T).await;
+    kex::patch(&run.client, "default", "kopf-example-1", json!({"spec": {"field": "changed"}})).await;
+    run.controller.wait_log(&format!("{OBJ} Updating is processed: 2 succeeded; 0 failed."), T).await;
+    run.delete_obj().await;
+    run.controller.wait_log(&format!("{OBJ} Deletion is processed: 2 succeeded; 0 failed."), T).await;
+    let c = &run.controller;
+    assert_eq!(c.count(&format!("{OBJ} Adding the finalizer, thus preventing the actual deletion.")), 1);
+    for id in ["create_fn_1", "create_fn_2", "update_fn", "delete_fn_1", "delete_fn_2"] {
+        assert_eq!(run.succeeded(id), 1, "{id}\n{}", c.log().join("\n"));
+    }
+    assert_eq!(run.succeeded("field_fn/spec.field"), 2, "on creation and on the change");
+    assert_eq!(run.succeeded("resume_fn_1") + run.succeeded("resume_fn_2"), 0, "a new object is not resumed");
+    let log = c.log();
+    let pos = |text: &str| log.iter().position(|l| l.contains(text)).unwrap_or_else(|| panic!("{text} missing"));
+    assert!(pos("CREATED 1st") < pos("CREATED 2nd"), "registration order");
+    assert!(pos("FIELD CHANGED: \"value\" -> \"changed\"") > pos("CREATED 2nd"));
+    run.assert_clean();
+    run.controller.stop().await;
+}
