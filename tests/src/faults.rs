@@ -25,8 +25,21 @@ pub struct Fault {
     pub times: usize,
     /// …with this status…
     pub status: StatusCode,
-    /// …and these headers.
+    /// …and these headers…
     pub headers: Vec<(String, String)>,
+    /// …and this body (default: a Status for `status`)…
+    pub body: Option<String>,
+    /// …or, when set, headers only and a body that never ends (a silent, stuck watch).
+    pub hang: bool,
+    /// Only requests whose query contains this (for example `watch=true`).
+    pub query_contains: Option<String>,
+}
+
+impl Fault {
+    /// Answers one request `method … path_suffix` with `status`.
+    pub fn new(method: Method, path_suffix: &str, status: StatusCode) -> Fault {
+        Fault { method, path_suffix: path_suffix.into(), times: 1, status, headers: vec![], body: None, hang: false, query_contains: None }
+    }
 }
 
 /// What the proxy saw: (when, method, path, status answered).
@@ -61,9 +74,16 @@ pub async fn start(upstream: String, faults: Vec<Fault>) -> (String, Seen) {
                     async move {
                         let method = req.method().clone();
                         let path = req.uri().path().to_string();
+                        let query = req.uri().query().unwrap_or("").to_string();
                         let injected = {
                             let mut fs = faults.lock().unwrap();
-                            fs.iter_mut().find(|f| f.times > 0 && f.method == method && path.ends_with(&f.path_suffix)).map(|f| {
+                            let hit = |f: &Fault| {
+                                f.times > 0
+                                    && f.method == method
+                                    && path.ends_with(&f.path_suffix)
+                                    && f.query_contains.as_ref().is_none_or(|q| query.contains(q.as_str()))
+                            };
+                            fs.iter_mut().find(|f| hit(f)).map(|f| {
                                 f.times -= 1;
                                 f.clone()
                             })
@@ -74,7 +94,16 @@ pub async fn start(upstream: String, faults: Vec<Fault>) -> (String, Seen) {
                             for (k, v) in &f.headers {
                                 res = res.header(k, v);
                             }
-                            let body: Body = status_body(f.status).map_err(|never| match never {}).boxed();
+                            let body: Body = if f.hang {
+                                let (_tx, rx) = tokio::sync::mpsc::channel::<Result<hyper::body::Frame<Bytes>, hyper::Error>>(1);
+                                // The sender is leaked on purpose: the body stays open and silent.
+                                std::mem::forget(_tx);
+                                http_body_util::StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx)).boxed()
+                            } else if let Some(b) = &f.body {
+                                Full::new(Bytes::from(b.clone())).map_err(|never| match never {}).boxed()
+                            } else {
+                                status_body(f.status).map_err(|never| match never {}).boxed()
+                            };
                             return Ok::<_, Infallible>(res.body(body).unwrap());
                         }
                         let (mut parts, body) = req.into_parts();

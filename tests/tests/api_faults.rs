@@ -26,28 +26,43 @@ async fn handled(client: &kube::Client, name: &str) {
 }
 
 fn fault(method: Method, suffix: &str, status: StatusCode, headers: &[(&str, &str)]) -> Fault {
-    Fault {
-        method,
-        path_suffix: suffix.into(),
-        times: 1,
-        status,
-        headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-    }
+    Fault { headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), ..Fault::new(method, suffix, status) }
 }
 
 async fn run_with(faults_: Vec<Fault>, handlers: Vec<(pb::HandlerSpec, bosun_tests::Behaviour)>) -> faults::Seen {
+    run_with_settings(faults_, handlers, Settings::default(), false).await.0
+}
+
+async fn run_with_settings(
+    faults_: Vec<Fault>,
+    handlers: Vec<(pb::HandlerSpec, bosun_tests::Behaviour)>,
+    settings: Settings,
+    after_faults: bool,
+) -> (faults::Seen, Vec<String>) {
+    let n = faults_.len();
     let cluster = DevCluster::start_local().await.unwrap();
     let direct = cluster.client();
     kex::install_crd(&direct).await;
     let (url, seen) = faults::start(cluster.url(), faults_).await;
     let server = Scripted::new(handlers);
     let (addr, stopper) = server.spawn().await;
-    let controller = Controller::start(faults::client_for(&url), Settings { handlers: vec![addr], ..Default::default() });
+    let controller = Controller::start(faults::client_for(&url), Settings { handlers: vec![addr], ..settings });
+    if after_faults {
+        // Create the object only once the injected watch answers were given.
+        let injected = |seen: &faults::Seen| seen.lock().unwrap().iter().filter(|(_, _, _, s)| *s == 200).count();
+        bosun_tests::wait_for("the injected faults", T, || {
+            let k = injected(&seen);
+            async move { k >= n + 1 }
+        })
+        .await
+        .unwrap();
+    }
     kex::create(&direct, "default", "obj", json!({})).await;
     handled(&direct, "obj").await;
+    let log = controller.log();
     controller.stop().await;
     stopper.stop().await;
-    seen
+    (seen, log)
 }
 
 fn ok() -> bosun_tests::Behaviour {
@@ -94,4 +109,27 @@ async fn a_conflict_on_the_finalizer_write_is_reread_and_retried() {
     let main: Vec<(Method, u16)> =
         log.iter().filter(|(_, m, p, _)| p.ends_with("/kopfexamples/obj") && *m != Method::DELETE).map(|(_, m, _, s)| (m.clone(), *s)).collect();
     assert_eq!(main, vec![(Method::PATCH, 409), (Method::GET, 200), (Method::PATCH, 200)], "{main:?}");
+}
+
+#[tokio::test]
+async fn a_silent_watch_is_restarted_after_the_inactivity_timeout() {
+    let silent = Fault { hang: true, status: StatusCode::OK, query_contains: Some("watch=true".into()), ..Fault::new(Method::GET, "/kopfexamples", StatusCode::OK) };
+    let settings = Settings { inactivity_timeout: Duration::from_secs(1), ..Default::default() };
+    let (seen, log) = run_with_settings(vec![silent], vec![(spec("create_fn", pb::HandlerKind::Create), ok())], settings, true).await;
+    assert!(log.iter().any(|l| l.contains("Watch of kopfexamples.v1.kopf.dev was silent for 1s; restarting it.")), "{log:#?}");
+    let watches = seen.lock().unwrap().iter().filter(|(_, m, p, _)| *m == Method::GET && p.ends_with("/kopfexamples")).count();
+    assert!(watches >= 3, "list, the silent watch, then a relist and a working watch: {watches}");
+}
+
+#[tokio::test]
+async fn a_gone_watch_relists_and_nothing_is_lost() {
+    let expired = r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (2)","reason":"Expired","code":410}}"#;
+    let gone = Fault {
+        body: Some(format!("{expired}\n")),
+        query_contains: Some("watch=true".into()),
+        ..Fault::new(Method::GET, "/kopfexamples", StatusCode::OK)
+    };
+    let (seen, _) = run_with_settings(vec![gone], vec![(spec("create_fn", pb::HandlerKind::Create), ok())], Settings::default(), true).await;
+    let lists = seen.lock().unwrap().iter().filter(|(_, m, p, _)| *m == Method::GET && p.ends_with("/kopfexamples")).count();
+    assert!(lists >= 3, "list, the expired watch, a relist: {lists}");
 }

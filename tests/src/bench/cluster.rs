@@ -42,7 +42,7 @@ impl DevCluster {
         let kubeconfig = dir.join("kubeconfig");
         let mut cmd = tokio::process::Command::new(bin);
         cmd.arg("--listen").arg("127.0.0.1:0").arg("--kubeconfig").arg(&kubeconfig);
-        let (mut proc, stdout) = Proc::spawn("the dev cluster", cmd, &dir.join("devcluster.log"), true)?;
+        let (proc, stdout) = Proc::spawn("the dev cluster", cmd, &dir.join("devcluster.log"), true)?;
         let mut lines = tokio::io::BufReader::new(stdout.context("no stdout")?).lines();
         let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await;
         let url = match first {

@@ -2,7 +2,7 @@
 //! them: CPU time (utime + stime of all threads), peak RSS (VmHWM) and open sockets.
 
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -34,17 +34,20 @@ impl Proc {
         Ok((Proc { name: name.into(), pid, log: log.into(), child }, out))
     }
 
-    /// Its exit status if it has exited.
-    pub fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.try_wait().ok().flatten()
+    /// Whether it is still running (not gone, not a zombie).
+    pub fn alive(&self) -> bool {
+        match std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) {
+            Ok(stat) => stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).is_some_and(|state| state != "Z" && state != "X"),
+            Err(_) => false,
+        }
     }
 
     /// Fails with its log's tail if it has exited.
-    pub fn check_alive(&mut self) -> Result<()> {
-        match self.exited() {
-            Some(status) => anyhow::bail!("{} exited early ({status}); its log ({}) ends with:\n{}", self.name, self.log.display(), self.log_tail(30)),
-            None => Ok(()),
+    pub fn check_alive(&self) -> Result<()> {
+        if self.alive() {
+            return Ok(());
         }
+        anyhow::bail!("{} exited early; its log ({}) ends with:\n{}", self.name, self.log.display(), self.log_tail(40))
     }
 
     /// CPU seconds and peak RSS so far.
