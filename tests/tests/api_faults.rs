@@ -52,7 +52,7 @@ async fn run_with_settings(
         let injected = |seen: &faults::Seen| seen.lock().unwrap().iter().filter(|(_, _, _, s)| *s == 200).count();
         bosun_tests::wait_for("the injected faults", T, || {
             let k = injected(&seen);
-            async move { k >= n + 1 }
+            async move { k > n }
         })
         .await
         .unwrap();

@@ -59,7 +59,7 @@ pub enum Error {
         path: PathBuf,
         /// Why.
         #[source]
-        source: super::Error,
+        source: Box<super::Error>,
     },
 }
 
@@ -110,7 +110,7 @@ async fn apply_one(cluster: &Cluster, file: &Path, index: usize, mut doc: Value)
     let name = s(&doc, "/metadata/name").ok_or_else(|| incomplete("metadata.name"))?;
     let (group, version) = api_version.rsplit_once('/').map(|(g, v)| (g.to_string(), v.to_string())).unwrap_or((String::new(), api_version.clone()));
     let sel = ResourceSelector { group: group.clone(), version, name: kind.clone() };
-    let api_err = |source| Error::Api { path: file.into(), source };
+    let api_err = |source| Error::Api { path: file.into(), source: Box::new(source) };
     let resource = discovery::resolve(cluster, &sel)
         .await
         .map_err(api_err)?

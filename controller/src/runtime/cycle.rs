@@ -65,6 +65,9 @@ pub struct CycleEnd {
     pub written: Option<Value>,
 }
 
+/// A handler answer's result, merge patch and JSON patch, parsed.
+type Parsed = (Option<Value>, Option<Value>, Option<Value>);
+
 /// What one handler's call produced in this cycle.
 struct Call {
     id: String,
@@ -437,7 +440,7 @@ impl ResourceContext {
                 &format!("Handler '{}' returned sub-handlers or owned objects, which this controller does not run yet; ignored.", h.id),
             );
         }
-        let parsed = (|| -> Result<(Option<Value>, Option<Value>, Option<Value>), String> {
+        let parsed = (|| -> Result<Parsed, String> {
             let result = parse_bytes(&answer.result, "result")?;
             let merge = parse_bytes(&answer.merge_patch, "merge_patch")?;
             if merge.as_ref().is_some_and(|m| !m.is_object()) {

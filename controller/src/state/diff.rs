@@ -94,6 +94,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::type_complexity)]
     fn diff_lists_adds_changes_and_removes_by_path() {
         let cases: Vec<(Option<Value>, Option<Value>, Vec<(DiffOp, &str)>)> = vec![
             (None, None, vec![]),

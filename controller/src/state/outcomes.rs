@@ -76,15 +76,15 @@ impl Verdict {
 /// handler fails permanently without being called.
 pub fn precheck(h: &Handler, record: Option<&ProgressRecord>, now: DateTime<Utc>) -> Option<String> {
     let record = record?;
-    if let (Some(timeout), Some(started)) = (h.timeout, record.started_at()) {
-        if (now - started).to_std().unwrap_or_default() >= timeout {
-            return Some(format!("Handler '{}' has timed out after {:?}.", h.id, timeout));
-        }
+    if let (Some(timeout), Some(started)) = (h.timeout, record.started_at())
+        && (now - started).to_std().unwrap_or_default() >= timeout
+    {
+        return Some(format!("Handler '{}' has timed out after {:?}.", h.id, timeout));
     }
-    if let Some(limit) = h.retries {
-        if record.retries.unwrap_or(0) >= limit {
-            return Some(format!("Handler '{}' has exceeded {} retries.", h.id, limit));
-        }
+    if let Some(limit) = h.retries
+        && record.retries.unwrap_or(0) >= limit
+    {
+        return Some(format!("Handler '{}' has exceeded {} retries.", h.id, limit));
     }
     None
 }
@@ -169,6 +169,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::type_complexity)]
     fn attempts_become_records_and_verdicts() {
         let t = now();
         let ts = format_time(t);

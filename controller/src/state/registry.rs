@@ -162,7 +162,7 @@ impl Handler {
             old: f.old.as_ref().and_then(ValueCheck::from_pb),
             new: f.new.as_ref().and_then(ValueCheck::from_pb),
         };
-        let o = spec.options.clone().unwrap_or_default();
+        let o = spec.options.unwrap_or_default();
         Ok(Handler {
             id: spec.id.clone(),
             kind,
@@ -202,12 +202,14 @@ impl Handler {
     /// old/new values it receives.
     pub fn due(&self, reason: Reason, old: Option<&Value>, new: &Value, diff: &[DiffItem]) -> Option<(Option<Value>, Option<Value>)> {
         use pb::HandlerKind as K;
-        let kind_fits = match (self.kind, reason) {
-            (K::Create, Reason::Create) | (K::Update, Reason::Update) | (K::Delete, Reason::Delete) => true,
-            (K::Resume, Reason::Resume) => true,
-            (K::Field, Reason::Create | Reason::Update) => true,
-            _ => false,
-        };
+        let kind_fits = matches!(
+            (self.kind, reason),
+            (K::Create, Reason::Create)
+                | (K::Update, Reason::Update)
+                | (K::Delete, Reason::Delete)
+                | (K::Resume, Reason::Resume)
+                | (K::Field, Reason::Create | Reason::Update)
+        );
         if !kind_fits {
             return None;
         }
