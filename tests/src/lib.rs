@@ -51,6 +51,12 @@ impl Scripted {
         Scripted { specs, behaviours: Arc::new(behaviours), calls: Arc::default() }
     }
 
+    /// Also answers calls for `id` without registering it (sub-handlers `parent/child`).
+    pub fn also(mut self, id: &str, behaviour: Behaviour) -> Scripted {
+        Arc::make_mut(&mut self.behaviours).insert(id.to_string(), behaviour);
+        self
+    }
+
     /// Every Handle request received so far.
     pub fn calls(&self) -> Vec<pb::HandleRequest> {
         self.calls.lock().unwrap().clone()

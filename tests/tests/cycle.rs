@@ -348,3 +348,150 @@ async fn deletion_supersedes_an_unfinished_creation_and_failures_post_warning_ev
     controller.stop().await;
     stopper.stop().await;
 }
+
+#[tokio::test]
+async fn spies_see_every_event_with_its_type_and_their_failures_block_nothing() {
+    let (_cluster, client) = setup().await;
+    kex::create(&client, "default", "early", json!({})).await;
+    let failing_spy: Behaviour = Arc::new(|_| pb::HandleResponse {
+        outcome: pb::Outcome::UnexpectedError as i32,
+        message: "spy trouble".into(),
+        ..Default::default()
+    });
+    let server = Scripted::new(vec![
+        (spec("spy", pb::HandlerKind::Event), ok(json!({"ignored": true}))),
+        (spec("bad_spy", pb::HandlerKind::Event), failing_spy),
+        (spec("create_fn", pb::HandlerKind::Create), ok(json!({"created": true}))),
+    ]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    wait_obj(&client, "early", "early handled", |o| o["status"]["create_fn"]["created"] == true).await;
+    kex::create(&client, "default", "late", json!({})).await;
+    wait_obj(&client, "late", "late handled", |o| o["status"]["create_fn"]["created"] == true).await;
+    kex::delete(&client, "default", "late").await;
+    let types_of = |name: &str| -> Vec<String> {
+        server
+            .calls()
+            .iter()
+            .filter(|c| c.handler_id == "spy" && serde_json::from_slice::<Value>(&c.object).unwrap()["metadata"]["name"] == name)
+            .map(|c| c.event_type.clone())
+            .collect()
+    };
+    wait_for("the DELETED event reaches the spy", T, || {
+        let t = types_of("late");
+        async move { t.last().map(String::as_str) == Some("DELETED") }
+    })
+    .await
+    .unwrap();
+    assert_eq!(types_of("early").first().map(String::as_str), Some(""), "the initial listing has no type");
+    let late = types_of("late");
+    assert_eq!(late.first().map(String::as_str), Some("ADDED"), "{late:?}");
+    assert!(late.iter().skip(1).take(late.len() - 2).all(|t| t == "MODIFIED"), "{late:?}");
+    assert!(controller.count("Handler 'bad_spy' failed: spy trouble; ignored.") >= 3);
+    let early = kex::get(&client, "default", "early").await.unwrap();
+    assert!(early["status"].get("spy").is_none(), "spy results are not stored: {early:#}");
+    controller.stop().await;
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn sub_handlers_are_tracked_retried_alone_and_finish_their_parent() {
+    let (_cluster, client) = setup().await;
+    let parent: Behaviour = Arc::new(|req| {
+        let obj: Value = serde_json::from_slice(&req.object).unwrap();
+        let items = obj["spec"]["items"].as_array().cloned().unwrap_or_default();
+        pb::HandleResponse {
+            outcome: pb::Outcome::Success as i32,
+            subhandlers: items
+                .iter()
+                .map(|i| pb::SubHandler { id: i.as_str().unwrap().into(), param: serde_json::to_vec(i).unwrap(), options: None })
+                .collect(),
+            ..Default::default()
+        }
+    });
+    let b_attempts = Arc::new(AtomicUsize::new(0));
+    let b = b_attempts.clone();
+    let item_b: Behaviour = Arc::new(move |_| {
+        if b.fetch_add(1, Ordering::SeqCst) == 0 {
+            pb::HandleResponse { outcome: pb::Outcome::TemporaryError as i32, message: "b is not ready".into(), delay_seconds: Some(0.2), ..Default::default() }
+        } else {
+            success(json!({"item": "b"}))
+        }
+    });
+    let server = Scripted::new(vec![(spec("create_fn", pb::HandlerKind::Create), parent)])
+        .also("create_fn/a", ok(json!({"item": "a"})))
+        .also("create_fn/b", item_b);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    kex::create(&client, "default", "obj", json!({"spec": {"items": ["a", "b"]}})).await;
+    controller.wait_log("[default/obj] Handler 'create_fn/b' failed temporarily: b is not ready", T).await;
+    controller.wait_log("[default/obj] Creation is processed: 1 succeeded; 0 failed.", T).await;
+    assert_eq!(server.count("create_fn"), 1, "the parent is not called again");
+    assert_eq!(server.count("create_fn/a"), 1, "a succeeded at once and is not retried");
+    assert_eq!(server.count("create_fn/b"), 2, "b alone is retried");
+    let b_call = server.calls().into_iter().find(|c| c.handler_id == "create_fn/b").unwrap();
+    assert_eq!(b_call.param, b"\"b\"", "the child gets its parameter");
+    assert_eq!(controller.count("[default/obj] Handler 'create_fn' succeeded."), 1);
+    let obj = wait_obj(&client, "obj", "children results", |o| o["status"]["create_fn/b"]["item"] == "b").await;
+    assert_eq!(obj["status"]["create_fn/a"]["item"], "a");
+    assert!(obj["status"]["bosun.dev"].get("progress").is_none(), "all progress purged: {obj:#}");
+    controller.stop().await;
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn an_object_that_stops_matching_a_pushed_down_label_filter_gets_its_finalizer_back() {
+    let (_cluster, client) = setup().await;
+    let mut s = spec("delete_fn", pb::HandlerKind::Delete);
+    let mut f = pb::Filters::default();
+    f.labels.insert("handled".into(), pb::ValueFilter { check: Some(pb::value_filter::Check::Equals(b"\"yes\"".to_vec())) });
+    s.filters = Some(f);
+    let server = Scripted::new(vec![(s, ok(Value::Null))]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    controller.wait_log("with the label selector handled=yes", T).await;
+    kex::create(&client, "default", "obj", json!({"metadata": {"labels": {"handled": "yes"}}})).await;
+    wait_obj(&client, "obj", "finalizer added", |o| o["metadata"]["finalizers"] == json!(["bosun.dev/finalizer"])).await;
+    kex::patch(&client, "default", "obj", json!({"metadata": {"labels": {"handled": "no"}}})).await;
+    wait_obj(&client, "obj", "finalizer released", |o| o["metadata"].get("finalizers").is_none_or(|f| f.as_array().is_some_and(|a| a.is_empty()))).await;
+    kex::delete(&client, "default", "obj").await;
+    wait_for("object gone without the handler", T, || {
+        let c = client.clone();
+        async move { kex::get(&c, "default", "obj").await.is_none() }
+    })
+    .await
+    .unwrap();
+    assert_eq!(server.count("delete_fn"), 0);
+    controller.stop().await;
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn handlers_on_built_ins_keep_state_and_results_in_annotations() {
+    let (_cluster, client) = setup().await;
+    let mut s = spec("create_fn", pb::HandlerKind::Create);
+    s.resource = Some(pb::ResourceSelector { group: String::new(), version: "v1".into(), name: "configmaps".into() });
+    let mut f = pb::Filters::default();
+    f.labels.insert("demo".into(), pb::ValueFilter { check: Some(pb::value_filter::Check::Present(true)) });
+    s.filters = Some(f);
+    let server = Scripted::new(vec![(s, ok(json!({"seen": true})))]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    let cluster = bosun_controller::cluster::Cluster::new(client.clone());
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "labels": {"demo": "1"}}, "data": {"k": "v"}});
+    cluster.create("/api/v1/namespaces/default/configmaps", &cm).await.unwrap();
+    controller.wait_log("[default/cm] Creation is processed: 1 succeeded; 0 failed.", T).await;
+    let deadline = tokio::time::Instant::now() + T;
+    let got = loop {
+        let got = cluster.get("/api/v1/namespaces/default/configmaps/cm").await.unwrap();
+        if got["metadata"]["annotations"]["bosun.dev/create_fn.result"].is_string() || tokio::time::Instant::now() > deadline {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let ann = &got["metadata"]["annotations"];
+    assert_eq!(ann["bosun.dev/create_fn.result"], "{\"seen\":true}");
+    assert_eq!(ann["bosun.dev/last-handled-configuration"], "{\"data\":{\"k\":\"v\"},\"metadata\":{\"labels\":{\"demo\":\"1\"}}}\n");
+    controller.stop().await;
+    stopper.stop().await;
+}

@@ -141,7 +141,7 @@ pub async fn resolve(cluster: &Cluster, sel: &ResourceSelector) -> Result<Option
             has_status,
             status_keeps_unknown: false,
         };
-        if has_status && !g.is_empty() {
+        if !g.is_empty() {
             resolved.status_keeps_unknown = status_keeps_unknown(cluster, &resolved).await;
         }
         return Ok(Some(resolved));

@@ -15,10 +15,30 @@ use crate::logs::Logger;
 /// What the watch saw.
 #[derive(Debug, Clone)]
 pub enum Seen {
-    /// An object exists in this state (added, modified or listed).
+    /// An object of the initial listing (or of a relist).
+    Listed(Value),
+    /// An object was added or modified.
     Upsert(Value),
     /// An object is gone; its last state.
     Deleted(Value),
+}
+
+impl Seen {
+    /// The object's body.
+    pub fn body(&self) -> &Value {
+        match self {
+            Seen::Listed(b) | Seen::Upsert(b) | Seen::Deleted(b) => b,
+        }
+    }
+
+    /// The same event with its body changed by `f`.
+    pub fn map(self, f: impl FnOnce(Value) -> Value) -> Seen {
+        match self {
+            Seen::Listed(b) => Seen::Listed(f(b)),
+            Seen::Upsert(b) => Seen::Upsert(f(b)),
+            Seen::Deleted(b) => Seen::Deleted(f(b)),
+        }
+    }
 }
 
 /// Where and how to watch.
@@ -70,7 +90,8 @@ pub async fn watch(
                 Ok(None) => break,
                 Ok(Some(Err(e))) => log.warn(None, &format!("Watch of {}{where_} failed: {e}; retrying with backoff.", resource.display())),
                 Ok(Some(Ok(event))) => match event {
-                    watcher::Event::Apply(o) | watcher::Event::InitApply(o) => deliver(Seen::Upsert(to_value(o))),
+                    watcher::Event::Apply(o) => deliver(Seen::Upsert(to_value(o))),
+                    watcher::Event::InitApply(o) => deliver(Seen::Listed(to_value(o))),
                     watcher::Event::Delete(o) => deliver(Seen::Deleted(to_value(o))),
                     watcher::Event::Init | watcher::Event::InitDone => {}
                 },

@@ -2,10 +2,13 @@
 //! watch each resource (independently: a missing CRD holds up nobody else), route events
 //! to per-object workers, and stop gracefully.
 
+pub mod calls;
 pub mod cycle;
 pub mod namespaces;
 pub mod patches;
+pub mod spies;
 pub mod worker;
+pub mod writes;
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -60,7 +63,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     // Group resource handlers by their selector, keeping registration order.
     let mut groups: Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> = Vec::new();
     for h in handlers.into_iter().filter(|h| !matches!(h.kind, pb::HandlerKind::Startup | pb::HandlerKind::Cleanup | pb::HandlerKind::Probe)) {
-        if matches!(h.kind, pb::HandlerKind::Event | pb::HandlerKind::Timer | pb::HandlerKind::Daemon | pb::HandlerKind::Validate | pb::HandlerKind::Mutate) {
+        if matches!(h.kind, pb::HandlerKind::Timer | pb::HandlerKind::Daemon | pb::HandlerKind::Validate | pb::HandlerKind::Mutate) {
             log.warn(None, &format!("Handler '{}' is of a kind this controller does not run yet ({:?}); it is ignored.", h.id, h.kind));
             continue;
         }
@@ -173,17 +176,36 @@ impl ResourceJob {
                 }
             ),
         );
+        if !resource.status_keeps_unknown {
+            self.log.info(
+                None,
+                &format!(
+                    "The status of {} keeps no unknown fields: handler results go to annotations {}.",
+                    resource.display(),
+                    cycle::result_annotation(&storage.prefix, "<id>")
+                ),
+            );
+        }
+        let (spies, changing): (Vec<Arc<Handler>>, Vec<Arc<Handler>>) =
+            self.handlers.iter().cloned().partition(|h| h.kind == pb::HandlerKind::Event);
+        let selector = registry::common_label_selector(&self.handlers.iter().map(|h| h.as_ref()).collect::<Vec<_>>());
+        if let Some(sel) = &selector {
+            self.log.info(None, &format!("Watching {} with the label selector {sel}, which all its handlers share.", resource.display()));
+        }
         let ctx = Arc::new(ResourceContext {
             resource: resource.clone(),
-            handlers: self.handlers.clone(),
+            handlers: changing,
+            spies,
             storage,
             rules: EssenceRules { own_prefixes, extra_fields: extra, ignored_fields: self.ignored.clone() },
             cluster: self.cluster.clone(),
             servers: self.servers.clone(),
             log: self.log.clone(),
+            selector_pushed: selector.is_some(),
             seen: Mutex::new(HashSet::new()),
             memos: Mutex::new(HashMap::new()),
         });
+        let spies = spies::Spies::new(ctx.clone(), self.tasks.clone(), self.stop.clone());
         let router = Router::new(ctx, self.limit.clone(), self.tasks.clone(), self.stop.clone());
         let scopes: Vec<(Option<String>, Option<Vec<String>>)> = match (&self.settings.namespaces, resource.namespaced) {
             (Namespaces::Patterns(p), true) if namespaces::plain_names(p) => p.iter().map(|ns| (Some(ns.clone()), None)).collect(),
@@ -193,19 +215,18 @@ impl ResourceJob {
         let mut watchers = Vec::new();
         for (namespace, patterns) in scopes {
             let router = router.clone();
-            let scope = WatchScope { namespace, label_selector: None, inactivity_timeout: self.settings.inactivity_timeout };
+            let spies = spies.clone();
+            let scope = WatchScope { namespace, label_selector: selector.clone(), inactivity_timeout: self.settings.inactivity_timeout };
             let fut = watching::watch(self.cluster.clone(), resource.clone(), scope, self.log.clone(), self.stop.clone(), {
                 let resource = resource.clone();
                 move |seen: Seen| {
                     let seen = with_type_meta(seen, &resource);
-                    if let Some(p) = &patterns {
-                        let body = match &seen {
-                            Seen::Upsert(b) | Seen::Deleted(b) => b,
-                        };
-                        if !namespaces::serves(p, body["metadata"]["namespace"].as_str().unwrap_or("")) {
-                            return;
-                        }
+                    if let Some(p) = &patterns
+                        && !namespaces::serves(p, seen.body()["metadata"]["namespace"].as_str().unwrap_or(""))
+                    {
+                        return;
                     }
+                    spies.observe(&seen);
                     router.deliver(seen)
                 }
             });
@@ -219,15 +240,11 @@ impl ResourceJob {
 
 /// List items of built-ins come without apiVersion and kind; handlers expect them.
 fn with_type_meta(seen: Seen, r: &discovery::ResolvedResource) -> Seen {
-    let fix = |mut b: serde_json::Value| {
+    seen.map(|mut b| {
         if let Some(o) = b.as_object_mut() {
             o.entry("apiVersion").or_insert_with(|| r.api_version().into());
             o.entry("kind").or_insert_with(|| r.kind.clone().into());
         }
         b
-    };
-    match seen {
-        Seen::Upsert(b) => Seen::Upsert(fix(b)),
-        Seen::Deleted(b) => Seen::Deleted(fix(b)),
-    }
+    })
 }

@@ -45,10 +45,10 @@ impl Router {
 
     /// Hands an event to its object's worker, starting one if needed.
     pub fn deliver(&self, seen: Seen) {
-        let body = match &seen {
-            Seen::Upsert(b) | Seen::Deleted(b) => b,
-        };
-        let key = key_of(body);
+        if self.ctx.handlers.is_empty() {
+            return; // Only spies here: they have queues of their own.
+        }
+        let key = key_of(seen.body());
         let mut workers = self.workers.lock();
         let seen = match workers.get(&key) {
             Some(tx) => match tx.send(seen) {
@@ -94,10 +94,7 @@ impl Router {
                 latest = Some(m);
             }
             let Some(seen) = latest.clone() else { continue };
-            let (body, deleted) = match &seen {
-                Seen::Upsert(b) => (b, false),
-                Seen::Deleted(b) => (b, true),
-            };
+            let (body, deleted) = (seen.body(), matches!(seen, Seen::Deleted(_)));
             if !woke && !deleted && matches!((rv_of(body), written_rv), (Some(a), Some(b)) if a <= b) {
                 continue; // An echo of our own write, or older: the written body is newer.
             }

@@ -239,6 +239,27 @@ impl Handler {
     }
 }
 
+/// The label selector every handler of a resource agrees on, to be pushed to the API
+/// server so that objects no handler can match are never sent to the controller. Only
+/// conditions shared by all handlers qualify (a selector can only AND), and only string
+/// equality, presence and absence can be expressed.
+pub fn common_label_selector(handlers: &[&Handler]) -> Option<String> {
+    let (first, rest) = handlers.split_first()?;
+    let mut parts = Vec::new();
+    for (key, check) in &first.filters.labels {
+        if !rest.iter().all(|h| h.filters.labels.iter().any(|(k, c)| k == key && c == check)) {
+            continue;
+        }
+        match check {
+            ValueCheck::Equals(Value::String(v)) => parts.push(format!("{key}={v}")),
+            ValueCheck::Present => parts.push(key.clone()),
+            ValueCheck::Absent => parts.push(format!("!{key}")),
+            ValueCheck::Equals(_) => {}
+        }
+    }
+    if parts.is_empty() { None } else { Some(parts.join(",")) }
+}
+
 /// Decodes every server's registry into one list, in server then registration order.
 pub fn build(described: &[Vec<pb::HandlerSpec>]) -> Result<Vec<Handler>, Error> {
     let mut out: Vec<Handler> = Vec::new();
@@ -357,6 +378,37 @@ mod tests {
         let f = hs.iter().find(|h| h.id == "fld/spec.size").unwrap();
         let d = diff(Some(&old), Some(&size3));
         assert_eq!(f.due(Reason::Update, Some(&old), &size3, &d), Some((Some(json!(1)), Some(json!(3)))));
+    }
+
+    #[test]
+    fn label_selectors_are_pushed_down_only_when_all_handlers_share_them() {
+        let with = |id: &str, labels: Vec<(&str, pb::ValueFilter)>| {
+            let mut s = spec(id, pb::HandlerKind::Create);
+            let mut f = pb::Filters::default();
+            for (k, v) in labels {
+                f.labels.insert(k.into(), v);
+            }
+            s.filters = Some(f);
+            Handler::from_spec(&s, 0).unwrap()
+        };
+        let a = with("a", vec![("app", eq(json!("web"))), ("tier", present()), ("skip", absent())]);
+        let b = with("b", vec![("app", eq(json!("web"))), ("skip", absent())]);
+        let c = with("c", vec![("app", eq(json!("db")))]);
+        let n = with("n", vec![("num", eq(json!(5)))]);
+        let none = with("x", vec![]);
+        let cases: Vec<(Vec<&Handler>, Option<&str>)> = vec![
+            (vec![&a], Some("app=web,!skip,tier")),
+            (vec![&a, &b], Some("app=web,!skip")),
+            (vec![&a, &c], None),
+            (vec![&a, &none], None),
+            (vec![&n], None),
+            (vec![], None),
+        ];
+        for (hs, want) in cases {
+            let got = common_label_selector(&hs);
+            let ids: Vec<&str> = hs.iter().map(|h| h.id.as_str()).collect();
+            assert_eq!(got.as_deref(), want, "{ids:?}");
+        }
     }
 
     #[test]
