@@ -314,7 +314,9 @@ impl<'a> Round<'a> {
         let mut events = answer.events.clone();
         match &verdict {
             Verdict::Succeeded if final_ => self.ctx.log.info(Some(obj), &line),
-            Verdict::Succeeded | Verdict::Skipped => self.ctx.log.debug(Some(obj), &line),
+            // A parent's success is logged once its sub-handlers are done.
+            Verdict::Succeeded => {}
+            Verdict::Skipped => self.ctx.log.debug(Some(obj), &line),
             Verdict::Retry { .. } | Verdict::Ignored(_) => self.ctx.log.warn(Some(obj), &line),
             Verdict::Failed(_) => {
                 self.ctx.log.error(Some(obj), &line);

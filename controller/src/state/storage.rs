@@ -163,6 +163,14 @@ impl Storage {
                 _ => {}
             }
         }
+        // When no progress is left at all, drop the whole map rather than leave `{}` behind.
+        let st_progress = st.and_then(|s| s.get("progress")).and_then(Value::as_object);
+        if let Some(p) = st_progress
+            && ids.iter().all(|id| !desired.progress.contains_key(*id))
+            && p.keys().all(|k| ids.contains(&k.as_str()))
+        {
+            set_st(status, &["progress"], Value::Null);
+        }
     }
 }
 
@@ -218,6 +226,8 @@ mod tests {
              json!({"status": {"bosun.dev": {"progress": {"a": null}}}})),
             (StorageKind::Status, st_body.clone(), ObjectState { diffbase: None, progress: [("a".to_string(), rec("create"))].into() },
              json!({}), json!({})),
+            (StorageKind::Status, st_body.clone(), ObjectState::default(),
+             json!({}), json!({"status": {"bosun.dev": {"progress": null}}})),
         ];
         for (kind, body, desired, want_main, want_status) in cases {
             let s = Storage::bosun("bosun.dev", kind);
