@@ -495,3 +495,85 @@ async fn handlers_on_built_ins_keep_state_and_results_in_annotations() {
     controller.stop().await;
     stopper.stop().await;
 }
+
+#[tokio::test]
+async fn a_memo_returned_by_one_call_reaches_the_next_calls_for_the_same_object() {
+    let (_cluster, client) = setup().await;
+    let remember: Behaviour = Arc::new(|_| pb::HandleResponse {
+        outcome: pb::Outcome::Success as i32,
+        memo: b"{\"counter\":1}".to_vec(),
+        ..Default::default()
+    });
+    let server = Scripted::new(vec![
+        (spec("create_fn", pb::HandlerKind::Create), remember),
+        (spec("update_fn", pb::HandlerKind::Update), ok(Value::Null)),
+    ]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    kex::create(&client, "default", "obj", json!({})).await;
+    kex::create(&client, "default", "other", json!({})).await;
+    controller.wait_log("[default/obj] Creation is processed", T).await;
+    controller.wait_log("[default/other] Creation is processed", T).await;
+    kex::patch(&client, "default", "obj", json!({"spec": {"field": "x"}})).await;
+    controller.wait_log("[default/obj] Updating is processed", T).await;
+    let calls = server.calls();
+    let create = calls.iter().find(|c| c.handler_id == "create_fn").unwrap();
+    assert!(create.memo.is_empty(), "no memo before the first answer");
+    let update = calls.iter().find(|c| c.handler_id == "update_fn").unwrap();
+    assert_eq!(update.memo, b"{\"counter\":1}");
+    controller.stop().await;
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn owned_objects_are_created_adopted_not_duplicated_and_collected_with_their_owner() {
+    let (_cluster, client) = setup().await;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}});
+    let creator: Behaviour = Arc::new(move |_| pb::HandleResponse {
+        outcome: pb::Outcome::Success as i32,
+        result: b"{\"note\":\"made\"}".to_vec(),
+        owned: vec![
+            pb::OwnedObject { object: serde_json::to_vec(&pod).unwrap(), apply: false, copy_labels: true },
+            pb::OwnedObject { object: serde_json::to_vec(&cm).unwrap(), apply: true, copy_labels: false },
+        ],
+        ..Default::default()
+    });
+    let server = Scripted::new(vec![(spec("create_fn", pb::HandlerKind::Create), creator)]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    kex::create(&client, "default", "ex", json!({"metadata": {"labels": {"team": "blue"}}})).await;
+    let obj = wait_obj(&client, "ex", "children recorded", |o| o["status"]["create_fn"]["children"].as_array().is_some_and(|c| c.len() == 2)).await;
+    assert_eq!(obj["status"]["create_fn"]["note"], "made");
+    let cluster = bosun_controller::cluster::Cluster::new(client.clone());
+    let pod = cluster.get("/api/v1/namespaces/default/pods/ex-pod").await.expect("the pod exists");
+    assert_eq!(pod["metadata"]["labels"]["team"], "blue");
+    let owner_ref = &pod["metadata"]["ownerReferences"][0];
+    assert_eq!((owner_ref["kind"].as_str(), owner_ref["uid"].as_str(), owner_ref["controller"].as_bool()), (Some("KopfExample"), obj["metadata"]["uid"].as_str(), Some(true)));
+    let cm = cluster.get("/api/v1/namespaces/default/configmaps/ex-configmap").await.expect("the configmap exists");
+    assert_eq!(obj["status"]["create_fn"]["children"], json!([pod["metadata"]["uid"], cm["metadata"]["uid"]]));
+
+    // Forget the handling: the handler runs again and finds its children instead of duplicating them.
+    let status_path = format!("{}/ex/status", kex::path("default"));
+    cluster.patch(&status_path, "application/merge-patch+json", &json!({"status": {"bosun.dev": null, "create_fn": null}})).await.unwrap();
+    wait_for("a second run", T, || {
+        let n = server.count("create_fn");
+        async move { n == 2 }
+    })
+    .await
+    .unwrap();
+    let again = wait_obj(&client, "ex", "children recorded again", |o| o["status"]["create_fn"]["children"].as_array().is_some_and(|c| c.len() == 2)).await;
+    assert_eq!(again["status"]["create_fn"]["children"], obj["status"]["create_fn"]["children"], "same children, no duplicates");
+
+    kex::delete(&client, "default", "ex").await;
+    wait_for("the children collected", T, || {
+        let cluster = cluster.clone();
+        async move {
+            cluster.get("/api/v1/namespaces/default/pods/ex-pod").await.is_err() && cluster.get("/api/v1/namespaces/default/configmaps/ex-configmap").await.is_err()
+        }
+    })
+    .await
+    .unwrap();
+    controller.stop().await;
+    stopper.stop().await;
+}

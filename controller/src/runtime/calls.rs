@@ -152,7 +152,7 @@ impl<'a> Round<'a> {
                 });
                 return;
             }
-            let answer = match self.call(h, &id, prev.as_ref(), param.as_ref(), old, new).await {
+            let mut answer = match self.call(h, &id, prev.as_ref(), param.as_ref(), old, new).await {
                 Ok(a) => a,
                 Err(why) => {
                     let server = &self.ctx.servers[h.server].addr;
@@ -162,6 +162,9 @@ impl<'a> Round<'a> {
                     return;
                 }
             };
+            if answer.outcome == pb::Outcome::Success as i32 && !answer.owned.is_empty() {
+                self.adopt_into(&mut answer).await;
+            }
             let children: Vec<pb::SubHandler> = answer.subhandlers.clone();
             let (record, call) = self.digest(h, &id, prev.as_ref(), answer, children.is_empty());
             match record {
@@ -277,9 +280,6 @@ impl<'a> Round<'a> {
         if !answer.memo.is_empty() {
             self.ctx.memos.lock().insert(self.uid.to_string(), answer.memo.clone());
         }
-        if !answer.owned.is_empty() {
-            self.ctx.log.warn(Some(obj), &format!("Handler '{id}' returned owned objects, which this controller does not create yet; ignored."));
-        }
         let parsed = (|| -> Result<Parsed, String> {
             let result = parse_bytes(&answer.result, "result")?;
             let merge = parse_bytes(&answer.merge_patch, "merge_patch")?;
@@ -331,6 +331,26 @@ impl<'a> Round<'a> {
         };
         let call = Call { id: id.to_string(), verdict, result, main_patch, status_patch, json_patch: jp, events };
         (record, call)
+    }
+
+    /// Creates and adopts a successful answer's owned objects; their UIDs join the result
+    /// as `children` (Kopf's example 02 shape). A failure turns the answer into an
+    /// unexpected error of the handler, so its errors mode decides what follows.
+    async fn adopt_into(&self, answer: &mut pb::HandleResponse) {
+        match self.ctx.adopt(self.body, &answer.owned).await {
+            Ok(uids) => {
+                let mut result = parse_bytes(&answer.result, "result").ok().flatten().unwrap_or_else(|| serde_json::json!({}));
+                if let Some(map) = result.as_object_mut() {
+                    map.insert("children".into(), serde_json::json!(uids));
+                    answer.result = serde_json::to_vec(&result).expect("JSON values serialize");
+                }
+                self.ctx.log.info(Some(&self.obj), &format!("Adopted and created {} owned object(s).", uids.len()));
+            }
+            Err(why) => {
+                answer.outcome = pb::Outcome::UnexpectedError as i32;
+                answer.message = format!("owned objects could not be created: {why}");
+            }
+        }
     }
 
     /// Records when retries are due (called after each digest).

@@ -5,6 +5,7 @@
 pub mod calls;
 pub mod cycle;
 pub mod namespaces;
+pub mod owned;
 pub mod patches;
 pub mod spies;
 pub mod worker;
