@@ -24,6 +24,7 @@ pub type Behaviour = Arc<dyn Fn(&pb::HandleRequest) -> pb::HandleResponse + Send
 #[derive(Clone)]
 pub struct Scripted {
     specs: Vec<pb::HandlerSpec>,
+    resources: Vec<pb::ResourceSettings>,
     behaviours: Arc<HashMap<String, Behaviour>>,
     calls: Arc<Mutex<Vec<pb::HandleRequest>>>,
 }
@@ -48,7 +49,13 @@ impl Scripted {
     pub fn new(handlers: Vec<(pb::HandlerSpec, Behaviour)>) -> Scripted {
         let specs = handlers.iter().map(|(s, _)| s.clone()).collect();
         let behaviours = handlers.into_iter().map(|(s, b)| (s.id, b)).collect();
-        Scripted { specs, behaviours: Arc::new(behaviours), calls: Arc::default() }
+        Scripted { specs, resources: Vec::new(), behaviours: Arc::new(behaviours), calls: Arc::default() }
+    }
+
+    /// Declares per-resource settings (ignored fields) in Describe.
+    pub fn with_resource_settings(mut self, settings: pb::ResourceSettings) -> Scripted {
+        self.resources.push(settings);
+        self
     }
 
     /// Also answers calls for `id` without registering it (sub-handlers `parent/child`).
@@ -121,7 +128,7 @@ type DaemonStream = Pin<Box<dyn futures::Stream<Item = Result<pb::DaemonMessage,
 #[tonic::async_trait]
 impl HandlerServer for Scripted {
     async fn describe(&self, _: tonic::Request<pb::DescribeRequest>) -> Answer<pb::DescribeResponse> {
-        Ok(tonic::Response::new(pb::DescribeResponse { handlers: self.specs.clone(), server_name: "scripted".into(), resources: vec![] }))
+        Ok(tonic::Response::new(pb::DescribeResponse { handlers: self.specs.clone(), server_name: "scripted".into(), resources: self.resources.clone() }))
     }
 
     async fn handle(&self, req: tonic::Request<pb::HandleRequest>) -> Answer<pb::HandleResponse> {

@@ -577,3 +577,68 @@ async fn owned_objects_are_created_adopted_not_duplicated_and_collected_with_the
     controller.stop().await;
     stopper.stop().await;
 }
+
+#[tokio::test]
+async fn field_handlers_watch_labels_and_status_and_ignored_fields_change_nothing() {
+    let (_cluster, client) = setup().await;
+    let mut on_label = spec("label_fn/metadata.labels.tier", pb::HandlerKind::Field);
+    on_label.field = "metadata.labels.tier".into();
+    let mut on_status = spec("phase_fn/status.phase", pb::HandlerKind::Field);
+    on_status.field = "status.phase".into();
+    let server = Scripted::new(vec![
+        (spec("update_fn", pb::HandlerKind::Update), ok(Value::Null)),
+        (on_label, ok(Value::Null)),
+        (on_status, ok(Value::Null)),
+    ])
+    .with_resource_settings(pb::ResourceSettings {
+        resource: Some(pb::ResourceSelector { group: "kopf.dev".into(), version: "v1".into(), name: "kopfexamples".into() }),
+        ignored_fields: vec!["spec.replicas".into()],
+    });
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    kex::create(&client, "default", "obj", json!({"spec": {"replicas": 1}})).await;
+    let obj = wait_obj(&client, "obj", "diffbase", |o| o["status"]["bosun.dev"]["last-handled-configuration"].is_string()).await;
+    assert!(!obj["status"]["bosun.dev"]["last-handled-configuration"].as_str().unwrap().contains("replicas"), "ignored fields stay out of the diffbase");
+
+    kex::patch(&client, "default", "obj", json!({"spec": {"replicas": 5}})).await; // ignored: nothing happens
+    kex::patch(&client, "default", "obj", json!({"metadata": {"labels": {"tier": "gold"}}})).await;
+    controller.wait_log("[default/obj] Handler 'label_fn/metadata.labels.tier' succeeded.", T).await;
+    let status_path = format!("{}/obj/status", kex::path("default"));
+    let cluster = bosun_controller::cluster::Cluster::new(client.clone());
+    cluster.patch(&status_path, "application/merge-patch+json", &json!({"status": {"phase": "Running"}})).await.unwrap();
+    controller.wait_log("[default/obj] Handler 'phase_fn/status.phase' succeeded.", T).await;
+    let calls = server.calls();
+    let phase = calls.iter().find(|c| c.handler_id == "phase_fn/status.phase").unwrap();
+    assert_eq!((phase.old.as_slice(), phase.new.as_slice()), (&b""[..], &b"\"Running\""[..]));
+    assert_eq!(server.count("update_fn"), 2, "the label and the status phase; not the ignored replicas");
+    assert_eq!(server.count("label_fn/metadata.labels.tier"), 1);
+    controller.stop().await;
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn a_diffbase_too_large_for_annotations_is_a_clear_error_and_handlers_do_not_rerun() {
+    let (_cluster, client) = setup().await;
+    let mut s = spec("create_fn", pb::HandlerKind::Create);
+    s.resource = Some(pb::ResourceSelector { group: String::new(), version: "v1".into(), name: "configmaps".into() });
+    let server = Scripted::new(vec![(s, ok(Value::Null))]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), Settings { namespaces: bosun_controller::Namespaces::Patterns(vec!["default".into()]), ..settings(&addr) });
+    let cluster = bosun_controller::cluster::Cluster::new(client.clone());
+    let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"blob": "x".repeat(300_000)}});
+    cluster.create("/api/v1/namespaces/default/configmaps", &big).await.unwrap();
+    controller.wait_log("[default/big] The diffbase does not fit in the annotations", T).await;
+    cluster
+        .patch("/api/v1/namespaces/default/configmaps/big", "application/merge-patch+json", &json!({"metadata": {"labels": {"poke": "1"}}}))
+        .await
+        .unwrap();
+    wait_for("a second complaint", T, || {
+        let n = controller.count("[default/big] The diffbase does not fit");
+        async move { n >= 2 }
+    })
+    .await
+    .unwrap();
+    assert_eq!(server.count("create_fn"), 1, "the handler succeeded once and is not re-run");
+    controller.stop().await;
+    stopper.stop().await;
+}

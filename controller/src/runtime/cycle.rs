@@ -221,12 +221,27 @@ impl ResourceContext {
         // Decide the state and the finalizer, write, and repeat without the patches of
         // handlers whose patch the API server rejects.
         loop {
+            let mut notices: Vec<pb::Event> = Vec::new();
             let done = due.iter().all(|(h, _, _)| round.finished(&h.id)) && !round.unreachable;
             let mut desired = ObjectState { diffbase: state.diffbase.clone(), progress: round.records.clone() };
             if done {
                 desired.progress.clear();
                 if reason.stores_diffbase() {
-                    desired.diffbase = Some(encode_diffbase(&new_essence));
+                    let text = encode_diffbase(&new_essence);
+                    match self.storage.diffbase_fits(body, &text) {
+                        Ok(()) => desired.diffbase = Some(text),
+                        Err(total) => {
+                            // Keep the progress (the handlers stay done, nothing re-runs) and say why.
+                            desired.progress = round.records.clone();
+                            let line = format!(
+                                "The diffbase does not fit in the annotations ({total} bytes with the others; the limit is {} bytes), so it is not stored. \
+                                 Keep the state in status (`--storage auto` with a CRD whose status keeps unknown fields), or leave large fields out with ignored_fields.",
+                                crate::state::storage::ANNOTATIONS_LIMIT
+                            );
+                            self.log.error(Some(&obj), &line);
+                            notices.push(super::calls::failure_event(&line));
+                        }
+                    }
                 }
                 if !due.is_empty() {
                     let top: Vec<&ProgressRecord> = due.iter().filter_map(|(h, _, _)| round.records.get(&h.id)).collect();
@@ -283,7 +298,7 @@ impl ResourceContext {
             let retry_soon = |secs| CycleEnd { next: Next::WakeAt(now + chrono::Duration::seconds(secs)), written: None };
             match self.write(body, main, status, finalizers_change.then_some(finalizer_wanted), &json_patches).await {
                 Ok(written) => {
-                    self.post_events(body, round.calls.iter().flat_map(|c| c.events.iter())).await;
+                    self.post_events(body, round.calls.iter().flat_map(|c| c.events.iter()).chain(notices.iter())).await;
                     let next = if round.unreachable {
                         let retry = now + chrono::Duration::seconds(5);
                         Next::WakeAt(round.wake.map_or(retry, |w| w.min(retry)))

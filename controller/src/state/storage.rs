@@ -174,6 +174,26 @@ impl Storage {
     }
 }
 
+/// The API server's limit on all annotations of an object, keys and values together.
+pub const ANNOTATIONS_LIMIT: usize = 256 * 1024;
+
+impl Storage {
+    /// Whether a diffbase of this text still fits in the annotations of `body` (when
+    /// annotations hold the state); `Err(total)` gives the size it would make.
+    pub fn diffbase_fits(&self, body: &Value, diffbase: &str) -> Result<(), usize> {
+        if self.kind != StorageKind::Annotations {
+            return Ok(());
+        }
+        let key = format!("{}/{DIFFBASE}", self.prefix);
+        let others: usize = self
+            .annotations(body)
+            .map(|a| a.iter().filter(|(k, _)| **k != key).map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum())
+            .unwrap_or(0);
+        let total = others + key.len() + diffbase.len();
+        if total > ANNOTATIONS_LIMIT { Err(total) } else { Ok(()) }
+    }
+}
+
 /// An empty merge patch.
 pub fn empty_patch() -> Value {
     json!({})
@@ -234,6 +254,20 @@ mod tests {
             let (mut main, mut status) = (json!({}), json!({}));
             s.patch(&body, &desired, &["a"], &mut main, &mut status);
             assert_eq!((main, status), (want_main, want_status), "{kind:?} {body}");
+        }
+    }
+
+    #[test]
+    fn diffbases_too_large_for_annotations_are_caught_before_writing() {
+        let body = json!({"metadata": {"annotations": {"big": "x".repeat(200_000)}}});
+        let cases = [
+            (StorageKind::Annotations, 1_000, true),
+            (StorageKind::Annotations, 70_000, false),
+            (StorageKind::Status, 70_000, true),
+        ];
+        for (kind, size, fits) in cases {
+            let s = Storage::bosun("bosun.dev", kind);
+            assert_eq!(s.diffbase_fits(&body, &"d".repeat(size)).is_ok(), fits, "{kind:?} {size}");
         }
     }
 
