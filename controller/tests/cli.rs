@@ -1,0 +1,180 @@
+//! The real `bosun` binary, as a user runs it: `bosun dev` starts the dev cluster, applies
+//! manifests, runs the controller against a handler server, keeps the cluster's data across
+//! restarts (so handled objects are not handled again), exits cleanly on Ctrl-C, and
+//! supervises a handler server command.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bosun_sdk::{Cause, HandlerError, Operator};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+const T: Duration = Duration::from_secs(60);
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// A running `bosun` with its output lines collected.
+struct Bosun {
+    child: Child,
+    lines: mpsc::UnboundedReceiver<String>,
+    seen: Vec<String>,
+}
+
+impl Bosun {
+    fn start(dir: &Path, args: &[&str]) -> Bosun {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bosun"))
+            .args(args)
+            .current_dir(dir)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("bosun starts");
+        let (tx, lines) = mpsc::unbounded_channel();
+        for stream in [Box::new(child.stdout.take().unwrap()) as Box<dyn tokio::io::AsyncRead + Unpin + Send>, Box::new(child.stderr.take().unwrap())] {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut r = BufReader::new(stream).lines();
+                while let Ok(Some(l)) = r.next_line().await {
+                    let _ = tx.send(l);
+                }
+            });
+        }
+        Bosun { child, lines, seen: Vec::new() }
+    }
+
+    async fn wait_line(&mut self, text: &str) -> String {
+        if let Some(l) = self.seen.iter().find(|l| l.contains(text)) {
+            return l.clone();
+        }
+        let deadline = tokio::time::Instant::now() + T;
+        loop {
+            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+                Ok(Some(l)) => {
+                    self.seen.push(l.clone());
+                    if l.contains(text) {
+                        return l;
+                    }
+                }
+                _ => panic!("no line containing {text:?} within {T:?}; output:\n{}", self.seen.join("\n")),
+            }
+        }
+    }
+
+    fn count(&self, text: &str) -> usize {
+        self.seen.iter().filter(|l| l.contains(text)).count()
+    }
+
+    async fn interrupt(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("running");
+        std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
+        tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await.expect("exits after SIGINT").unwrap()
+    }
+}
+
+fn kubectl(kubeconfig: &str, args: &[&str]) -> Value {
+    let out = std::process::Command::new("kubectl").arg("--kubeconfig").arg(kubeconfig).args(args).args(["-o", "json"]).output().expect("kubectl runs");
+    assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+async fn handler_server(calls: Arc<AtomicUsize>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = format!("http://{}", listener.local_addr().unwrap());
+    let op = Operator::new()
+        .on_create("kopf.dev/v1/kopfexamples", move |_cause: Cause| {
+            let calls = calls.clone();
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, HandlerError>(json!({"message": "hello world"}))
+            }
+        })
+        .id("create_fn");
+    tokio::spawn(op.serve_with_listener(listener, std::future::pending()));
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bosun_dev_handles_keeps_its_data_and_does_not_handle_again_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let addr = handler_server(calls.clone()).await;
+    let (crd, obj) = (examples().join("crd.yaml"), examples().join("obj.yaml"));
+    let args = ["dev", "--apply", crd.to_str().unwrap(), "--apply", obj.to_str().unwrap(), "--handler", &addr];
+
+    let mut bosun = Bosun::start(dir.path(), &args);
+    let export = bosun.wait_line("export KUBECONFIG=").await;
+    let kubeconfig = export.trim_start_matches("export KUBECONFIG=").to_string();
+    assert!(Path::new(&kubeconfig).starts_with(dir.path().canonicalize().unwrap()), "{kubeconfig}");
+    bosun.wait_line("[default/kopf-example-1] Handler 'create_fn' succeeded.").await;
+    bosun.wait_line("[default/kopf-example-1] Creation is processed: 1 succeeded; 0 failed.").await;
+    let got = kubectl(&kubeconfig, &["get", "kex", "kopf-example-1"]);
+    assert_eq!(got["status"]["create_fn"]["message"], "hello world");
+    assert!(bosun.interrupt().await.success(), "Ctrl-C exits cleanly");
+
+    let mut bosun = Bosun::start(dir.path(), &args);
+    let export = bosun.wait_line("export KUBECONFIG=").await;
+    let kubeconfig = export.trim_start_matches("export KUBECONFIG=").to_string();
+    bosun.wait_line("Serving kopfexamples.v1.kopf.dev").await;
+    let out = std::process::Command::new("kubectl")
+        .args(["--kubeconfig", &kubeconfig, "create", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(b"apiVersion: kopf.dev/v1\nkind: KopfExample\nmetadata: {name: kopf-example-2}\nspec: {}\n")?;
+            c.wait()
+        })
+        .unwrap();
+    assert!(out.success());
+    bosun.wait_line("[default/kopf-example-2] Creation is processed: 1 succeeded; 0 failed.").await;
+    assert_eq!(bosun.count("[default/kopf-example-1]"), 0, "the handled object is not handled again");
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "one call per object across both runs");
+    assert!(bosun.interrupt().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bosun_dev_restarts_a_crashing_handler_command_with_backoff() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bosun = Bosun::start(dir.path(), &["dev", "--", "sh", "-c", "echo listening on $BOSUN_LISTEN; exit 3"]);
+    bosun.wait_line("[handler] listening on 127.0.0.1:").await;
+    bosun.wait_line("The handler server exited (exit status: 3); restarting it in 1s.").await;
+    bosun.wait_line("The handler server exited (exit status: 3); restarting it in 2s.").await;
+    assert!(bosun.count("[handler] listening on 127.0.0.1:") >= 2, "started again");
+    assert!(bosun.interrupt().await.success());
+}
+
+#[tokio::test]
+async fn bosun_run_with_bad_input_says_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n\
+         users: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
+    )
+    .unwrap();
+    let kc = kubeconfig.to_str().unwrap();
+    let cases: [(&[&str], &str); 3] = [
+        (&["run", "--kubeconfig", "/nonexistent/kubeconfig"], "/nonexistent/kubeconfig"),
+        (&["run", "--kubeconfig", kc], "no handler server given: pass --handler ADDR"),
+        (&["run", "--kubeconfig", kc, "--handler", "127.0.0.1:5"], "invalid handler server address '127.0.0.1:5': use http://host:port or unix:///path"),
+    ];
+    for (args, want) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_bosun")).args(args).output().await.unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
