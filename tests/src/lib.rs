@@ -274,6 +274,17 @@ pub mod kex {
         Cluster::new(client.clone()).patch(&format!("{}/{name}", path(ns)), content::MERGE, &patch).await.expect("patch")
     }
 
+    /// Waits until one is gone.
+    pub async fn wait_gone(client: &kube::Client, ns: &str, name: &str) {
+        let what = format!("{ns}/{name} to be gone");
+        super::wait_for(&what, std::time::Duration::from_secs(30), || {
+            let (c, ns, name) = (client.clone(), ns.to_string(), name.to_string());
+            async move { get(&c, &ns, &name).await.is_none() }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+
     /// Deletes one.
     pub async fn delete(client: &kube::Client, ns: &str, name: &str) {
         Cluster::new(client.clone())

@@ -117,12 +117,7 @@ async fn delete_handler_holds_a_finalizer_until_it_succeeded() {
     kex::delete(&client, "default", "obj").await;
     controller.wait_log("[default/obj] Handler 'delete_fn' succeeded.", T).await;
     controller.wait_log("[default/obj] Deletion is processed: 1 succeeded; 0 failed.", T).await;
-    wait_for("object gone", T, || {
-        let c = client.clone();
-        async move { kex::get(&c, "default", "obj").await.is_none() }
-    })
-    .await
-    .unwrap();
+    kex::wait_gone(&client, "default", "obj").await;
     assert_eq!(server.count("delete_fn"), 1);
     controller.stop().await;
     stopper.stop().await;
@@ -338,12 +333,7 @@ async fn deletion_supersedes_an_unfinished_creation_and_failures_post_warning_ev
 
     kex::delete(&client, "default", "obj").await;
     controller.wait_log("[default/obj] Deletion is processed: 1 succeeded; 0 failed.", T).await;
-    wait_for("object gone", T, || {
-        let c = client.clone();
-        async move { kex::get(&c, "default", "obj").await.is_none() }
-    })
-    .await
-    .unwrap();
+    kex::wait_gone(&client, "default", "obj").await;
     assert_eq!(server.count("create_fn"), 1, "the creation is not retried once the deletion superseded it");
     controller.stop().await;
     stopper.stop().await;
@@ -455,12 +445,7 @@ async fn an_object_that_stops_matching_a_pushed_down_label_filter_gets_its_final
     kex::patch(&client, "default", "obj", json!({"metadata": {"labels": {"handled": "no"}}})).await;
     wait_obj(&client, "obj", "finalizer released", |o| o["metadata"].get("finalizers").is_none_or(|f| f.as_array().is_some_and(|a| a.is_empty()))).await;
     kex::delete(&client, "default", "obj").await;
-    wait_for("object gone without the handler", T, || {
-        let c = client.clone();
-        async move { kex::get(&c, "default", "obj").await.is_none() }
-    })
-    .await
-    .unwrap();
+    kex::wait_gone(&client, "default", "obj").await;
     assert_eq!(server.count("delete_fn"), 0);
     controller.stop().await;
     stopper.stop().await;

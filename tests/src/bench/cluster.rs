@@ -29,8 +29,6 @@ pub fn now_ns() -> u64 {
 pub struct DevCluster {
     /// The process.
     pub proc: Proc,
-    /// Its URL.
-    pub url: String,
     /// The kubeconfig it wrote.
     pub kubeconfig: PathBuf,
     config: kube::Config,
@@ -45,18 +43,18 @@ impl DevCluster {
         let (proc, stdout) = Proc::spawn("the dev cluster", cmd, &dir.join("devcluster.log"), true)?;
         let mut lines = tokio::io::BufReader::new(stdout.context("no stdout")?).lines();
         let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await;
-        let url = match first {
-            Ok(Ok(Some(line))) if line.starts_with("listening on ") => line["listening on ".len()..].trim().to_string(),
+        match first {
+            Ok(Ok(Some(line))) if line.starts_with("listening on ") => {}
             other => {
                 proc.check_alive()?;
                 bail!("the dev cluster did not print its address within 30 s (got {other:?}); log: {}", proc.log.display())
             }
-        };
+        }
         // Keep draining its stdout so that it never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         let kc = kube::config::Kubeconfig::read_from(&kubeconfig).with_context(|| format!("cannot read {}", kubeconfig.display()))?;
         let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-        Ok(DevCluster { proc, url, kubeconfig, config })
+        Ok(DevCluster { proc, kubeconfig, config })
     }
 
     /// A new client (its own connection pool).

@@ -76,7 +76,19 @@ pub struct UnderTest {
     /// The controller process (`bosun` or Kopf's Python).
     pub proc: Proc,
     calls: Calls,
-    server: Option<(tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>)>,
+    server: Option<ServerTask>,
+}
+
+/// The in-process handler server; aborted when dropped.
+struct ServerTask {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ServerTask {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl UnderTest {
@@ -105,19 +117,13 @@ impl UnderTest {
     }
 
     /// Stops the controller, then the handler server.
-    pub async fn stop(mut self) {
+    pub async fn stop(self) {
         self.proc.stop(std::time::Duration::from_secs(5)).await;
-        if let Some((tx, task)) = self.server.take() {
-            let _ = tx.send(());
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
-        }
-    }
-}
-
-impl Drop for UnderTest {
-    fn drop(&mut self) {
-        if let Some((_, task)) = &self.server {
-            task.abort();
+        if let Some(mut server) = self.server {
+            if let Some(tx) = server.stop.take() {
+                let _ = tx.send(());
+            }
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut server.task).await;
         }
     }
 }
@@ -143,7 +149,17 @@ async fn start_bosun(programs: &Programs, cluster: &DevCluster, with_delete: boo
             eprintln!("bench: the SDK handler server failed: {e}");
         }
     });
-    let mut cmd = tokio::process::Command::new(&programs.bosun);
+    // A profiling aid: BENCH_WRAP="perf record -g -o /tmp/perf.data --" runs the controller
+    // under that command (the CPU and memory figures are then the wrapper's).
+    let wrap: Vec<String> = std::env::var("BENCH_WRAP").unwrap_or_default().split_whitespace().map(String::from).collect();
+    let mut cmd = match wrap.split_first() {
+        Some((program, args)) => {
+            let mut c = tokio::process::Command::new(program);
+            c.args(args).arg(&programs.bosun);
+            c
+        }
+        None => tokio::process::Command::new(&programs.bosun),
+    };
     cmd.arg("run")
         .arg("--handler")
         .arg(format!("http://{addr}"))
@@ -156,7 +172,7 @@ async fn start_bosun(programs: &Programs, cluster: &DevCluster, with_delete: boo
         .env_remove("RUST_LOG")
         .env_remove("BOSUN_HANDLERS");
     let (proc, _) = Proc::spawn("the Bosun controller", cmd, &dir.join("bosun.log"), false)?;
-    Ok(UnderTest { flavor: Flavor::Bosun, proc, calls: Calls::InProcess(recorder), server: Some((tx, task)) })
+    Ok(UnderTest { flavor: Flavor::Bosun, proc, calls: Calls::InProcess(recorder), server: Some(ServerTask { stop: Some(tx), task }) })
 }
 
 const KOPF_OPERATOR: &str = r#"# Kopf's example 01, recording when each call arrives (for the Bosun bench).

@@ -155,3 +155,13 @@ impl Drop for SocketSampler {
         self.task.abort();
     }
 }
+
+/// Machine-wide CPU seconds (busy, all cores) since boot, from `/proc/stat`.
+pub fn machine_busy_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(line) = stat.lines().find(|l| l.starts_with("cpu ")) else { return 0.0 };
+    // user nice system idle iowait irq softirq steal ...: busy is all but idle and iowait.
+    let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let busy: u64 = v.iter().enumerate().filter(|(i, _)| *i != 3 && *i != 4).map(|(_, x)| *x).take(8).sum();
+    busy as f64 / clock_ticks()
+}

@@ -5,6 +5,7 @@
 //!   clients; latency from each create's response to its handler call, API writes per
 //!   object, CPU per object.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use anyhow::{Context, Result, bail};
 
 use super::cluster::{Counters, DevCluster, Handled, create_all, names, now_ns};
 use super::ops::{Flavor, Programs, UnderTest};
-use super::procs::SocketSampler;
+use super::procs::{SocketSampler, machine_busy_s, usage};
 
 /// What one workload asks.
 #[derive(Debug, Clone, Copy)]
@@ -42,6 +43,8 @@ pub struct Backlog {
     pub writes_per_object: f64,
     /// `create_fn` calls in all.
     pub calls: u64,
+    /// CPU seconds of every other process on the machine meanwhile (see [`Live`]).
+    pub others_cpu_s: f64,
 }
 
 impl Backlog {
@@ -76,6 +79,21 @@ pub struct Live {
     pub peak_sockets: usize,
     /// `create_fn` calls in all (the warm-up object included).
     pub calls: u64,
+    /// Seconds from the first create's response to the last's.
+    pub create_seconds: f64,
+    /// Seconds from the first create's response to the last object showing its result.
+    pub handled_seconds: f64,
+    /// CPU seconds over the workload of the dev cluster and of the bench itself (its
+    /// clients, watch and, for Bosun, the handler server): with the operator's, how busy
+    /// the machine was.
+    pub cluster_cpu_s: f64,
+    /// The bench process's CPU seconds over the workload.
+    pub bench_cpu_s: f64,
+    /// The operator's CPU seconds over the workload.
+    pub operator_cpu_s: f64,
+    /// CPU seconds of every other process on the machine over the workload (other work
+    /// running beside the bench makes the figures noisy).
+    pub others_cpu_s: f64,
 }
 
 async fn fresh_cluster(programs: &Programs, dir: &Path) -> Result<DevCluster> {
@@ -152,23 +170,27 @@ pub async fn backlog(flavor: Flavor, programs: &Programs, params: Params, dir: &
     }
     let before = cluster.counters(&client).await?;
 
+    let (cluster_before, bench_before, machine_before) = (cluster.proc.usage()?.cpu_s, usage(std::process::id())?.cpu_s, machine_busy_s());
     let t0 = now_ns();
     let op = UnderTest::start(flavor, programs, &cluster, false, dir).await?;
     let sockets = SocketSampler::start(op.proc.pid);
     wait("the backlog to be handled", params.deadline, &cluster, &op, || progress(&handled, &op, &names)).await?;
-    let usage = op.proc.usage()?;
+    let used = op.proc.usage()?;
+    let ours = used.cpu_s + cluster.proc.usage()?.cpu_s - cluster_before + usage(std::process::id())?.cpu_s - bench_before;
+    let others_cpu_s = (machine_busy_s() - machine_before - ours).max(0.0);
     let last = handled.times(&names).into_iter().max().context("no object handled")?;
     let after = settle(&cluster, &client).await?.since(&before);
     let out = Backlog {
         objects: names.len(),
         seconds: last.saturating_sub(t0) as f64 / 1e9,
-        cpu_s: usage.cpu_s,
+        cpu_s: used.cpu_s,
         peak_rss: op.proc.usage()?.peak_rss,
         peak_sockets: sockets.peak(),
         writes_per_object: after.kex_writes as f64 / names.len() as f64,
         calls: op.calls()?,
+        others_cpu_s,
     };
-    drop(sockets);
+    drop((sockets, handled));
     op.stop().await;
     cluster.proc.stop(Duration::from_secs(5)).await;
     Ok(out)
@@ -189,14 +211,26 @@ pub async fn live(flavor: Flavor, programs: &Programs, params: Params, with_dele
     wait("the warm-up object to be handled", params.deadline, &cluster, &op, || progress(&handled, &op, &warmup)).await?;
     let before = settle(&cluster, &client).await?;
     let cpu_before = op.proc.usage()?.cpu_s;
+    let cluster_before = cluster.proc.usage()?.cpu_s;
+    let bench_before = usage(std::process::id())?.cpu_s;
+    let machine_before = machine_busy_s();
 
     let names = names("live", params.objects);
     let created = create_all(&clients, &names, params.deadline).await?;
     wait("the live objects to be handled", params.deadline, &cluster, &op, || progress(&handled, &op, &names)).await?;
+    let cluster_cpu = cluster.proc.usage()?.cpu_s - cluster_before;
+    let bench_cpu = usage(std::process::id())?.cpu_s - bench_before;
+    let op_cpu = op.proc.usage()?.cpu_s - cpu_before;
+    let others_cpu = (machine_busy_s() - machine_before - op_cpu - cluster_cpu - bench_cpu).max(0.0);
+    let handled_times = handled.times(&names);
     let after = settle(&cluster, &client).await?.since(&before);
-    let usage = op.proc.usage()?;
+    let used = op.proc.usage()?;
 
     let calls = op.first_calls()?;
+    timeline(&dir.join("timeline.csv"), &names, &created, &calls, &handled)?;
+    let first_created = created.values().min().copied().unwrap_or_default();
+    let last_created = created.values().max().copied().unwrap_or_default();
+    let last_handled = handled_times.iter().max().copied().unwrap_or_default();
     let mut latencies: Vec<f64> = names
         .iter()
         .map(|n| {
@@ -215,18 +249,34 @@ pub async fn live(flavor: Flavor, programs: &Programs, params: Params, with_dele
         writes_per_object: after.kex_writes.saturating_sub(names.len() as u64) as f64 / n,
         write_errors: after.kex_write_errors,
         event_writes_per_object: after.event_writes as f64 / n,
-        cpu_ms_per_object: (usage.cpu_s - cpu_before) * 1000.0 / n,
-        peak_rss: usage.peak_rss,
+        cpu_ms_per_object: (used.cpu_s - cpu_before) * 1000.0 / n,
+        peak_rss: used.peak_rss,
         peak_sockets: sockets.peak(),
         calls: op.calls()?,
+        create_seconds: last_created.saturating_sub(first_created) as f64 / 1e9,
+        handled_seconds: last_handled.saturating_sub(first_created) as f64 / 1e9,
+        cluster_cpu_s: cluster_cpu,
+        bench_cpu_s: bench_cpu,
+        operator_cpu_s: op_cpu,
+        others_cpu_s: others_cpu,
     };
     if after.kex_posts != names.len() as u64 {
         eprintln!("bench: note: {} POSTs on kopfexamples during the live run, {} of them the bench's", after.kex_posts, names.len());
     }
-    drop(sockets);
+    drop((sockets, handled));
     op.stop().await;
     cluster.proc.stop(Duration::from_secs(5)).await;
     Ok(out)
+}
+
+/// Writes `name,created_ns,called_ns,handled_ns` per object, for a closer look.
+fn timeline(path: &Path, names: &[String], created: &HashMap<String, u64>, calls: &HashMap<String, u64>, handled: &Handled) -> Result<()> {
+    let mut out = String::from("name,created_ns,called_ns,handled_ns\n");
+    for n in names {
+        let h = handled.times(std::slice::from_ref(n)).first().copied().unwrap_or_default();
+        out.push_str(&format!("{n},{},{},{h}\n", created.get(n).copied().unwrap_or_default(), calls.get(n).copied().unwrap_or_default()));
+    }
+    Ok(std::fs::write(path, out)?)
 }
 
 /// The nearest-rank percentile of sorted values.

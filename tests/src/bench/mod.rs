@@ -1,0 +1,8 @@
+//! The controller benchmark (`cargo run --release -p bosun-tests --bin bench`): see
+//! `tests/BENCHMARKS.md`.
+
+pub mod cluster;
+pub mod ops;
+pub mod procs;
+pub mod report;
+pub mod workloads;

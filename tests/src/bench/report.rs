@@ -1,0 +1,228 @@
+//! The results: a side-by-side table with ratios, the issue's bars as pass/fail, and JSON.
+
+use serde_json::{Value, json};
+
+use super::workloads::{Backlog, Live};
+
+/// One operator's three runs (an error message where a run failed or was not made).
+#[derive(Debug, Clone)]
+pub struct Side {
+    /// The backlog run.
+    pub backlog: Result<Backlog, String>,
+    /// The live run without a delete handler.
+    pub live: Result<Live, String>,
+    /// The live run with a delete handler.
+    pub live_delete: Result<Live, String>,
+}
+
+/// Everything measured.
+#[derive(Debug, Clone)]
+pub struct Results {
+    /// Objects per workload.
+    pub objects: usize,
+    /// Parallel clients in the live workload.
+    pub clients: usize,
+    /// The controller's `--max-workers`.
+    pub max_workers: usize,
+    /// Bosun's figures.
+    pub bosun: Side,
+    /// Kopf's version and figures, with `--kopf`.
+    pub kopf: Option<(String, Side)>,
+}
+
+/// One bar of the issue.
+#[derive(Debug, Clone)]
+pub struct Bar {
+    /// What it demands.
+    pub name: String,
+    /// What was measured.
+    pub value: String,
+    /// `Some(pass)`, or `None` when it could not be judged.
+    pub pass: Option<bool>,
+}
+
+fn row(out: &mut String, label: &str, b: String, k: Option<String>, ratio: Option<String>) {
+    let mut line = format!("  {label:<34} {b:>16}");
+    if let Some(k) = k {
+        line.push_str(&format!(" {k:>16}"));
+    }
+    if let Some(r) = ratio {
+        line.push_str(&format!(" {r:>12}"));
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+impl Results {
+    /// The largest connection count that still counts as bounded.
+    pub fn socket_bound(&self) -> usize {
+        self.max_workers + 8
+    }
+
+    /// The issue's bars, judged on Bosun's figures (and Kopf's for the ratios).
+    pub fn bars(&self) -> Vec<Bar> {
+        let b = &self.bosun;
+        let bar = |name: &str, value: Option<f64>, fmt: &dyn Fn(f64) -> String, ok: &dyn Fn(f64) -> bool| Bar {
+            name: name.into(),
+            value: value.map(fmt).unwrap_or_else(|| "not measured".into()),
+            pass: value.map(ok),
+        };
+        let backlog = b.backlog.as_ref().ok();
+        let lives: Vec<&Live> = [&b.live, &b.live_delete].into_iter().filter_map(|r| r.as_ref().ok()).collect();
+        let all_ok = backlog.is_some() && lives.len() == 2;
+        let worst = |f: &dyn Fn(&Live) -> f64, with_backlog: Option<f64>| -> Option<f64> {
+            all_ok.then(|| lives.iter().map(|l| f(l)).chain(with_backlog).fold(f64::MIN, f64::max))
+        };
+        let kopf = self.kopf.as_ref().map(|(_, s)| s);
+        let kopf_backlog = kopf.and_then(|s| s.backlog.as_ref().ok());
+        let cpu_ratio = backlog.zip(kopf_backlog).map(|(b, k)| k.cpu_ms_per_object() / b.cpu_ms_per_object().max(1e-9));
+        let time_ratio = backlog.zip(kopf_backlog).map(|(b, k)| k.seconds / b.seconds.max(1e-9));
+        let bound = self.socket_bound() as f64;
+        vec![
+            bar("backlog handled in < 1 s", backlog.map(|b| b.seconds), &|v| format!("{v:.3} s"), &|v| v < 1.0),
+            bar("backlog CPU <= 0.3 ms per object", backlog.map(Backlog::cpu_ms_per_object), &|v| format!("{v:.3} ms"), &|v| v <= 0.3),
+            bar("live p99 < 100 ms", worst(&|l| l.p99_ms, None), &|v| format!("{v:.1} ms"), &|v| v < 100.0),
+            bar("<= 1 API write per object without a delete handler", b.live.as_ref().ok().map(|l| l.writes_per_object), &|v| format!("{v:.2}"), &|v| v <= 1.0),
+            bar("<= 2 API writes per object with a delete handler", b.live_delete.as_ref().ok().map(|l| l.writes_per_object), &|v| format!("{v:.2}"), &|v| v <= 2.0),
+            bar("peak RSS < 64 MiB", worst(&|l| l.peak_rss as f64, backlog.map(|b| b.peak_rss as f64)), &|v| format!("{:.1} MiB", v / MIB), &|v| v < 64.0 * MIB),
+            bar(
+                &format!("open connections bounded (<= max-workers + 8 = {})", self.socket_bound()),
+                worst(&|l| l.peak_sockets as f64, backlog.map(|b| b.peak_sockets as f64)),
+                &|v| format!("{v} at most"),
+                &|v| v <= bound,
+            ),
+            bar("Kopf / Bosun CPU per object >= 10x", cpu_ratio, &|v| format!("{v:.1}x"), &|v| v >= 10.0),
+            bar("Kopf / Bosun backlog time >= 5x", time_ratio, &|v| format!("{v:.1}x"), &|v| v >= 5.0),
+        ]
+    }
+
+    /// Whether every judged bar passed and every run worked.
+    pub fn all_pass(&self) -> bool {
+        let sides = std::iter::once(&self.bosun).chain(self.kopf.as_ref().map(|(_, s)| s));
+        let runs_ok = sides.into_iter().all(|s| s.backlog.is_ok() && s.live.is_ok() && s.live_delete.is_ok());
+        runs_ok && self.bars().iter().all(|b| b.pass != Some(false)) && self.bars().iter().take(7).all(|b| b.pass.is_some())
+    }
+
+    /// The readable table.
+    pub fn table(&self) -> String {
+        let kopf_name = self.kopf.as_ref().map(|(v, _)| format!("Kopf {v}"));
+        let mut out = String::new();
+        row(&mut out, "", "Bosun".into(), kopf_name.clone(), kopf_name.as_ref().map(|_| "Kopf/Bosun".into()));
+        let kopf = self.kopf.as_ref().map(|(_, s)| s);
+
+        type Cell<T> = fn(&T) -> f64;
+        fn cells<T>(b: &Result<T, String>, k: Option<&Result<T, String>>, f: Cell<T>, fmt: &dyn Fn(f64) -> String, ratio: bool) -> (String, Option<String>, Option<String>) {
+            let show = |r: &Result<T, String>| r.as_ref().map(|x| fmt(f(x))).unwrap_or_else(|_| "failed".into());
+            let rat = k.map(|k| match (b, k) {
+                (Ok(b), Ok(k)) if ratio && f(b) > 0.0 => format!("{:.1}x", f(k) / f(b)),
+                _ => String::new(),
+            });
+            (show(b), k.map(show), rat)
+        }
+        let ms = |v: f64| format!("{v:.3} ms");
+        let s = |v: f64| format!("{v:.3} s");
+        let mib = |v: f64| format!("{:.1} MiB", v / MIB);
+        let n2 = |v: f64| format!("{v:.2}");
+        let n0 = |v: f64| format!("{v:.0}");
+
+        out.push_str(&format!("backlog: {} objects exist before the operator starts\n", self.objects));
+        let backlog_rows: [(&str, Cell<Backlog>, &dyn Fn(f64) -> String, bool); 8] = [
+            ("time to all handled", |b| b.seconds, &s, true),
+            ("operator CPU", |b| b.cpu_s, &s, true),
+            ("CPU per object", Backlog::cpu_ms_per_object, &ms, true),
+            ("peak RSS", |b| b.peak_rss as f64, &mib, true),
+            ("peak open sockets", |b| b.peak_sockets as f64, &n0, true),
+            ("API writes per object", |b| b.writes_per_object, &n2, true),
+            ("handler calls", |b| b.calls as f64, &n0, false),
+            ("CPU: other processes", |b| b.others_cpu_s, &s, false),
+        ];
+        for (label, f, fmt, ratio) in backlog_rows {
+            let (b, k, r) = cells(&self.bosun.backlog, kopf.map(|k| &k.backlog), f, fmt, ratio);
+            row(&mut out, label, b, k, r);
+        }
+        for (title, pick) in [
+            ("live", (|s: &Side| &s.live) as fn(&Side) -> &Result<Live, String>),
+            ("live, with a delete handler", |s: &Side| &s.live_delete),
+        ] {
+            out.push_str(&format!("{title}: {} objects created by {} parallel clients\n", self.objects, self.clients));
+            let live_rows: [(&str, Cell<Live>, &dyn Fn(f64) -> String, bool); 15] = [
+                ("creates done after", |l| l.create_seconds, &s, false),
+                ("all handled after", |l| l.handled_seconds, &s, true),
+                ("latency p50", |l| l.p50_ms, &ms, true),
+                ("latency p99", |l| l.p99_ms, &ms, true),
+                ("latency max", |l| l.max_ms, &ms, true),
+                ("API writes per object", |l| l.writes_per_object, &n2, true),
+                ("event writes per object", |l| l.event_writes_per_object, &n2, false),
+                ("CPU per object", |l| l.cpu_ms_per_object, &ms, true),
+                ("peak RSS", |l| l.peak_rss as f64, &mib, true),
+                ("peak open sockets", |l| l.peak_sockets as f64, &n0, true),
+                ("handler calls (with warm-up)", |l| l.calls as f64, &n0, false),
+                ("CPU: operator", |l| l.operator_cpu_s, &s, true),
+                ("CPU: dev cluster", |l| l.cluster_cpu_s, &s, false),
+                ("CPU: bench (clients, handler srv)", |l| l.bench_cpu_s, &s, false),
+                ("CPU: other processes", |l| l.others_cpu_s, &s, false),
+            ];
+            for (label, f, fmt, ratio) in live_rows {
+                let (b, k, r) = cells(pick(&self.bosun), kopf.map(pick), f, fmt, ratio);
+                row(&mut out, label, b, k, r);
+            }
+        }
+        out.push_str("bars (the issue's, on Bosun's figures)\n");
+        for bar in self.bars() {
+            let verdict = match bar.pass {
+                Some(true) => "PASS",
+                Some(false) => "FAIL",
+                None => "n/a ",
+            };
+            out.push_str(&format!("  {verdict}  {:<58} {}\n", bar.name, bar.value));
+        }
+        let mut errors = Vec::new();
+        for (who, side) in std::iter::once(("Bosun", &self.bosun)).chain(kopf.map(|k| ("Kopf", k))) {
+            for (run, e) in [("backlog", side.backlog.as_ref().err()), ("live", side.live.as_ref().err()), ("live with delete", side.live_delete.as_ref().err())] {
+                if let Some(e) = e {
+                    errors.push(format!("{who} {run} failed: {e}"));
+                }
+            }
+        }
+        if !errors.is_empty() {
+            out.push_str("\nerrors\n");
+            out.push_str(&errors.join("\n"));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The machine-readable form.
+    pub fn json(&self) -> Value {
+        fn backlog(r: &Result<Backlog, String>) -> Value {
+            match r {
+                Ok(b) => json!({"objects": b.objects, "seconds": b.seconds, "cpu_seconds": b.cpu_s, "cpu_ms_per_object": b.cpu_ms_per_object(),
+                    "peak_rss_bytes": b.peak_rss, "peak_sockets": b.peak_sockets, "api_writes_per_object": b.writes_per_object, "handler_calls": b.calls, "other_processes_cpu_seconds": b.others_cpu_s}),
+                Err(e) => json!({"error": e}),
+            }
+        }
+        fn live(r: &Result<Live, String>) -> Value {
+            match r {
+                Ok(l) => json!({"objects": l.objects, "p50_ms": l.p50_ms, "p99_ms": l.p99_ms, "max_ms": l.max_ms,
+                    "api_writes_per_object": l.writes_per_object, "api_write_errors": l.write_errors, "event_writes_per_object": l.event_writes_per_object,
+                    "cpu_ms_per_object": l.cpu_ms_per_object, "peak_rss_bytes": l.peak_rss, "peak_sockets": l.peak_sockets, "handler_calls": l.calls,
+                    "creates_seconds": l.create_seconds, "handled_seconds": l.handled_seconds, "operator_cpu_seconds": l.operator_cpu_s,
+                    "devcluster_cpu_seconds": l.cluster_cpu_s, "bench_cpu_seconds": l.bench_cpu_s, "other_processes_cpu_seconds": l.others_cpu_s}),
+                Err(e) => json!({"error": e}),
+            }
+        }
+        let side = |s: &Side| json!({"backlog": backlog(&s.backlog), "live": live(&s.live), "live_with_delete_handler": live(&s.live_delete)});
+        let bars: Vec<Value> = self.bars().into_iter().map(|b| json!({"bar": b.name, "value": b.value, "pass": b.pass})).collect();
+        json!({
+            "objects": self.objects,
+            "clients": self.clients,
+            "max_workers": self.max_workers,
+            "bosun": side(&self.bosun),
+            "kopf": self.kopf.as_ref().map(|(v, s)| { let mut j = side(s); j["version"] = json!(v); j }),
+            "bars": bars,
+            "pass": self.all_pass(),
+        })
+    }
+}

@@ -1,0 +1,176 @@
+//! The controller benchmark of issue 3 ("Speed"): backlog and live workloads on the dev
+//! cluster (its own process), the real `bosun` controller (its own process, measured through
+//! `/proc`), an SDK handler server in this process; with `--kopf`, the same against Kopf from
+//! PyPI. Prints a table (or `--json`) and the issue's bars; exits non-zero when a run fails
+//! or a bar is missed. See `tests/BENCHMARKS.md`.
+
+#[path = "../bench/mod.rs"]
+mod bench;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, ValueEnum};
+
+use bench::ops::{Flavor, Programs, ensure_kopf};
+use bench::report::{Results, Side};
+use bench::workloads::{self, Params};
+
+/// Benchmark Bosun's controller (and Kopf, with --kopf) on the dev cluster.
+#[derive(Debug, Parser)]
+#[command(name = "bench")]
+struct Args {
+    /// Objects per workload.
+    #[arg(long, default_value_t = 1000)]
+    objects: usize,
+    /// Parallel clients creating the objects of the live workload.
+    #[arg(long, default_value_t = 16)]
+    clients: usize,
+    /// Also run Kopf (from PyPI, in a venv under the target dir) on the same workloads.
+    #[arg(long)]
+    kopf: bool,
+    /// Print JSON instead of the table (progress still goes to stderr).
+    #[arg(long)]
+    json: bool,
+    /// The controller's --max-workers.
+    #[arg(long, default_value_t = 32)]
+    max_workers: usize,
+    /// The longest any single wait may take, in seconds.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+    /// Only these workloads.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Workload>,
+    /// Do not (re)build the `bosun` and `bosun-devcluster` binaries first.
+    #[arg(long)]
+    no_build: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Workload {
+    Backlog,
+    Live,
+    LiveDelete,
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let outcome = tokio::select! {
+        r = run(&args) => r,
+        _ = stop_signal() => Err(anyhow::anyhow!("interrupted")),
+    };
+    // Every child process was started with kill_on_drop: they are gone with `run`'s future.
+    match outcome {
+        Ok(true) => {}
+        Ok(false) => std::process::exit(1),
+        Err(e) => {
+            eprintln!("bench: error: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}
+
+async fn stop_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler installs");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// Runs everything; `Ok(false)` when a run failed or a bar was missed.
+async fn run(args: &Args) -> Result<bool> {
+    let exe = std::env::current_exe()?;
+    let bin_dir = exe.parent().context("the bench has no directory")?.to_path_buf();
+    let target = bin_dir.parent().context("the bench is not in a target dir")?.to_path_buf();
+    let release = bin_dir.file_name().is_some_and(|n| n == "release");
+    if !release {
+        eprintln!("bench: warning: not a release build; the figures mean little (use cargo run --release)");
+    }
+    if !args.no_build {
+        build(release)?;
+    }
+    let programs = Programs { bosun: bin_dir.join("bosun"), devcluster: bin_dir.join("bosun-devcluster"), venv: target.join("bench-venv"), max_workers: args.max_workers };
+    for p in [&programs.bosun, &programs.devcluster] {
+        if !p.exists() {
+            bail!("{} is missing: cargo build {}-p bosun-controller -p bosun-devcluster --bins", p.display(), if release { "--release " } else { "" });
+        }
+    }
+    let kopf_version = if args.kopf { Some(ensure_kopf(&programs.venv).await?) } else { None };
+    let params = Params { objects: args.objects, clients: args.clients.max(1), deadline: Duration::from_secs(args.timeout) };
+    let work = target.join("bench");
+    let bosun = side(Flavor::Bosun, &programs, params, &work, &args.only).await;
+    let kopf = match kopf_version {
+        Some(v) => Some((v, side(Flavor::Kopf, &programs, params, &work, &args.only).await)),
+        None => None,
+    };
+    let results = Results { objects: args.objects, clients: params.clients, max_workers: args.max_workers, bosun, kopf };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&results.json())?);
+    } else {
+        print!("{}", results.table());
+        println!("(logs and files of each run: {})", work.display());
+    }
+    Ok(results.all_pass())
+}
+
+/// Builds the two binaries the bench runs, with the cargo that runs the bench.
+fn build(release: bool) -> Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.current_dir(&root).args(["build", "-p", "bosun-controller", "--bin", "bosun", "-p", "bosun-devcluster", "--bin", "bosun-devcluster"]);
+    if release {
+        cmd.arg("--release");
+    }
+    eprintln!("bench: building bosun and bosun-devcluster");
+    let status = cmd.status().context("cannot run cargo (use --no-build with binaries built already)")?;
+    if !status.success() {
+        bail!("building bosun and bosun-devcluster failed ({status})");
+    }
+    Ok(())
+}
+
+const SKIPPED: &str = "not run (--only)";
+
+/// One operator's runs, each on a fresh dev cluster.
+async fn side(flavor: Flavor, programs: &Programs, params: Params, work: &Path, only: &[Workload]) -> Side {
+    let want = |w| only.is_empty() || only.contains(&w);
+    let dir = |name: &str| -> PathBuf {
+        let d = work.join(format!("{}-{name}", flavor.name().to_lowercase()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    };
+    let who = flavor.name();
+    let n = params.objects;
+    let backlog = if want(Workload::Backlog) {
+        eprintln!("bench: {who}: backlog of {n} objects");
+        let r = workloads::backlog(flavor, programs, params, &dir("backlog")).await.map_err(|e| format!("{e:#}"));
+        match &r {
+            Ok(b) => eprintln!("bench: {who}: backlog handled in {:.3} s, {:.3} ms CPU per object", b.seconds, b.cpu_ms_per_object()),
+            Err(e) => eprintln!("bench: {who}: backlog failed: {e}"),
+        }
+        r
+    } else {
+        Err(SKIPPED.to_string())
+    };
+    let mut lives = Vec::new();
+    for (w, with_delete, name) in [(Workload::Live, false, "live"), (Workload::LiveDelete, true, "live-delete")] {
+        if !want(w) {
+            lives.push(Err(SKIPPED.to_string()));
+            continue;
+        }
+        eprintln!("bench: {who}: {name}: {n} objects from {} clients", params.clients);
+        let r = workloads::live(flavor, programs, params, with_delete, &dir(name)).await.map_err(|e| format!("{e:#}"));
+        match &r {
+            Ok(l) => eprintln!("bench: {who}: {name}: p50 {:.1} ms, p99 {:.1} ms, {:.2} writes per object", l.p50_ms, l.p99_ms, l.writes_per_object),
+            Err(e) => eprintln!("bench: {who}: {name} failed: {e}"),
+        }
+        lives.push(r);
+    }
+    let live_delete = lives.pop().unwrap();
+    let live = lives.pop().unwrap();
+    Side { backlog, live, live_delete }
+}
