@@ -57,6 +57,10 @@ pub enum Next {
     Idle,
     /// Run again at this time with the newest known body (delays, retries).
     WakeAt(DateTime<Utc>),
+    /// Something outside the handlers failed (a handler server unreachable, the API server
+    /// unavailable): run again after the object's throttling delay, or at this time if
+    /// earlier (a handler's own delay).
+    Throttled(Option<DateTime<Utc>>),
     /// The object is gone: the worker may end.
     Gone,
 }
@@ -295,13 +299,12 @@ impl ResourceContext {
                 }
             }
             let json_patches: Vec<(&str, &Value)> = round.calls.iter().filter_map(|c| c.json_patch.as_ref().map(|p| (c.id.as_str(), p))).collect();
-            let retry_soon = |secs| CycleEnd { next: Next::WakeAt(now + chrono::Duration::seconds(secs)), written: None };
+            let throttled = CycleEnd { next: Next::Throttled(None), written: None };
             match self.write(body, main, status, finalizers_change.then_some(finalizer_wanted), &json_patches).await {
                 Ok(written) => {
                     self.post_events(body, round.calls.iter().flat_map(|c| c.events.iter()).chain(notices.iter())).await;
                     let next = if round.unreachable {
-                        let retry = now + chrono::Duration::seconds(5);
-                        Next::WakeAt(round.wake.map_or(retry, |w| w.min(retry)))
+                        Next::Throttled(round.wake)
                     } else if done {
                         Next::Idle
                     } else {
@@ -312,17 +315,17 @@ impl ResourceContext {
                 Err(WriteError::Gone) => return CycleEnd { next: Next::Gone, written: None },
                 Err(WriteError::Conflict) => {
                     self.log.debug(Some(&obj), "The object changed meanwhile; waiting for its newer version.");
-                    return retry_soon(1);
+                    return CycleEnd { next: Next::WakeAt(now + chrono::Duration::seconds(1)), written: None };
                 }
                 Err(WriteError::Rejected(message)) => {
                     if !round.reject_patches(&message) {
                         self.log.error(Some(&obj), &format!("Patching failed: {message}. Will retry."));
-                        return retry_soon(10);
+                        return throttled;
                     }
                 }
                 Err(WriteError::Unavailable(message)) => {
                     self.log.error(Some(&obj), &format!("Patching failed: {message}. Will retry."));
-                    return retry_soon(10);
+                    return throttled;
                 }
             }
         }

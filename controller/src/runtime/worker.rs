@@ -18,6 +18,14 @@ use crate::cluster::watching::Seen;
 /// How long a worker with nothing to do stays around.
 const IDLE: Duration = Duration::from_secs(30);
 
+/// Kopf's throttling of framework-level failures per object: Fibonacci seconds up to 610.
+const THROTTLE: [u64; 15] = [1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610];
+
+/// The throttling delay after `failures` failures in a row (from 1).
+pub fn throttle_delay(failures: usize) -> Duration {
+    Duration::from_secs(THROTTLE[failures.saturating_sub(1).min(THROTTLE.len() - 1)])
+}
+
 /// Routes watch events of one resource to per-object workers.
 #[derive(Clone)]
 pub struct Router {
@@ -69,6 +77,7 @@ impl Router {
         let mut latest: Option<Seen> = None;
         let mut written_rv: Option<u64> = None;
         let mut wake: Option<tokio::time::Instant> = None;
+        let mut failures = 0usize;
         loop {
             let woke = tokio::select! {
                 biased;
@@ -109,11 +118,14 @@ impl Router {
                 written_rv = rv_of(&w);
                 latest = Some(Seen::Upsert(w));
             }
+            let at = |t: chrono::DateTime<Utc>| tokio::time::Instant::now() + (t - Utc::now()).to_std().unwrap_or_default();
+            failures = if matches!(end.next, Next::Throttled(_)) { failures + 1 } else { 0 };
             match end.next {
                 Next::Idle => wake = None,
-                Next::WakeAt(t) => {
-                    let wait = (t - Utc::now()).to_std().unwrap_or_default();
-                    wake = Some(tokio::time::Instant::now() + wait);
+                Next::WakeAt(t) => wake = Some(at(t)),
+                Next::Throttled(earlier) => {
+                    let throttled = tokio::time::Instant::now() + throttle_delay(failures);
+                    wake = Some(earlier.map_or(throttled, |t| at(t).min(throttled)));
                 }
                 Next::Gone => {
                     let mut workers = self.workers.lock();
@@ -125,6 +137,19 @@ impl Router {
                     written_rv = None;
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throttling_follows_fibonacci_up_to_610_seconds() {
+        let cases = [(1, 1), (2, 1), (3, 2), (4, 3), (5, 5), (9, 34), (15, 610), (40, 610)];
+        for (failures, secs) in cases {
+            assert_eq!(throttle_delay(failures), Duration::from_secs(secs), "{failures}");
         }
     }
 }
