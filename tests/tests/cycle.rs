@@ -627,3 +627,44 @@ async fn a_diffbase_too_large_for_annotations_is_a_clear_error_and_handlers_do_n
     controller.stop().await;
     stopper.stop().await;
 }
+
+#[tokio::test]
+async fn namespace_patterns_choose_which_objects_are_served() {
+    let (_cluster, client) = setup().await;
+    let cluster = bosun_controller::cluster::Cluster::new(client.clone());
+    for ns in ["team-a", "team-b", "team-secret", "other"] {
+        cluster.create("/api/v1/namespaces", &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})).await.unwrap();
+    }
+    let server = Scripted::new(vec![(spec("create_fn", pb::HandlerKind::Create), ok(json!({"ok": true})))]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let cases: [(&[&str], &[&str]); 3] = [
+        (&["team-a"], &["team-a"]),
+        (&["team-*", "!team-secret"], &["team-a", "team-b"]),
+        (&["!team-*"], &["default", "other"]),
+    ];
+    for (round, (patterns, served)) in cases.iter().enumerate() {
+        let ns_settings = Settings {
+            namespaces: bosun_controller::Namespaces::Patterns(patterns.iter().map(|p| p.to_string()).collect()),
+            ..settings(&addr)
+        };
+        let controller = Controller::start(client.clone(), ns_settings);
+        let name = format!("obj-{round}");
+        for ns in ["default", "team-a", "team-b", "team-secret", "other"] {
+            kex::create(&client, ns, &name, json!({})).await;
+        }
+        for ns in *served {
+            controller.wait_log(&format!("[{ns}/{name}] Creation is processed"), T).await;
+        }
+        // A served object created after all the others: with one cluster-wide watch it proves
+        // the others were seen and skipped; per-namespace watches never send them at all.
+        let last = format!("{name}-last");
+        kex::create(&client, served[0], &last, json!({})).await;
+        controller.wait_log(&format!("[{}/{last}] Creation is processed", served[0]), T).await;
+        for ns in ["default", "team-a", "team-b", "team-secret", "other"] {
+            let handled = controller.count(&format!("[{ns}/{name}] Creation is processed")) == 1;
+            assert_eq!(handled, served.contains(&ns), "{patterns:?}: {ns}");
+        }
+        controller.stop().await;
+    }
+    stopper.stop().await;
+}
