@@ -34,6 +34,11 @@ pub fn success(result: Value) -> pb::HandleResponse {
     pb::HandleResponse { outcome: pb::Outcome::Success as i32, result: serde_json::to_vec(&result).unwrap(), ..Default::default() }
 }
 
+/// A behaviour that always succeeds with `result`.
+pub fn succeed(result: Value) -> Behaviour {
+    Arc::new(move |_| success(result.clone()))
+}
+
 /// A handler spec on the KopfExample resource.
 pub fn spec(id: &str, kind: pb::HandlerKind) -> pb::HandlerSpec {
     pb::HandlerSpec {

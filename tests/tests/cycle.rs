@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 const T: Duration = Duration::from_secs(20);
 
 fn ok(result: Value) -> Behaviour {
-    Arc::new(move |_| success(result.clone()))
+    bosun_tests::succeed(result)
 }
 
 async fn setup() -> (DevCluster, kube::Client) {
