@@ -95,6 +95,9 @@ pub enum Error {
     /// The handler servers registered something invalid.
     #[error("invalid handler registry: {0}")]
     Registry(#[from] state::registry::Error),
+    /// A startup handler failed for good: the controller does not start watching.
+    #[error(transparent)]
+    Startup(#[from] runtime::activities::StartupFailed),
     /// No handler server was given.
     #[error("no handler server given: pass --handler ADDR (or a command after `--` with `bosun dev`)")]
     NoHandlers,

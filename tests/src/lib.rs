@@ -151,8 +151,21 @@ impl HandlerServer for Scripted {
         Err(tonic::Status::unimplemented("no daemons here"))
     }
 
-    async fn activity(&self, _: tonic::Request<pb::ActivityRequest>) -> Answer<pb::ActivityResponse> {
-        Err(tonic::Status::unimplemented("no activities here"))
+    async fn activity(&self, req: tonic::Request<pb::ActivityRequest>) -> Answer<pb::ActivityResponse> {
+        let req = req.into_inner();
+        let as_handle = pb::HandleRequest { handler_id: req.handler_id.clone(), retry: req.retry, ..Default::default() };
+        self.calls.lock().unwrap().push(as_handle.clone());
+        let Some(b) = self.behaviours.get(&req.handler_id) else {
+            return Err(tonic::Status::not_found(format!("no activity '{}'", req.handler_id)));
+        };
+        let a = b(&as_handle);
+        Ok(tonic::Response::new(pb::ActivityResponse {
+            outcome: a.outcome,
+            message: a.message,
+            delay_seconds: a.delay_seconds,
+            result: a.result,
+            logs: a.logs,
+        }))
     }
 
     async fn admit(&self, _: tonic::Request<pb::AdmitRequest>) -> Answer<pb::AdmitResponse> {
@@ -170,6 +183,7 @@ pub struct Controller {
     log: Arc<Mutex<Vec<String>>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<Result<(), bosun_controller::Error>>>,
+    forwarder: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Controller {
@@ -179,7 +193,7 @@ impl Controller {
         settings.log_sink = Some(bosun_controller::LogSink(tx));
         let log: Arc<Mutex<Vec<String>>> = Arc::default();
         let sink = log.clone();
-        tokio::spawn(async move {
+        let forwarder = tokio::spawn(async move {
             while let Some(line) = rx.recv().await {
                 sink.lock().unwrap().push(line);
             }
@@ -188,12 +202,17 @@ impl Controller {
         let task = tokio::spawn(bosun_controller::run(client, settings, async move {
             let _ = stopped.await;
         }));
-        Controller { log, stop: Some(stop), task: Some(task) }
+        Controller { log, stop: Some(stop), task: Some(task), forwarder: Some(forwarder) }
     }
 
     /// The log so far.
     pub fn log(&self) -> Vec<String> {
         self.log.lock().unwrap().clone()
+    }
+
+    /// The shared log, still readable after `stop`.
+    pub fn log_handle(&self) -> Arc<Mutex<Vec<String>>> {
+        self.log.clone()
     }
 
     /// How many log lines contain `text`.
@@ -220,6 +239,10 @@ impl Controller {
         }
         if let Some(t) = self.task.take() {
             t.await.expect("controller task").expect("controller run");
+        }
+        // The run is over and its log sink dropped: every line reaches the log.
+        if let Some(f) = self.forwarder.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), f).await;
         }
     }
 }

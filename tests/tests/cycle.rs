@@ -668,3 +668,50 @@ async fn namespace_patterns_choose_which_objects_are_served() {
     }
     stopper.stop().await;
 }
+
+fn activity(id: &str, kind: pb::HandlerKind) -> pb::HandlerSpec {
+    pb::HandlerSpec { id: id.into(), kind: kind as i32, ..Default::default() }
+}
+
+#[tokio::test]
+async fn startup_activities_succeed_before_watching_and_cleanups_run_at_exit() {
+    let (_cluster, client) = setup().await;
+    kex::create(&client, "default", "obj", json!({})).await;
+    let tries = Arc::new(AtomicUsize::new(0));
+    let t = tries.clone();
+    let boot: Behaviour = Arc::new(move |_| {
+        if t.fetch_add(1, Ordering::SeqCst) == 0 {
+            pb::HandleResponse { outcome: pb::Outcome::TemporaryError as i32, message: "not yet".into(), delay_seconds: Some(0.1), ..Default::default() }
+        } else {
+            success(Value::Null)
+        }
+    });
+    let server = Scripted::new(vec![
+        (activity("boot", pb::HandlerKind::Startup), boot),
+        (activity("bye", pb::HandlerKind::Cleanup), ok(Value::Null)),
+        (spec("create_fn", pb::HandlerKind::Create), ok(Value::Null)),
+    ]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    controller.wait_log("[default/obj] Creation is processed", T).await;
+    let log = controller.log();
+    let pos = |text: &str| log.iter().position(|l| l.contains(text)).unwrap_or_else(|| panic!("{text} missing: {log:#?}"));
+    assert!(pos("Activity 'boot' failed temporarily: not yet") < pos("Activity 'boot' succeeded."));
+    assert!(pos("Activity 'boot' succeeded.") < pos("[default/obj] Creation is processed"), "watching waits for startup");
+    let log_handle = controller.log_handle();
+    controller.stop().await;
+    assert!(log_handle.lock().unwrap().iter().any(|l| l.contains("Activity 'bye' succeeded.")), "cleanup ran at exit");
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn a_permanently_failing_startup_activity_stops_the_controller_with_a_clear_error() {
+    let (_cluster, client) = setup().await;
+    let doomed: Behaviour = Arc::new(|_| pb::HandleResponse { outcome: pb::Outcome::PermanentError as i32, message: "no database".into(), ..Default::default() });
+    let server = Scripted::new(vec![(activity("boot", pb::HandlerKind::Startup), doomed), (spec("create_fn", pb::HandlerKind::Create), ok(Value::Null))]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let result = tokio::time::timeout(T, bosun_controller::run(client.clone(), settings(&addr), std::future::pending())).await.expect("run returns");
+    let err = result.expect_err("the controller does not start");
+    assert_eq!(err.to_string(), "startup handler 'boot' failed permanently: no database");
+    stopper.stop().await;
+}

@@ -133,6 +133,20 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Runs one activity attempt (startup, cleanup, probe) with a deadline.
+    pub async fn activity(&self, req: pb::ActivityRequest, deadline: Duration) -> Result<pb::ActivityResponse, CallFailure> {
+        let mut client = HandlerServerClient::new(self.channel.clone());
+        let mut request = tonic::Request::new(req);
+        request.set_timeout(deadline);
+        match tokio::time::timeout(deadline + Duration::from_secs(1), client.activity(request)).await {
+            Err(_) => Err(CallFailure::Unreachable(format!("no answer within {deadline:?}"))),
+            Ok(Ok(r)) => Ok(r.into_inner()),
+            Ok(Err(s)) => Err(classify(&s)),
+        }
+    }
+}
+
 /// Sorts a gRPC error into "try again later" and "the handler failed".
 pub fn classify(s: &tonic::Status) -> CallFailure {
     use tonic::Code;

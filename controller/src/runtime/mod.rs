@@ -2,6 +2,7 @@
 //! watch each resource (independently: a missing CRD holds up nobody else), route events
 //! to per-object workers, and stop gracefully.
 
+pub mod activities;
 pub mod calls;
 pub mod cycle;
 pub mod namespaces;
@@ -60,11 +61,18 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     }
     let handlers = registry::build(&described)?;
     let servers = Arc::new(servers);
+    let of_kind = |k: pb::HandlerKind| handlers.iter().filter(|h| h.kind == k).cloned().collect::<Vec<_>>();
+    let (startups, cleanups) = (of_kind(pb::HandlerKind::Startup), of_kind(pb::HandlerKind::Cleanup));
+    let startup_refs: Vec<&Handler> = startups.iter().collect();
+    tokio::select! {
+        r = activities::startup(&startup_refs, &servers, &log) => r?,
+        _ = &mut shutdown => return Ok(()),
+    }
 
     // Group resource handlers by their selector, keeping registration order.
     let mut groups: Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> = Vec::new();
-    for h in handlers.into_iter().filter(|h| !matches!(h.kind, pb::HandlerKind::Startup | pb::HandlerKind::Cleanup | pb::HandlerKind::Probe)) {
-        if matches!(h.kind, pb::HandlerKind::Timer | pb::HandlerKind::Daemon | pb::HandlerKind::Validate | pb::HandlerKind::Mutate) {
+    for h in handlers.into_iter().filter(|h| !matches!(h.kind, pb::HandlerKind::Startup | pb::HandlerKind::Cleanup)) {
+        if matches!(h.kind, pb::HandlerKind::Probe | pb::HandlerKind::Timer | pb::HandlerKind::Daemon | pb::HandlerKind::Validate | pb::HandlerKind::Mutate) {
             log.warn(None, &format!("Handler '{}' is of a kind this controller does not run yet ({:?}); it is ignored.", h.id, h.kind));
             continue;
         }
@@ -110,6 +118,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     if tokio::time::timeout(GRACE, tasks.wait()).await.is_err() {
         log.warn(None, &format!("Some cycles did not finish within {GRACE:?}; exiting anyway."));
     }
+    activities::cleanup(&cleanups.iter().collect::<Vec<_>>(), &servers, &log).await;
     log.info(None, "The controller has stopped.");
     Ok(())
 }
