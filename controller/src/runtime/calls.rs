@@ -116,6 +116,7 @@ impl<'a> Round<'a> {
         &'s mut self,
         h: &'s Handler,
         id: String,
+        parent: Option<String>,
         param: Option<Value>,
         old: Option<&'s Value>,
         new: Option<&'s Value>,
@@ -129,7 +130,7 @@ impl<'a> Round<'a> {
             if let Some(children) = prev.as_ref().and_then(|r| r.subrefs.clone()).filter(|c| !c.is_empty()) {
                 for child in &children {
                     let child_param = self.records.get(child).and_then(|r| r.param.clone());
-                    self.advance(h, child.clone(), child_param, old, new).await;
+                    self.advance(h, child.clone(), Some(id.clone()), child_param, old, new).await;
                 }
                 self.settle_parent(&id, &children);
                 return;
@@ -152,7 +153,7 @@ impl<'a> Round<'a> {
                 });
                 return;
             }
-            let mut answer = match self.call(h, &id, prev.as_ref(), param.as_ref(), old, new).await {
+            let mut answer = match self.call(h, &id, parent.as_deref(), prev.as_ref(), param.as_ref(), old, new).await {
                 Ok(a) => a,
                 Err(why) => {
                     let server = &self.ctx.servers[h.server].addr;
@@ -191,7 +192,7 @@ impl<'a> Round<'a> {
                 }
                 for full in &ids {
                     let p = self.records.get(full).and_then(|r| r.param.clone());
-                    self.advance(h, full.clone(), p, old, new).await;
+                    self.advance(h, full.clone(), Some(id.clone()), p, old, new).await;
                 }
                 self.settle_parent(&id, &ids);
             }
@@ -220,10 +221,12 @@ impl<'a> Round<'a> {
     }
 
     /// Calls one (sub-)handler once. `Err` when its server could not be reached.
+    #[allow(clippy::too_many_arguments)]
     async fn call(
         &self,
         h: &Handler,
         id: &str,
+        parent: Option<&str>,
         prev: Option<&ProgressRecord>,
         param: Option<&Value>,
         old: Option<&Value>,
@@ -259,6 +262,8 @@ impl<'a> Round<'a> {
             param: param.map(to_json).unwrap_or_default(),
             memo,
             event_type: String::new(),
+            parent_id: parent.unwrap_or_default().to_string(),
+            subhandler_id: parent.and_then(|p| id.strip_prefix(p)).map(|c| c.trim_start_matches('/').to_string()).unwrap_or_default(),
         };
         self.ctx.log.debug(Some(&self.obj), &format!("Handler '{id}' is invoked."));
         match self.ctx.servers[h.server].handle(req, h.call_timeout).await {

@@ -212,7 +212,7 @@ impl ResourceContext {
             unreachable: false,
         };
         for (h, old, new) in &due {
-            round.advance(h, h.id.clone(), None, old.as_ref(), new.as_ref()).await;
+            round.advance(h, h.id.clone(), None, None, old.as_ref(), new.as_ref()).await;
         }
         round.note_retries();
         for id in round.records.keys() {

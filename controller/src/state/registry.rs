@@ -118,6 +118,21 @@ pub struct Handler {
     pub optional: bool,
     /// Resume handler that also runs for objects being deleted.
     pub deleted: bool,
+    /// For timers: the schedule.
+    pub timer: Timer,
+}
+
+/// A timer's schedule (Kopf's `interval`, `idle`, `initial_delay`, `sharp`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Timer {
+    /// Time between calls.
+    pub interval: Duration,
+    /// Only call when the object has not changed for this long.
+    pub idle: Duration,
+    /// Wait this long after the object is first seen.
+    pub initial_delay: Duration,
+    /// Keep the schedule from the start of each call rather than its end.
+    pub sharp: bool,
 }
 
 fn secs(v: Option<f64>, default: Duration) -> Duration {
@@ -181,6 +196,15 @@ impl Handler {
             },
             optional: o.optional,
             deleted: o.deleted,
+            timer: spec
+                .timer
+                .map(|t| Timer {
+                    interval: secs(Some(t.interval_seconds), Duration::ZERO).max(Duration::from_millis(10)),
+                    idle: secs(Some(t.idle_seconds), Duration::ZERO),
+                    initial_delay: secs(Some(t.initial_delay_seconds), Duration::ZERO),
+                    sharp: t.sharp,
+                })
+                .unwrap_or_default(),
         })
     }
 
