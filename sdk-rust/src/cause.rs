@@ -16,7 +16,10 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::patch::{Patch, PatchRef};
+use crate::json;
+use crate::daemon::{Live, Stopped};
+use crate::outputs::Outputs;
+use crate::patch::Patch;
 
 /// Why a request could not be turned into a cause.
 #[derive(Debug, thiserror::Error)]
@@ -33,9 +36,10 @@ pub enum Error {
 }
 
 /// Why a handler is called (`HandleRequest.reason`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum Reason {
     /// Not given (for example a cause built by hand in a test).
+    #[default]
     Unspecified,
     /// The object was seen for the first time without a diffbase.
     Create,
@@ -49,6 +53,18 @@ pub enum Reason {
     Event,
     /// A timer tick.
     Timer,
+}
+
+impl Resource {
+    fn from_proto(resource: pb::Resource) -> Self {
+        Resource {
+            group: resource.group,
+            version: resource.version,
+            plural: resource.plural,
+            kind: resource.kind,
+            namespaced: resource.namespaced,
+        }
+    }
 }
 
 impl Reason {
@@ -104,51 +120,10 @@ pub struct Change {
     pub new: Option<Value>,
 }
 
-/// Severity of a log line sent back to the controller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    /// Debug detail (shown by the controller with `-v`).
-    Debug,
-    /// Information.
-    Info,
-    /// A warning.
-    Warning,
-    /// An error.
-    Error,
-}
-
-/// A log line recorded by a handler; the controller prefixes it with `[namespace/name]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogRecord {
-    /// Severity.
-    pub level: Level,
-    /// The text.
-    pub message: String,
-}
-
-/// A Kubernetes event about the handled object, posted by the controller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventRecord {
-    /// `Normal`, `Warning`, or anything else (Kopf allows any type).
-    pub type_: String,
-    /// A short CamelCase reason.
-    pub reason: String,
-    /// The message; the controller cuts it to 1024 characters.
-    pub message: String,
-}
-
-/// What the handler sends back besides its result and outcome.
-#[derive(Debug, Default)]
-pub(crate) struct Outputs {
-    pub(crate) logs: Vec<LogRecord>,
-    pub(crate) events: Vec<EventRecord>,
-    pub(crate) memo: Option<Value>,
-}
-
 #[derive(Debug, Clone, Default)]
 struct Data {
     handler_id: String,
-    reason: Option<Reason>,
+    reason: Reason,
     resource: Resource,
     body: Value,
     old: Option<Value>,
@@ -160,6 +135,8 @@ struct Data {
     param: Option<Value>,
     memo: Option<Value>,
     event_type: Option<String>,
+    subhandler: Option<String>,
+    admission: Option<Value>,
 }
 
 /// One handler call: the object and why it is handled, plus the patch, logger and events that
@@ -167,8 +144,11 @@ struct Data {
 #[derive(Debug, Clone)]
 pub struct Cause {
     data: Arc<Data>,
-    patch: Arc<Mutex<Patch>>,
-    outputs: Arc<Mutex<Outputs>>,
+    pub(crate) patch: Arc<Mutex<Patch>>,
+    pub(crate) outputs: Arc<Mutex<Outputs>>,
+    /// For daemons: where records go at once, instead of `outputs`.
+    pub(crate) live: Option<Live>,
+    stopped: Stopped,
 }
 
 static NULL: Value = Value::Null;
@@ -181,6 +161,8 @@ impl Cause {
             data: Arc::new(Data { body, ..Data::default() }),
             patch: Arc::default(),
             outputs: Arc::default(),
+            live: None,
+            stopped: Stopped::default(),
         }
     }
 
@@ -202,17 +184,11 @@ impl Cause {
                 })
             })
             .collect::<Result<Vec<_>, Error>>()?;
-        let resource = request.resource.clone().unwrap_or_default();
+
         let data = Data {
             handler_id: request.handler_id.clone(),
-            reason: Some(Reason::from_proto(request.reason)),
-            resource: Resource {
-                group: resource.group,
-                version: resource.version,
-                plural: resource.plural,
-                kind: resource.kind,
-                namespaced: resource.namespaced,
-            },
+            reason: Reason::from_proto(request.reason),
+            resource: request.resource.clone().map(Resource::from_proto).unwrap_or_default(),
             body: json_opt("object", &request.object)?.unwrap_or(Value::Null),
             old: json_opt("old", &request.old)?,
             new: json_opt("new", &request.new)?,
@@ -228,8 +204,25 @@ impl Cause {
             param: json_opt("param", &request.param)?,
             memo: json_opt("memo", &request.memo)?,
             event_type: Some(request.event_type.clone()).filter(|t| !t.is_empty()),
+            subhandler: None,
+            admission: None,
         };
-        Ok(Cause { data: Arc::new(data), patch: Arc::default(), outputs: Arc::default() })
+        Ok(Cause { data: Arc::new(data), ..Cause::from_body(Value::Null) })
+    }
+
+    /// The cause of a daemon: its records stream through `live`; `stopped` says when to stop.
+    pub(crate) fn from_daemon(request: &pb::DaemonRequest, live: Live, stopped: Stopped) -> Result<Self, Error> {
+        let body = json_opt("object", &request.object)?.unwrap_or(Value::Null);
+        let mut cause = Cause::from_body(body).with_handler_id(&request.handler_id).with_retry(request.retry);
+        let data = cause.data_mut();
+        data.resource = request.resource.clone().map(Resource::from_proto).unwrap_or_default();
+        data.memo = json_opt("memo", &request.memo)?;
+        Ok(Cause { live: Some(live), stopped, ..cause })
+    }
+
+    /// For daemons: whether (and when) the daemon is asked to stop (Kopf's `stopped`).
+    pub fn stopped(&self) -> &Stopped {
+        &self.stopped
     }
 
     fn data_mut(&mut self) -> &mut Data {
@@ -244,7 +237,7 @@ impl Cause {
 
     /// Sets the reason (for tests).
     pub fn with_reason(mut self, reason: Reason) -> Self {
-        self.data_mut().reason = Some(reason);
+        self.data_mut().reason = reason;
         self
     }
 
@@ -262,6 +255,13 @@ impl Cause {
         self
     }
 
+    /// Marks the cause as a call of the sub-handler `child` of its handler (set its parameter
+    /// with [`with_param`](Self::with_param)).
+    pub fn with_subhandler(mut self, child: impl Into<String>) -> Self {
+        self.data_mut().subhandler = Some(child.into());
+        self
+    }
+
     /// Sets the sub-handler parameter (for tests).
     pub fn with_param(mut self, param: Value) -> Self {
         self.data_mut().param = Some(param);
@@ -275,7 +275,7 @@ impl Cause {
 
     /// Why the handler is called.
     pub fn reason(&self) -> Reason {
-        self.data.reason.unwrap_or(Reason::Unspecified)
+        self.data.reason
     }
 
     /// The object's resource.
@@ -379,14 +379,31 @@ impl Cause {
         self.data.param.as_ref()
     }
 
+    /// For admission handlers: the whole `request` of the AdmissionReview (operation, userInfo,
+    /// dryRun, …); the object under review is the [`body`](Self::body), the old one [`old`](Self::old).
+    pub fn admission_request(&self) -> Option<&Value> {
+        self.data.admission.as_ref()
+    }
+
+    /// The cause of an admission review: the object (for deletions, the old object) as the body.
+    pub(crate) fn from_admission(handler_id: &str, request: Value) -> Self {
+        let object = Some(&request["object"]).filter(|o| !o.is_null()).unwrap_or(&request["oldObject"]).clone();
+        let old = Some(request["oldObject"].clone()).filter(|o| !o.is_null());
+        let mut cause = Cause::from_body(object).with_handler_id(handler_id);
+        let data = cause.data_mut();
+        data.old = old;
+        data.admission = Some(request);
+        cause
+    }
+
+    /// For sub-handlers: the child's own id (`item1` of `create_fn/item1`).
+    pub fn subhandler_id(&self) -> Option<&str> {
+        self.data.subhandler.as_deref()
+    }
+
     /// The memo this server returned for this object last time (within the controller's life).
     pub fn memo(&self) -> Option<&Value> {
         self.data.memo.as_ref()
-    }
-
-    /// Replaces the object's memo for the next calls.
-    pub fn set_memo(&self, memo: Value) {
-        self.outputs.lock().memo = Some(memo);
     }
 
     /// For event handlers: `ADDED`, `MODIFIED` or `DELETED`; `None` for the initial listing.
@@ -394,117 +411,10 @@ impl Cause {
         self.data.event_type.as_deref()
     }
 
-    /// The patch to apply to the object after this handler (Kopf's `patch`).
-    pub fn patch(&self) -> PatchRef<'_> {
-        PatchRef::new(&self.patch)
-    }
-
-    /// Logs at debug level, in the controller's log under `[namespace/name]`.
-    pub fn debug(&self, message: impl Into<String>) {
-        self.log(Level::Debug, message.into());
-    }
-
-    /// Logs at info level.
-    pub fn info(&self, message: impl Into<String>) {
-        self.log(Level::Info, message.into());
-    }
-
-    /// Logs a warning.
-    pub fn warn(&self, message: impl Into<String>) {
-        self.log(Level::Warning, message.into());
-    }
-
-    /// Logs an error.
-    pub fn error(&self, message: impl Into<String>) {
-        self.log(Level::Error, message.into());
-    }
-
-    fn log(&self, level: Level, message: String) {
-        tracing::debug!(handler = %self.data.handler_id, object = %self.name(), "{message}");
-        self.outputs.lock().logs.push(LogRecord { level, message });
-    }
-
-    /// Posts a Kubernetes event about the object (Kopf's `kopf.event`).
-    pub fn event(&self, type_: impl Into<String>, reason: impl Into<String>, message: impl Into<String>) {
-        self.outputs.lock().events.push(EventRecord {
-            type_: type_.into(),
-            reason: reason.into(),
-            message: message.into(),
-        });
-    }
-
-    /// Posts a `Normal` event (Kopf's `kopf.info`).
-    pub fn info_event(&self, reason: impl Into<String>, message: impl Into<String>) {
-        self.event("Normal", reason, message);
-    }
-
-    /// Posts a `Warning` event (Kopf's `kopf.warn`).
-    pub fn warn_event(&self, reason: impl Into<String>, message: impl Into<String>) {
-        self.event("Warning", reason, message);
-    }
-
-    /// Posts an `Error` event with the error appended to the message (Kopf's `kopf.exception`).
-    pub fn exception_event(
-        &self,
-        reason: impl Into<String>,
-        message: impl Into<String>,
-        error: &dyn std::fmt::Display,
-    ) {
-        self.event("Error", reason, format!("{} {error}", message.into()));
-    }
-
-    /// The patch accumulated so far.
-    pub fn patched(&self) -> Patch {
-        self.patch.lock().clone()
-    }
-
-    /// The log lines recorded so far.
-    pub fn logs(&self) -> Vec<LogRecord> {
-        self.outputs.lock().logs.clone()
-    }
-
-    /// The events recorded so far.
-    pub fn events(&self) -> Vec<EventRecord> {
-        self.outputs.lock().events.clone()
-    }
-
-    /// Moves what was recorded into a response, leaving the cause empty.
-    pub(crate) fn drain_into(&self, response: &mut pb::HandleResponse) {
-        let (merge_patch, json_patch) = std::mem::take(&mut *self.patch.lock()).encode();
-        response.merge_patch = merge_patch;
-        response.json_patch = json_patch;
-        let outputs = std::mem::take(&mut *self.outputs.lock());
-        response.logs = outputs.logs.into_iter().map(LogRecord::into_proto).collect();
-        response.events = outputs.events.into_iter().map(EventRecord::into_proto).collect();
-        if let Some(memo) = outputs.memo {
-            response.memo = serde_json::to_vec(&memo).expect("JSON values always serialize");
-        }
-    }
-}
-
-impl LogRecord {
-    fn into_proto(self) -> pb::LogLine {
-        let level = match self.level {
-            Level::Debug => pb::log_line::Level::Debug,
-            Level::Info => pb::log_line::Level::Info,
-            Level::Warning => pb::log_line::Level::Warning,
-            Level::Error => pb::log_line::Level::Error,
-        };
-        pb::LogLine { level: level.into(), message: self.message }
-    }
-}
-
-impl EventRecord {
-    fn into_proto(self) -> pb::Event {
-        pb::Event { r#type: self.type_, reason: self.reason, message: self.message, regarding: None }
-    }
 }
 
 fn json_opt(field: &'static str, bytes: &[u8]) -> Result<Option<Value>, Error> {
-    if bytes.is_empty() {
-        return Ok(None);
-    }
-    serde_json::from_slice(bytes).map(Some).map_err(|source| Error::InvalidJson { field, source })
+    json::decode_opt(bytes).map_err(|source| Error::InvalidJson { field, source })
 }
 
 fn string_map(value: &Value) -> BTreeMap<&str, &str> {

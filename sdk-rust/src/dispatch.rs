@@ -1,6 +1,6 @@
-//! The `bosun.v1.HandlerServer` service: answers `Describe` from the registry and runs one
-//! handler per `Handle` call, turning whatever happens (success, errors, panics, a `when`
-//! that does not hold) into a `HandleResponse`.
+//! The `bosun.v1.HandlerServer` service: answers `Describe` from the registry, routes each
+//! call to its handler (`Handle`, `Activity`; `Admit` and `Daemon` live in their modules), and
+//! turns whatever happens (success, errors, panics, a `when` that does not hold) into the answer.
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
@@ -12,8 +12,10 @@ use futures::FutureExt;
 use tonic::{Request, Response, Status};
 
 use crate::cause::Cause;
+use crate::daemon::DaemonStream;
 use crate::error::HandlerError;
-use crate::registry::Registry;
+use crate::json;
+use crate::registry::{Handler, HandlerFn, Registry, is_activity, is_admission};
 
 /// The gRPC service of a handler server; built by [`Operator::into_service`](crate::Operator::into_service).
 #[derive(Clone)]
@@ -49,19 +51,36 @@ impl Dispatcher {
 
     /// Runs one attempt of one handler, as `Handle` does, without gRPC (for tests).
     pub async fn handle(&self, request: pb::HandleRequest) -> Result<pb::HandleResponse, Status> {
-        let Some(handler) = self.registry.get(&request.handler_id) else {
+        let not_found = || {
             let known: Vec<&str> = self.registry.ids().collect();
-            return Err(Status::not_found(format!(
+            Status::not_found(format!(
                 "handler server {:?} has no handler {:?}; it has: {}",
                 self.registry.server_name,
                 request.handler_id,
                 known.join(", ")
-            )));
+            ))
         };
-        let cause = Cause::from_request(&request).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let (handler, child) = self.registry.route(&request.handler_id).ok_or_else(not_found)?;
+        if let Some(rpc) = rpc_of(handler.kind).filter(|rpc| *rpc != "Handle") {
+            return Err(Status::invalid_argument(format!("handler {:?} is called through {rpc}, not Handle", handler.id)));
+        }
+        let mut cause = Cause::from_request(&request).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let func = match child {
+            None => &handler.func,
+            Some(child) => {
+                cause = cause.with_subhandler(child);
+                handler.children.as_ref().ok_or_else(|| {
+                    Status::not_found(format!(
+                        "handler {:?} has no `.subhandlers(...)` function for its sub-handler {child:?}",
+                        handler.id
+                    ))
+                })?
+            }
+        };
 
         let mut response = pb::HandleResponse::default();
-        if let Some(when) = &handler.when {
+        // A parent's `when` decided whether its sub-handlers were declared; they are not re-checked.
+        if let Some(when) = handler.when.as_ref().filter(|_| child.is_none()) {
             match std::panic::catch_unwind(AssertUnwindSafe(|| when(&cause))) {
                 Ok(true) => {}
                 Ok(false) => {
@@ -76,35 +95,90 @@ impl Dispatcher {
             }
         }
 
-        let outcome = AssertUnwindSafe((handler.func)(cause.clone())).catch_unwind().await;
-        match outcome {
-            Ok(Ok(result)) => {
-                response.set_outcome(pb::Outcome::Success);
-                if !result.is_null() {
-                    response.result = serde_json::to_vec(&result).expect("JSON values always serialize");
-                }
-            }
-            Ok(Err(error)) => fill_error(&mut response, error),
-            Err(panic) => {
-                response.set_outcome(pb::Outcome::UnexpectedError);
-                response.message = format!("the handler panicked: {}", panic_message(&*panic));
-            }
-        }
+        let ran = run(func, &cause).await;
+        response.set_outcome(ran.outcome);
+        (response.message, response.delay_seconds, response.result) = (ran.message, ran.delay_seconds, ran.result);
         cause.drain_into(&mut response);
         tracing::debug!(handler = %request.handler_id, outcome = ?response.outcome(), "handled");
         Ok(response)
     }
+
+    /// The validating or mutating handler with this id.
+    pub(crate) fn admission_handler(&self, id: &str) -> Result<&Handler, Status> {
+        self.handler_for("Admit", "admission handler", id)
+    }
+
+    /// The daemon with this id.
+    pub(crate) fn daemon_handler(&self, id: &str) -> Result<&Handler, Status> {
+        self.handler_for("Daemon", "daemon", id)
+    }
+
+    fn handler_for(&self, rpc: &str, what: &str, id: &str) -> Result<&Handler, Status> {
+        match self.registry.route(id) {
+            Some((handler, None)) if rpc_of(handler.kind) == Some(rpc) => Ok(handler),
+            _ => Err(Status::not_found(format!("handler server {:?} has no {what} {id:?}", self.registry.server_name))),
+        }
+    }
+
+    /// Runs one attempt of a startup, cleanup or probe handler, as `Activity` does.
+    pub async fn activity(&self, request: pb::ActivityRequest) -> Result<pb::ActivityResponse, Status> {
+        let handler = match self.registry.route(&request.handler_id) {
+            Some((handler, None)) if is_activity(handler.kind) => handler,
+            _ => {
+                let known: Vec<&str> = self.registry.activity_ids().collect();
+                return Err(Status::not_found(format!(
+                    "handler server {:?} has no activity {:?}; it has: {}",
+                    self.registry.server_name,
+                    request.handler_id,
+                    known.join(", ")
+                )));
+            }
+        };
+        let cause = Cause::from_body(serde_json::Value::Null).with_handler_id(&handler.id).with_retry(request.retry);
+        let ran = run(&handler.func, &cause).await;
+        let mut response = pb::ActivityResponse {
+            message: ran.message,
+            delay_seconds: ran.delay_seconds,
+            result: ran.result,
+            logs: cause.drain_logs(),
+            ..Default::default()
+        };
+        response.set_outcome(ran.outcome);
+        Ok(response)
+    }
 }
 
-fn fill_error(response: &mut pb::HandleResponse, error: HandlerError) {
-    response.message = error.message();
-    match error {
-        HandlerError::Temporary(e) => {
-            response.set_outcome(pb::Outcome::TemporaryError);
-            response.delay_seconds = e.retry_delay().map(|d| d.as_secs_f64());
+/// How one run of a handler function ended.
+pub(crate) struct Ran {
+    pub(crate) outcome: pb::Outcome,
+    pub(crate) message: String,
+    pub(crate) delay_seconds: Option<f64>,
+    /// The result as JSON; empty when `null`.
+    pub(crate) result: Vec<u8>,
+}
+
+/// Runs a handler function once; errors and panics become outcomes.
+pub(crate) async fn run(func: &HandlerFn, cause: &Cause) -> Ran {
+    let failed = |outcome, message| Ran { outcome, message, delay_seconds: None, result: Vec::new() };
+    match AssertUnwindSafe(func(cause.clone())).catch_unwind().await {
+        Ok(Ok(result)) => Ran {
+            outcome: pb::Outcome::Success,
+            message: String::new(),
+            delay_seconds: None,
+            result: if result.is_null() { Vec::new() } else { json::encode(&result) },
+        },
+        Ok(Err(error)) => {
+            let message = error.message();
+            match error {
+                HandlerError::Temporary(e) => Ran {
+                    delay_seconds: e.retry_delay().map(|d| d.as_secs_f64()),
+                    ..failed(pb::Outcome::TemporaryError, message)
+                },
+                HandlerError::Permanent(_) => failed(pb::Outcome::PermanentError, message),
+                HandlerError::Unexpected(_) => failed(pb::Outcome::UnexpectedError, message),
+            }
         }
-        HandlerError::Permanent(_) => response.set_outcome(pb::Outcome::PermanentError),
-        HandlerError::Unexpected(_) => response.set_outcome(pb::Outcome::UnexpectedError),
+        Err(panic) => failed(pb::Outcome::UnexpectedError, format!("the handler panicked: {}", panic_message(&*panic))),
     }
 }
 
@@ -118,8 +192,15 @@ fn panic_message(panic: &(dyn Any + Send)) -> String {
     }
 }
 
-fn not_here(what: &str, id: &str) -> Status {
-    Status::not_found(format!("this handler server has no {what} handler {id:?} (the Rust SDK does not support {what} handlers yet)"))
+/// The call that runs handlers of a kind.
+fn rpc_of(kind: pb::HandlerKind) -> Option<&'static str> {
+    match kind {
+        pb::HandlerKind::Unspecified => None,
+        pb::HandlerKind::Daemon => Some("Daemon"),
+        k if is_activity(k) => Some("Activity"),
+        k if is_admission(k) => Some("Admit"),
+        _ => Some("Handle"),
+    }
 }
 
 #[tonic::async_trait]
@@ -134,17 +215,17 @@ impl HandlerServer for Dispatcher {
         Dispatcher::handle(self, request.into_inner()).await.map(Response::new)
     }
 
-    type DaemonStream = futures::stream::Empty<Result<pb::DaemonMessage, Status>>;
+    type DaemonStream = DaemonStream;
 
     async fn daemon(&self, request: Request<pb::DaemonRequest>) -> Result<Response<Self::DaemonStream>, Status> {
-        Err(not_here("daemon", &request.get_ref().handler_id))
+        Dispatcher::daemon(self, request.into_inner()).map(Response::new)
     }
 
     async fn activity(&self, request: Request<pb::ActivityRequest>) -> Result<Response<pb::ActivityResponse>, Status> {
-        Err(not_here("activity", &request.get_ref().handler_id))
+        Dispatcher::activity(self, request.into_inner()).await.map(Response::new)
     }
 
     async fn admit(&self, request: Request<pb::AdmitRequest>) -> Result<Response<pb::AdmitResponse>, Status> {
-        Err(not_here("admission", &request.get_ref().handler_id))
+        Dispatcher::admit(self, request.into_inner()).await.map(Response::new)
     }
 }

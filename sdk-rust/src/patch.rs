@@ -3,12 +3,15 @@
 //! operations; the controller merges it with the other handlers' patches of the same cycle and
 //! writes everything in one request.
 //!
-//! Everything here is pure: [`Patch`] is a value; [`PatchRef`] is the handle that
-//! [`Cause::patch`](crate::Cause::patch) gives out, locking the shared patch per call so that
-//! handlers may patch from spawned tasks without deadlocks.
+//! [`Patch`] is a pure value; [`PatchRef`] is the handle that [`Cause::patch`](crate::Cause::patch)
+//! gives out, locking the shared patch per call so that handlers may patch from spawned tasks
+//! without deadlocks. In daemons, each change is sent to the controller at once.
 
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
+
+use crate::daemon::Live;
+use crate::json;
 
 /// An accumulated JSON merge patch and JSON-patch operations.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -105,14 +108,10 @@ impl Patch {
 
     /// Encodes the patch for `HandleResponse`: (merge_patch, json_patch), each empty when unused.
     pub(crate) fn encode(&self) -> (Vec<u8>, Vec<u8>) {
-        let merge = if self.merge.is_empty() { Vec::new() } else { to_bytes(&self.merge) };
-        let ops = if self.json_ops.is_empty() { Vec::new() } else { to_bytes(&self.json_ops) };
+        let merge = if self.merge.is_empty() { Vec::new() } else { json::encode(&self.merge) };
+        let ops = if self.json_ops.is_empty() { Vec::new() } else { json::encode(&self.json_ops) };
         (merge, ops)
     }
-}
-
-fn to_bytes(value: &impl serde::Serialize) -> Vec<u8> {
-    serde_json::to_vec(value).expect("JSON values always serialize")
 }
 
 /// Combines two merge patches: `target` then `fragment` ≡ `target` merged with `fragment`.
@@ -136,6 +135,8 @@ fn merge_into(target: &mut Map<String, Value>, fragment: Map<String, Value>) {
 #[derive(Debug, Clone, Copy)]
 pub struct PatchRef<'a> {
     patch: &'a Mutex<Patch>,
+    /// For daemons: every change is sent at once.
+    live: Option<&'a Live>,
 }
 
 macro_rules! delegate {
@@ -143,14 +144,21 @@ macro_rules! delegate {
         $(#[$doc])*
         pub fn $name(&self, $($arg: $ty),*) -> &Self {
             self.patch.lock().$name($($arg),*);
-            self
+            self.send_if_live()
         }
     )*};
 }
 
 impl<'a> PatchRef<'a> {
-    pub(crate) fn new(patch: &'a Mutex<Patch>) -> Self {
-        PatchRef { patch }
+    pub(crate) fn new(patch: &'a Mutex<Patch>, live: Option<&'a Live>) -> Self {
+        PatchRef { patch, live }
+    }
+
+    fn send_if_live(&self) -> &Self {
+        if let Some(live) = self.live {
+            live.patch(std::mem::take(&mut *self.patch.lock()));
+        }
+        self
     }
 
     delegate! {
@@ -175,7 +183,7 @@ impl<'a> PatchRef<'a> {
     /// Sets the value at `path`; see [`Patch::set`].
     pub fn set<'k>(&self, path: impl IntoIterator<Item = &'k str>, value: impl Into<Value>) -> &Self {
         self.patch.lock().set(path, value);
-        self
+        self.send_if_live()
     }
 
     /// A copy of the patch as accumulated so far.
@@ -243,7 +251,7 @@ mod tests {
     #[test]
     fn a_patch_ref_changes_the_shared_patch() {
         let shared = Mutex::new(Patch::new());
-        PatchRef::new(&shared).status("a", 1).label("k", "v");
+        PatchRef::new(&shared, None).status("a", 1).label("k", "v");
         assert_eq!(
             shared.lock().merge_patch(),
             json!({"status": {"a": 1}, "metadata": {"labels": {"k": "v"}}})

@@ -15,7 +15,8 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::Server;
 
 use crate::dispatch::Dispatcher;
-use crate::registry::{self, Operator};
+use crate::operator::Operator;
+use crate::registry;
 
 /// The environment variable that says where a handler server listens.
 pub const LISTEN_ENV: &str = "BOSUN_LISTEN";
@@ -120,17 +121,29 @@ impl Operator {
     /// default `info`) unless the program already did.
     pub async fn serve_default(self) -> Result<(), Error> {
         init_logging();
-        self.serve_on(ListenAddr::from_env()?).await
+        self.serve_on(ListenAddr::from_env()?, shutdown_signal()).await
     }
 
     /// Serves on `address` (`host:port`, `http://host:port` or `unix:///path`) until SIGINT or
     /// SIGTERM. Sets up logging like [`serve_default`](Self::serve_default).
     pub async fn serve(self, address: &str) -> Result<(), Error> {
         init_logging();
-        self.serve_on(ListenAddr::parse(address)?).await
+        self.serve_on(ListenAddr::parse(address)?, shutdown_signal()).await
     }
 
-    async fn serve_on(self, address: ListenAddr) -> Result<(), Error> {
+    /// Serves on `address` (`host:port`, `http://host:port` or `unix:///path`) until `shutdown`
+    /// resolves: for embedding and tests. Does not touch logging or signals.
+    /// The address is parsed at once, so the returned future borrows nothing (spawn it).
+    pub fn serve_until<S: Future<Output = ()> + Send>(
+        self,
+        address: &str,
+        shutdown: S,
+    ) -> impl Future<Output = Result<(), Error>> + use<S> {
+        let address = ListenAddr::parse(address);
+        async move { self.serve_on(address?, shutdown).await }
+    }
+
+    async fn serve_on(self, address: ListenAddr, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         let dispatcher = self.into_dispatcher()?;
         let bind_error = |source| Error::Bind { address: address.to_string(), source };
         match &address {
@@ -139,9 +152,9 @@ impl Operator {
                 let local = listener.local_addr().map_err(bind_error)?;
                 announce(&dispatcher, &local.to_string());
                 let incoming = TcpListenerStream::new(listener);
-                run(dispatcher, incoming, shutdown_signal()).await
+                run(dispatcher, incoming, shutdown).await
             }
-            ListenAddr::Unix(path) => serve_unix(dispatcher, path, bind_error).await,
+            ListenAddr::Unix(path) => serve_unix(dispatcher, path, bind_error, shutdown).await,
         }
     }
 
@@ -172,6 +185,7 @@ async fn serve_unix(
     dispatcher: Dispatcher,
     path: &std::path::Path,
     bind_error: impl Fn(std::io::Error) -> Error,
+    shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), Error> {
     use std::os::unix::fs::FileTypeExt;
     // A socket file left by a previous run would make bind fail: remove it (only a socket).
@@ -181,7 +195,7 @@ async fn serve_unix(
     let listener = tokio::net::UnixListener::bind(path).map_err(&bind_error)?;
     announce(&dispatcher, &format!("unix://{}", path.display()));
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-    let result = run(dispatcher, incoming, shutdown_signal()).await;
+    let result = run(dispatcher, incoming, shutdown).await;
     let _ = std::fs::remove_file(path);
     result
 }
@@ -191,6 +205,7 @@ async fn serve_unix(
     _: Dispatcher,
     path: &std::path::Path,
     _: impl Fn(std::io::Error) -> Error,
+    _: impl Future<Output = ()> + Send,
 ) -> Result<(), Error> {
     Err(Error::InvalidAddress(format!("unix://{} (Unix sockets need a Unix system)", path.display())))
 }

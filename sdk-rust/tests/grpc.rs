@@ -242,3 +242,296 @@ async fn invalid_registrations_fail_before_listening() {
     let error = result.unwrap_err().to_string();
     assert!(error.contains("`.id()` was called before any handler was registered"), "{error}");
 }
+
+#[tokio::test]
+async fn sub_handlers_are_declared_by_the_parent_and_routed_to_its_subhandlers_function() {
+    let operator = Operator::new()
+        .on_create(KEX, |cause: Cause| async move {
+            for item in cause.spec()["items"].as_array().into_iter().flatten() {
+                cause.subhandler(item.as_str().unwrap(), json!({"item": item}));
+            }
+            Ok(())
+        })
+        .id("create_fn")
+        .subhandlers(|cause: Cause| async move {
+            Ok(format!("{} got {}", cause.subhandler_id().unwrap(), cause.param().unwrap()["item"]))
+        })
+        .on_field(KEX, "spec.field", |_| async { Ok(()) })
+        .subhandlers(|cause: Cause| async move { Ok(cause.handler_id().to_string()) });
+    let mut served = serve(operator).await;
+
+    let parent = handle(&mut served, request("create_fn")).await;
+    let declared: Vec<(&str, Value)> = parent.subhandlers.iter().map(|s| (s.id.as_str(), json_of(&s.param))).collect();
+    assert_eq!(declared, [("item1", json!({"item": "item1"})), ("item2", json!({"item": "item2"}))]);
+
+    let table = [
+        ("create_fn/item1", br#"{"item":"item1"}"#.as_slice(), json!("item1 got \"item1\"")),
+        ("field_fn/spec.field/x/y", b"{}".as_slice(), json!("field_fn/spec.field/x/y")),
+    ];
+    for (id, param, expected) in table {
+        let response = handle(&mut served, HandleRequest { param: param.to_vec(), ..request(id) }).await;
+        assert_eq!(json_of(&response.result), expected, "{id}");
+    }
+}
+
+#[tokio::test]
+async fn a_sub_handler_call_for_a_parent_without_a_subhandlers_function_is_not_found() {
+    let mut served = serve(Operator::new().on_create(KEX, create_fn)).await;
+    let status = served.client.handle(request("create_fn/item1")).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::NotFound);
+    assert!(status.message().contains("has no `.subhandlers(...)` function"), "{}", status.message());
+}
+
+#[tokio::test]
+async fn adopted_objects_travel_back_as_owned_with_the_owners_labels() {
+    let operator = Operator::new().on_create(KEX, |cause: Cause| async move {
+        cause.adopt(json!({"apiVersion": "v1", "kind": "Pod", "spec": {}}));
+        cause.adopt_applied(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}));
+        Ok(())
+    });
+    let mut served = serve(operator).await;
+    let response = handle(&mut served, request("create_fn")).await;
+    let owned: Vec<(Value, bool, bool)> =
+        response.owned.iter().map(|o| (json_of(&o.object)["kind"].clone(), o.apply, o.copy_labels)).collect();
+    assert_eq!(owned, [(json!("Pod"), false, true), (json!("ConfigMap"), true, true)]);
+}
+
+#[tokio::test]
+async fn when_predicates_and_callback_filters_must_all_hold() {
+    let ok = |_: Cause| async { Ok(()) };
+    let operator = Operator::new()
+        .on_create(KEX, ok)
+        .id("label_matches")
+        .label_when("somelabel", |value, _| value == Some("somevalue"))
+        .on_create(KEX, ok)
+        .id("label_absent")
+        .label_when("nonexistent", |value, _| value.is_none())
+        .on_create(KEX, ok)
+        .id("all_hold")
+        .label_when("somelabel", |value, _| value.is_some())
+        .when(|cause| cause.spec()["field"] == "value")
+        .on_create(KEX, ok)
+        .id("one_fails")
+        .when(|_| true)
+        .annotation_when("someannotation", |value, _| value == Some("not-this-value"));
+    let mut served = serve(operator).await;
+    let table = [
+        ("label_matches", Outcome::Success),
+        ("label_absent", Outcome::Success),
+        ("all_hold", Outcome::Success),
+        ("one_fails", Outcome::Skipped),
+    ];
+    for (id, outcome) in table {
+        assert_eq!(handle(&mut served, request(id)).await.outcome(), outcome, "{id}");
+    }
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_server_on_a_unix_socket_answers_and_removes_its_socket_when_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("handlers.sock");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(Operator::new().on_create(KEX, create_fn).serve_until(
+        &format!("unix://{}", path.display()),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // The socket appears once the server listens; nothing else tells when that is.
+    while !path.exists() {
+        tokio::task::yield_now().await;
+    }
+    let socket = path.clone();
+    let channel = tonic::transport::Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let socket = socket.clone();
+            async move { Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tokio::net::UnixStream::connect(socket).await?)) }
+        }))
+        .await
+        .unwrap();
+    let response = HandlerServerClient::new(channel).handle(request("create_fn")).await.unwrap().into_inner();
+    assert_eq!(json_of(&response.result), json!({"message": "hello world"}));
+
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+    assert!(!path.exists());
+}
+
+#[tokio::test]
+async fn activities_answer_with_their_outcome_result_and_logs() {
+    let operator = Operator::new()
+        .on_startup(|cause: Cause| async move {
+            cause.info("Initialising the task-lock...");
+            if cause.retry() < 1 {
+                Err(TemporaryError::new("Going to succeed soon").delay(Duration::from_secs(1)))?
+            }
+            Ok(())
+        })
+        .id("startup_fn")
+        .on_probe(|_| async { Ok(json!({"healthy": true})) })
+        .id("probe_fn")
+        .on_create(KEX, create_fn);
+    let mut served = serve(operator).await;
+    let activity = |id: &str, retry| pb::ActivityRequest { handler_id: id.into(), retry, ..Default::default() };
+
+    let first = served.client.activity(activity("startup_fn", 0)).await.unwrap().into_inner();
+    assert_eq!((first.outcome(), first.message.as_str(), first.delay_seconds), (Outcome::TemporaryError, "Going to succeed soon", Some(1.0)));
+    assert_eq!(first.logs[0].message, "Initialising the task-lock...");
+    let second = served.client.activity(activity("startup_fn", 1)).await.unwrap().into_inner();
+    assert_eq!(second.outcome(), Outcome::Success);
+    let probe = served.client.activity(activity("probe_fn", 0)).await.unwrap().into_inner();
+    assert_eq!(json_of(&probe.result), json!({"healthy": true}));
+
+    let described = served.client.describe(pb::DescribeRequest::default()).await.unwrap().into_inner();
+    assert_eq!(described.handlers[0].kind(), pb::HandlerKind::Startup);
+    assert_eq!(described.handlers[0].resource, None);
+}
+
+#[tokio::test]
+async fn activities_and_handlers_are_not_called_through_each_others_rpc() {
+    let operator = Operator::new()
+        .on_startup(|_| async { Ok(()) })
+        .id("startup_fn")
+        .on_daemon(KEX, |_| async { Ok(()) })
+        .on_create(KEX, create_fn);
+    let mut served = serve(operator).await;
+    for (id, rpc) in [("startup_fn", "Activity"), ("daemon_fn", "Daemon")] {
+        let status = served.client.handle(request(id)).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{}", status.message());
+        assert!(status.message().contains(&format!("called through {rpc}, not Handle")), "{}", status.message());
+    }
+    let status = served
+        .client
+        .activity(pb::ActivityRequest { handler_id: "create_fn".into(), ..Default::default() })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::NotFound);
+    assert!(status.message().contains(r#"has no activity "create_fn"; it has: startup_fn"#), "{}", status.message());
+}
+
+#[tokio::test]
+async fn timers_describe_their_schedule() {
+    let operator = Operator::new()
+        .on_timer(KEX, Duration::from_secs(10), |_| async { Ok(()) })
+        .idle(Duration::from_secs(5))
+        .initial_delay(Duration::from_millis(500))
+        .sharp();
+    let mut served = serve(operator).await;
+    let described = served.client.describe(pb::DescribeRequest::default()).await.unwrap().into_inner();
+    let timer = &described.handlers[0];
+    assert_eq!((timer.id.as_str(), timer.kind()), ("timer_fn", pb::HandlerKind::Timer));
+    assert_eq!(
+        timer.timer,
+        Some(pb::TimerOptions { interval_seconds: 10.0, idle_seconds: 5.0, initial_delay_seconds: 0.5, sharp: true })
+    );
+}
+
+#[tokio::test]
+async fn admission_handlers_allow_deny_and_mutate() {
+    let operator = Operator::new()
+        .on_validate(KEX, |cause: Cause| async move {
+            if cause.spec()["field"] == "forbidden" {
+                Err(PermanentError::new("spec.field must not be forbidden"))?
+            }
+            Ok(())
+        })
+        .id("check_field")
+        .operations(["CREATE", "UPDATE"])
+        .fail_closed()
+        .on_mutate(KEX, |cause: Cause| async move {
+            let operation = cause.admission_request().unwrap()["operation"].clone();
+            cause.patch().label("reviewed", operation.as_str().unwrap_or_default());
+            Ok(())
+        })
+        .id("label_it");
+    let mut served = serve(operator).await;
+    let review = |operation: &str, field: &str| {
+        let object = json!({"metadata": {"name": "x"}, "spec": {"field": field}});
+        let (object, old) = if operation == "DELETE" { (Value::Null, object) } else { (object, Value::Null) };
+        json!({"operation": operation, "object": object, "oldObject": old})
+    };
+    let admit = |id: &str, review: Value| pb::AdmitRequest { handler_id: id.into(), request: serde_json::to_vec(&review).unwrap() };
+
+    let table = [
+        ("check_field", review("CREATE", "value"), true, "", Value::Null),
+        ("check_field", review("CREATE", "forbidden"), false, "spec.field must not be forbidden", Value::Null),
+        ("check_field", review("DELETE", "forbidden"), false, "spec.field must not be forbidden", Value::Null),
+        ("label_it", review("UPDATE", "value"), true, "", json!({"metadata": {"labels": {"reviewed": "UPDATE"}}})),
+    ];
+    for (id, review, allowed, message, patch) in table {
+        let response = served.client.admit(admit(id, review.clone())).await.unwrap().into_inner();
+        let patch_seen = if response.merge_patch.is_empty() { Value::Null } else { json_of(&response.merge_patch) };
+        assert_eq!((response.allowed, response.message.as_str(), patch_seen), (allowed, message, patch), "{id} {review}");
+    }
+
+    let described = served.client.describe(pb::DescribeRequest::default()).await.unwrap().into_inner();
+    let admission = described.handlers[0].admission.clone().unwrap();
+    assert_eq!((admission.operations, admission.fail_closed), (vec!["CREATE".to_string(), "UPDATE".to_string()], true));
+    let status = served.client.admit(admit("nope", json!({}))).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::NotFound);
+}
+
+async fn daemon_messages(
+    served: &mut Served,
+    id: &str,
+) -> tonic::Streaming<pb::DaemonMessage> {
+    let request = pb::DaemonRequest { handler_id: id.into(), object: serde_json::to_vec(&object()).unwrap(), ..Default::default() };
+    served.client.daemon(request).await.unwrap().into_inner()
+}
+
+#[tokio::test]
+async fn a_daemon_streams_what_it_records_at_once_and_then_its_exit() {
+    use pb::daemon_message::Message;
+    let operator = Operator::new()
+        .on_daemon(KEX, |cause: Cause| async move {
+            cause.info(format!("Serving {}", cause.name()));
+            cause.patch().status("phase", "Running");
+            cause.warn_event("SomeReason", "Some message");
+            Err::<(), _>(TemporaryError::new("restart me").delay(Duration::from_secs(2)).into())
+        })
+        .id("daemon_fn")
+        .cancellation_timeout(Duration::from_secs(5));
+    let mut served = serve(operator).await;
+    let mut stream = daemon_messages(&mut served, "daemon_fn").await;
+    let mut seen = Vec::new();
+    while let Some(message) = stream.message().await.unwrap() {
+        seen.push(match message.message.unwrap() {
+            Message::Log(line) => format!("log {}", line.message),
+            Message::MergePatch(patch) => format!("patch {}", json_of(&patch)),
+            Message::Event(event) => format!("event {} {}", event.r#type, event.message),
+            Message::Exit(exit) => format!("exit {:?} {} {:?}", exit.outcome(), exit.message, exit.delay_seconds),
+        });
+    }
+    assert_eq!(
+        seen,
+        [
+            "log Serving kopf-example-1",
+            r#"patch {"status":{"phase":"Running"}}"#,
+            "event Warning Some message",
+            "exit TemporaryError restart me Some(2.0)",
+        ]
+    );
+    let described = served.client.describe(pb::DescribeRequest::default()).await.unwrap().into_inner();
+    assert_eq!(described.handlers[0].daemon.unwrap().cancellation_timeout_seconds, 5.0);
+}
+
+#[tokio::test]
+async fn cancelling_a_daemons_call_asks_it_to_stop() {
+    let (saw_stop, mut stops) = tokio::sync::mpsc::unbounded_channel::<bool>();
+    let operator = Operator::new().on_daemon(KEX, move |cause: Cause| {
+        let saw_stop = saw_stop.clone();
+        async move {
+            cause.info("running");
+            cause.stopped().wait().await;
+            let _ = saw_stop.send(cause.stopped().is_stopped());
+            Ok(())
+        }
+    });
+    let mut served = serve(operator).await;
+    let mut stream = daemon_messages(&mut served, "daemon_fn").await;
+    assert!(stream.message().await.unwrap().is_some(), "the daemon runs");
+    drop(stream);
+    let stopped = tokio::time::timeout(Duration::from_secs(10), stops.recv()).await.expect("the daemon was asked to stop");
+    assert_eq!(stopped, Some(true));
+}

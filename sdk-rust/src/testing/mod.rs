@@ -37,7 +37,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::registry::{self, Operator};
+use crate::operator::Operator;
+use crate::registry;
 use crate::resource::{self, Selector};
 use crate::serve::{self, serve_dispatcher};
 
@@ -125,10 +126,13 @@ pub struct Runner {
     handler_url: String,
     lines: Arc<Mutex<Vec<String>>>,
     line_count: watch::Receiver<usize>,
-    controller: Option<(oneshot::Sender<()>, JoinHandle<Result<(), bosun_controller::Error>>)>,
-    server: Option<(oneshot::Sender<()>, JoinHandle<Result<(), serve::Error>>)>,
+    controller: Option<Part<Result<(), bosun_controller::Error>>>,
+    server: Option<Part<Result<(), serve::Error>>>,
     collector: Option<JoinHandle<()>>,
 }
+
+/// A background task and the way to ask it to stop.
+type Part<T> = (oneshot::Sender<()>, JoinHandle<T>);
 
 impl std::fmt::Debug for Runner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -251,41 +255,66 @@ impl Runner {
     }
 
     /// Waits until the object `resource/name` exists and `predicate` holds for it; returns it.
+    /// Watches the object (no polling); waits for its resource to be served first.
     pub async fn wait_for(
         &self,
         target: &str,
         predicate: impl Fn(&Value) -> bool,
         timeout: Duration,
     ) -> Result<Value, Error> {
-        let deadline = Instant::now() + timeout;
-        let mut last = None;
-        loop {
-            match self.get(target).await {
-                Ok(Some(object)) if predicate(&object) => return Ok(object),
-                Ok(object) => last = object,
-                Err(Error::UnknownResource(_)) => {} // a CRD may still be on its way
-                Err(other) => return Err(other),
-            }
-            if Instant::now() >= deadline {
-                let last = last.map_or_else(|| "no such object".into(), |o| o.to_string());
-                return Err(Error::Timeout { what: format!("{target} to match"), timeout, last });
-            }
-            self.ensure_controller_runs(target)?;
-            tokio::time::sleep(objects::POLL).await;
-        }
+        let what = format!("{target} to match");
+        let found = self.watch_until(target, timeout, &what, |object| object.is_some_and(&predicate)).await?;
+        Ok(found.expect("only an existing object matches"))
     }
 
     /// Waits until the object `resource/name` is gone (for example after its deletion handlers
     /// ran and the controller removed its finalizer).
     pub async fn wait_gone(&self, target: &str, timeout: Duration) -> Result<(), Error> {
+        let what = format!("{target} to be gone");
+        self.watch_until(target, timeout, &what, |object| object.is_none()).await.map(drop)
+    }
+
+    /// Watches one object until `done` holds for it (`None`: absent) or the deadline passes.
+    async fn watch_until(
+        &self,
+        target: &str,
+        timeout: Duration,
+        what: &str,
+        done: impl Fn(Option<&Value>) -> bool,
+    ) -> Result<Option<Value>, Error> {
+        use futures::StreamExt;
         let deadline = Instant::now() + timeout;
-        loop {
-            let Some(object) = self.get(target).await? else { return Ok(()) };
-            if Instant::now() >= deadline {
-                return Err(Error::Timeout { what: format!("{target} to be gone"), timeout, last: object.to_string() });
+        let timed_out = |last: String| Error::Timeout { what: what.to_string(), timeout, last };
+        let (selector, name) = parse_target(target)?;
+        let found = loop {
+            match objects::resolve(&self.client, &selector).await? {
+                Some(found) => break found,
+                None if Instant::now() >= deadline => return Err(timed_out(format!("no resource named {selector} is served"))),
+                None => tokio::time::sleep(objects::POLL).await, // a CRD may still be on its way
             }
-            self.ensure_controller_runs(target)?;
-            tokio::time::sleep(objects::POLL).await;
+        };
+        let mut events = std::pin::pin!(kube::runtime::watcher::watch_object(found.api(&self.client, None), name));
+        let mut last = None;
+        loop {
+            match tokio::time::timeout_at(deadline, events.next()).await {
+                Err(_) => {
+                    let last = last.map_or_else(|| "no such object".into(), |o: Value| o.to_string());
+                    return Err(timed_out(last));
+                }
+                Ok(None) => return Err(timed_out("the watch ended".into())),
+                Ok(Some(Err(error))) => {
+                    tracing::debug!("watching {target} failed, retrying: {error}");
+                    tokio::time::sleep(objects::POLL).await;
+                }
+                Ok(Some(Ok(object))) => {
+                    let object = object.map(|o| serde_json::to_value(o).expect("objects always serialize"));
+                    if done(object.as_ref()) {
+                        return Ok(object);
+                    }
+                    last = object;
+                }
+            }
+            self.ensure_controller_runs(what)?;
         }
     }
 
