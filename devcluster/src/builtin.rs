@@ -26,23 +26,26 @@ pub fn prepare(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Api
                 obj["spec"] = json!({"finalizers": ["kubernetes"]});
             }
             if let Some(old) = old {
-                obj["status"] = old.get("status").cloned().unwrap_or(json!({"phase": "Active"}));
+                obj["status"] = old
+                    .get("status")
+                    .cloned()
+                    .unwrap_or(json!({"phase": "Active"}));
             } else {
                 obj["status"] = json!({"phase": "Active"});
             }
         }
         ("", "secrets") => secret(info, obj)?,
         ("", "configmaps") => {
-            if let Some(old) = old {
-                if old.get("immutable") == Some(&json!(true)) {
-                    for field in ["data", "binaryData"] {
-                        if old.get(field) != obj.get(field) {
-                            return Err(invalid(vec![Cause::new(
-                                "FieldValueForbidden",
-                                "Forbidden: field is immutable when `immutable` is set",
-                                field,
-                            )]));
-                        }
+            if let Some(old) = old
+                && old.get("immutable") == Some(&json!(true))
+            {
+                for field in ["data", "binaryData"] {
+                    if old.get(field) != obj.get(field) {
+                        return Err(invalid(vec![Cause::new(
+                            "FieldValueForbidden",
+                            "Forbidden: field is immutable when `immutable` is set",
+                            field,
+                        )]));
                     }
                 }
             }
@@ -52,9 +55,14 @@ pub fn prepare(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Api
             pod(obj);
             if let Some(old) = old {
                 let names = |v: &Value| -> Vec<String> {
-                    v.pointer("/spec/containers")
+                    v.get("spec")
+                        .and_then(|v| v.get("containers"))
                         .and_then(Value::as_array)
-                        .map(|a| a.iter().map(|c| c["name"].as_str().unwrap_or("").to_string()).collect())
+                        .map(|a| {
+                            a.iter()
+                                .map(|c| c["name"].as_str().unwrap_or("").to_string())
+                                .collect()
+                        })
                         .unwrap_or_default()
                 };
                 if names(old).len() != names(obj).len() {
@@ -98,7 +106,8 @@ fn secret(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
         let data = map.entry("data").or_insert_with(|| json!({}));
         if let Some(d) = data.as_object_mut() {
             for (k, v) in sd {
-                let enc = base64::engine::general_purpose::STANDARD.encode(v.as_str().unwrap_or(""));
+                let enc =
+                    base64::engine::general_purpose::STANDARD.encode(v.as_str().unwrap_or(""));
                 d.insert(k, json!(enc));
             }
             let sorted: Map<String, Value> = {
@@ -114,8 +123,14 @@ fn secret(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
 }
 
 fn service(obj: &mut Value, old: Option<&Value>) {
-    let spec = obj.as_object_mut().expect("object").entry("spec").or_insert_with(|| json!({}));
-    let Some(spec) = spec.as_object_mut() else { return };
+    let spec = obj
+        .as_object_mut()
+        .expect("object")
+        .entry("spec")
+        .or_insert_with(|| json!({}));
+    let Some(spec) = spec.as_object_mut() else {
+        return;
+    };
     if let Some(Value::Array(ports)) = spec.get_mut("ports") {
         for p in ports.iter_mut().filter_map(Value::as_object_mut) {
             p.entry("protocol").or_insert_with(|| json!("TCP"));
@@ -125,10 +140,14 @@ fn service(obj: &mut Value, old: Option<&Value>) {
             }
         }
     }
-    let kind = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP").to_string();
+    let kind = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_string();
     if kind != "ExternalName" && !spec.contains_key("clusterIP") {
         let ip = old
-            .and_then(|o| o.pointer("/spec/clusterIP").cloned())
+            .and_then(|o| o.get("spec").and_then(|v| v.get("clusterIP")).cloned())
             .unwrap_or_else(|| {
                 let n = uuid::Uuid::new_v4().as_u128();
                 json!(format!("10.96.{}.{}", (n >> 8) as u8, (n as u8).max(2)))
@@ -137,14 +156,19 @@ fn service(obj: &mut Value, old: Option<&Value>) {
         spec.insert("clusterIPs".into(), json!([ip]));
     }
     spec.entry("type").or_insert_with(|| json!("ClusterIP"));
-    spec.entry("sessionAffinity").or_insert_with(|| json!("None"));
+    spec.entry("sessionAffinity")
+        .or_insert_with(|| json!("None"));
     if kind != "ExternalName" {
         spec.entry("ipFamilies").or_insert_with(|| json!(["IPv4"]));
-        spec.entry("ipFamilyPolicy").or_insert_with(|| json!("SingleStack"));
-        spec.entry("internalTrafficPolicy").or_insert_with(|| json!("Cluster"));
+        spec.entry("ipFamilyPolicy")
+            .or_insert_with(|| json!("SingleStack"));
+        spec.entry("internalTrafficPolicy")
+            .or_insert_with(|| json!("Cluster"));
     }
     if obj.get("status").is_none() {
-        obj["status"] = old.and_then(|o| o.get("status").cloned()).unwrap_or(json!({"loadBalancer": {}}));
+        obj["status"] = old
+            .and_then(|o| o.get("status").cloned())
+            .unwrap_or(json!({"loadBalancer": {}}));
     }
 }
 
@@ -154,26 +178,38 @@ fn pod_spec(spec: &mut Map<String, Value>) {
             for c in cs.iter_mut().filter_map(Value::as_object_mut) {
                 let image = c.get("image").and_then(Value::as_str).unwrap_or("");
                 let last = image.rsplit('/').next().unwrap_or("");
-                let policy = if !last.contains(':') || last.ends_with(":latest") { "Always" } else { "IfNotPresent" };
+                let policy = if !last.contains(':') || last.ends_with(":latest") {
+                    "Always"
+                } else {
+                    "IfNotPresent"
+                };
                 c.entry("imagePullPolicy").or_insert_with(|| json!(policy));
                 c.entry("resources").or_insert_with(|| json!({}));
-                c.entry("terminationMessagePath").or_insert_with(|| json!("/dev/termination-log"));
-                c.entry("terminationMessagePolicy").or_insert_with(|| json!("File"));
+                c.entry("terminationMessagePath")
+                    .or_insert_with(|| json!("/dev/termination-log"));
+                c.entry("terminationMessagePolicy")
+                    .or_insert_with(|| json!("File"));
             }
         }
     }
-    spec.entry("restartPolicy").or_insert_with(|| json!("Always"));
-    spec.entry("terminationGracePeriodSeconds").or_insert_with(|| json!(30));
-    spec.entry("dnsPolicy").or_insert_with(|| json!("ClusterFirst"));
+    spec.entry("restartPolicy")
+        .or_insert_with(|| json!("Always"));
+    spec.entry("terminationGracePeriodSeconds")
+        .or_insert_with(|| json!(30));
+    spec.entry("dnsPolicy")
+        .or_insert_with(|| json!("ClusterFirst"));
     spec.entry("securityContext").or_insert_with(|| json!({}));
-    spec.entry("schedulerName").or_insert_with(|| json!("default-scheduler"));
+    spec.entry("schedulerName")
+        .or_insert_with(|| json!("default-scheduler"));
 }
 
 fn pod(obj: &mut Value) {
     if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
         pod_spec(spec);
-        spec.entry("enableServiceLinks").or_insert_with(|| json!(true));
-        spec.entry("preemptionPolicy").or_insert_with(|| json!("PreemptLowerPriority"));
+        spec.entry("enableServiceLinks")
+            .or_insert_with(|| json!(true));
+        spec.entry("preemptionPolicy")
+            .or_insert_with(|| json!("PreemptLowerPriority"));
         spec.entry("priority").or_insert_with(|| json!(0));
     }
     if obj.get("status").is_none() {
@@ -182,36 +218,56 @@ fn pod(obj: &mut Value) {
 }
 
 fn deployment(obj: &mut Value) {
-    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
     spec.entry("replicas").or_insert_with(|| json!(1));
     spec.entry("strategy").or_insert_with(|| json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}));
-    spec.entry("revisionHistoryLimit").or_insert_with(|| json!(10));
-    spec.entry("progressDeadlineSeconds").or_insert_with(|| json!(600));
-    if let Some(t) = spec.get_mut("template").and_then(|t| t.get_mut("spec")).and_then(Value::as_object_mut) {
+    spec.entry("revisionHistoryLimit")
+        .or_insert_with(|| json!(10));
+    spec.entry("progressDeadlineSeconds")
+        .or_insert_with(|| json!(600));
+    if let Some(t) = spec
+        .get_mut("template")
+        .and_then(|t| t.get_mut("spec"))
+        .and_then(Value::as_object_mut)
+    {
         pod_spec(t);
     }
 }
 
 fn lease(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
     for field in ["acquireTime", "renewTime"] {
-        if let Some(t) = obj.pointer(&format!("/spec/{field}")).and_then(Value::as_str) {
+        if let Some(t) = obj
+            .pointer(&format!("/spec/{field}"))
+            .and_then(Value::as_str)
+        {
             let micro = t.len() >= 27 && t.as_bytes().get(19) == Some(&b'.');
             if !micro {
                 return Err(ApiError::bad_request(format!(
                     "{} in version \"v1\" cannot be handled as a {}: parsing time \"{t}\" as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse \"{}\" as \".000000\"",
-                    info.kind, info.kind, t.get(19..).unwrap_or("")
+                    info.kind,
+                    info.kind,
+                    t.get(19..).unwrap_or("")
                 )));
             }
         }
     }
-    if let Some(d) = obj.pointer("/spec/leaseDurationSeconds").and_then(Value::as_i64) {
-        if d <= 0 {
-            return Err(ApiError::invalid_object(info, crate::registry::name_of(obj), vec![Cause::new(
+    if let Some(d) = obj
+        .get("spec")
+        .and_then(|v| v.get("leaseDurationSeconds"))
+        .and_then(Value::as_i64)
+        && d <= 0
+    {
+        return Err(ApiError::invalid_object(
+            info,
+            crate::registry::name_of(obj),
+            vec![Cause::new(
                 "FieldValueInvalid",
                 format!("Invalid value: {d}: must be greater than 0"),
                 "spec.leaseDurationSeconds",
-            )]));
-        }
+            )],
+        ));
     }
     Ok(())
 }
@@ -219,23 +275,37 @@ fn lease(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
 fn core_event(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
     let ns = crate::registry::namespace_of(obj).to_string();
     let name = crate::registry::name_of(obj).to_string();
-    if let Some(ino) = obj.pointer("/involvedObject/namespace").and_then(Value::as_str) {
-        if !ino.is_empty() && ino != ns {
-            return Err(ApiError::invalid_object(info, &name, vec![Cause::new(
+    if let Some(ino) = obj
+        .get("involvedObject")
+        .and_then(|v| v.get("namespace"))
+        .and_then(Value::as_str)
+        && !ino.is_empty()
+        && ino != ns
+    {
+        return Err(ApiError::invalid_object(
+            info,
+            &name,
+            vec![Cause::new(
                 "FieldValueInvalid",
                 format!("Invalid value: \"{ino}\": does not match event.namespace"),
                 "involvedObject.namespace",
-            )]));
-        }
+            )],
+        ));
     }
-    if let Some(t) = obj.get("type").and_then(Value::as_str) {
-        if !t.is_empty() && t != "Normal" && t != "Warning" {
-            return Err(ApiError::invalid_object(info, &name, vec![Cause::new(
+    if let Some(t) = obj.get("type").and_then(Value::as_str)
+        && !t.is_empty()
+        && t != "Normal"
+        && t != "Warning"
+    {
+        return Err(ApiError::invalid_object(
+            info,
+            &name,
+            vec![Cause::new(
                 "FieldValueInvalid",
                 format!("Invalid value: \"\": has invalid value: {t}"),
                 "type",
-            )]));
-        }
+            )],
+        ));
     }
     let map = obj.as_object_mut().expect("object");
     map.entry("involvedObject").or_insert_with(|| json!({}));
@@ -267,60 +337,108 @@ const EVENT_FIELDS: &[(&str, &str)] = &[
 /// Convert an events.k8s.io/v1 Event into the stored core/v1 shape.
 pub fn event_to_core(info: &ResourceInfo, v: Value) -> ApiResult<Value> {
     let name = crate::registry::name_of(&v).to_string();
-    let Value::Object(mut m) = v else { return Ok(v) };
+    let Value::Object(mut m) = v else {
+        return Ok(v);
+    };
     if m.get("eventTime").is_none_or(Value::is_null) {
-        return Err(ApiError::invalid_object(info, &name, vec![Cause::new("FieldValueRequired", "Required value", "eventTime")]));
+        return Err(ApiError::invalid_object(
+            info,
+            &name,
+            vec![Cause::new(
+                "FieldValueRequired",
+                "Required value",
+                "eventTime",
+            )],
+        ));
     }
-    if let Some(t) = m.get("type").and_then(Value::as_str) {
-        if t != "Normal" && t != "Warning" {
-            return Err(ApiError::invalid_object(info, &name, vec![Cause::new(
+    if let Some(t) = m.get("type").and_then(Value::as_str)
+        && t != "Normal"
+        && t != "Warning"
+    {
+        return Err(ApiError::invalid_object(
+            info,
+            &name,
+            vec![Cause::new(
                 "FieldValueInvalid",
                 format!("Invalid value: \"\": has invalid value: {t}"),
                 "type",
-            )]));
-        }
+            )],
+        ));
     }
     let mut out = Map::new();
     out.insert("kind".into(), json!("Event"));
     out.insert("apiVersion".into(), json!("v1"));
     out.insert("metadata".into(), m.remove("metadata").unwrap_or(json!({})));
-    out.insert("involvedObject".into(), m.remove("regarding").unwrap_or(json!({})));
+    out.insert(
+        "involvedObject".into(),
+        m.remove("regarding").unwrap_or(json!({})),
+    );
     out.insert("reason".into(), m.remove("reason").unwrap_or(json!("")));
     out.insert("message".into(), m.remove("note").unwrap_or(json!("")));
-    out.insert("source".into(), m.remove("deprecatedSource").unwrap_or(json!({})));
-    out.insert("firstTimestamp".into(), m.remove("deprecatedFirstTimestamp").unwrap_or(Value::Null));
-    out.insert("lastTimestamp".into(), m.remove("deprecatedLastTimestamp").unwrap_or(Value::Null));
+    out.insert(
+        "source".into(),
+        m.remove("deprecatedSource").unwrap_or(json!({})),
+    );
+    out.insert(
+        "firstTimestamp".into(),
+        m.remove("deprecatedFirstTimestamp").unwrap_or(Value::Null),
+    );
+    out.insert(
+        "lastTimestamp".into(),
+        m.remove("deprecatedLastTimestamp").unwrap_or(Value::Null),
+    );
     if let Some(c) = m.remove("deprecatedCount") {
         out.insert("count".into(), c);
     }
     if let Some(t) = m.remove("type") {
         out.insert("type".into(), t);
     }
-    out.insert("eventTime".into(), m.remove("eventTime").unwrap_or(Value::Null));
+    out.insert(
+        "eventTime".into(),
+        m.remove("eventTime").unwrap_or(Value::Null),
+    );
     for k in ["series", "action", "related"] {
         if let Some(x) = m.remove(k) {
             out.insert(k.into(), x);
         }
     }
-    out.insert("reportingComponent".into(), m.remove("reportingController").unwrap_or(json!("")));
-    out.insert("reportingInstance".into(), m.remove("reportingInstance").unwrap_or(json!("")));
+    out.insert(
+        "reportingComponent".into(),
+        m.remove("reportingController").unwrap_or(json!("")),
+    );
+    out.insert(
+        "reportingInstance".into(),
+        m.remove("reportingInstance").unwrap_or(json!("")),
+    );
     Ok(Value::Object(out))
 }
 
 /// Convert a stored core/v1 Event into the events.k8s.io/v1 shape.
 pub fn event_from_core(v: &Value) -> Value {
-    let Some(m) = v.as_object() else { return v.clone() };
+    let Some(m) = v.as_object() else {
+        return v.clone();
+    };
     let mut out = Map::new();
     out.insert("kind".into(), json!("Event"));
     out.insert("apiVersion".into(), json!("events.k8s.io/v1"));
-    out.insert("metadata".into(), m.get("metadata").cloned().unwrap_or(json!({})));
-    out.insert("eventTime".into(), m.get("eventTime").cloned().unwrap_or(Value::Null));
+    out.insert(
+        "metadata".into(),
+        m.get("metadata").cloned().unwrap_or(json!({})),
+    );
+    out.insert(
+        "eventTime".into(),
+        m.get("eventTime").cloned().unwrap_or(Value::Null),
+    );
     for k in ["series"] {
         if let Some(x) = m.get(k) {
             out.insert(k.into(), x.clone());
         }
     }
-    let nonempty = |k: &str| m.get(k).filter(|x| !x.is_null() && x.as_str() != Some("")).cloned();
+    let nonempty = |k: &str| {
+        m.get(k)
+            .filter(|x| !x.is_null() && x.as_str() != Some(""))
+            .cloned()
+    };
     if let Some(x) = nonempty("reportingComponent") {
         out.insert("reportingController".into(), x);
     }
@@ -332,7 +450,10 @@ pub fn event_from_core(v: &Value) -> Value {
             out.insert(k.into(), x);
         }
     }
-    out.insert("regarding".into(), m.get("involvedObject").cloned().unwrap_or(json!({})));
+    out.insert(
+        "regarding".into(),
+        m.get("involvedObject").cloned().unwrap_or(json!({})),
+    );
     if let Some(x) = m.get("related") {
         out.insert("related".into(), x.clone());
     }

@@ -22,6 +22,8 @@ pub struct Cluster {
     pub gc: Notify,
     /// The required bearer token, if any.
     pub token: Option<String>,
+    /// Set to true when the server stops: open watches end.
+    pub stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl Cluster {
@@ -33,6 +35,7 @@ impl Cluster {
             metrics: Metrics::default(),
             gc: Notify::new(),
             token,
+            stopping: tokio::sync::watch::channel(false).0,
         })
     }
 
@@ -43,12 +46,16 @@ impl Cluster {
 
     /// The info of a built-in core/v1 resource.
     pub fn core(&self, plural: &str) -> Arc<ResourceInfo> {
-        self.registry.get("", "v1", plural).expect("built-in resource")
+        self.registry
+            .get("", "v1", plural)
+            .expect("built-in resource")
     }
 
     /// The namespace object, if it exists.
     pub fn namespace(&self, name: &str) -> Option<Value> {
-        self.table(&self.core("namespaces")).get("", name).map(|o| o.value.clone())
+        self.table(&self.core("namespaces"))
+            .get("", name)
+            .map(|o| o.value.clone())
     }
 
     /// Create the namespaces a fresh cluster has.
@@ -59,7 +66,10 @@ impl Cluster {
                 continue;
             }
             let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-            let opts = crate::ops::WriteOpts { manager: None, ..Default::default() };
+            let opts = crate::ops::WriteOpts {
+                manager: None,
+                ..Default::default()
+            };
             if let Err(e) = crate::ops::create(self, &info, "", body, &opts) {
                 tracing::error!("cannot create namespace {name}: {}", e.message);
             }

@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod ops;
 pub mod patch;
 pub mod persist;
+pub mod protobuf;
 pub mod registry;
 pub mod schema;
 pub mod selector;
@@ -68,7 +69,11 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { token: None, data_dir: None, watch_history: 10_000 }
+        Config {
+            token: None,
+            data_dir: None,
+            watch_history: 10_000,
+        }
     }
 }
 
@@ -95,34 +100,60 @@ impl DevCluster {
         };
         let store = Store::new(1, config.watch_history.max(1), log);
         let cluster = Cluster::new(store, config.token.clone());
-        let builtin_keys: std::collections::HashSet<String> =
-            cluster.registry.all().iter().filter(|i| i.builtin).map(|i| i.storage.clone()).collect();
-        let mut max_rv = 1;
-        for ((table, _, _), value) in loaded {
-            let rv = value.pointer("/metadata/resourceVersion").and_then(|v| v.as_str()).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let builtin_keys: std::collections::HashSet<String> = cluster
+            .registry
+            .all()
+            .iter()
+            .filter(|i| i.builtin)
+            .map(|i| i.storage.clone())
+            .collect();
+        let mut max_rv = loaded.last_rv.max(1);
+        for ((table, _, _), value) in loaded.objects {
+            let rv = value
+                .get("metadata")
+                .and_then(|v| v.get("resourceVersion"))
+                .and_then(|v| v.as_str())
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
             max_rv = max_rv.max(rv);
-            cluster.store.table(&table, builtin_keys.contains(&table)).load(value);
+            cluster
+                .store
+                .table(&table, builtin_keys.contains(&table))
+                .load(value);
         }
         cluster.store.bump_to(max_rv);
         crd::restore(&cluster);
         cluster.seed();
-        let (stop, mut stop_rx) = watch::channel(false);
+        let stop = cluster.stopping.clone();
+        let mut stop_rx = stop.subscribe();
         let app = api::router(cluster.clone());
         let server = tokio::spawn(async move {
             let shutdown = async move {
                 let _ = stop_rx.wait_for(|s| *s).await;
             };
-            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+            {
                 tracing::error!("dev cluster server failed: {e}");
             }
         });
         let gc = tokio::spawn(gc::run(cluster.clone()));
-        Ok(DevCluster { addr, token: config.token, cluster, stop, server: Some(server), gc })
+        Ok(DevCluster {
+            addr,
+            token: config.token,
+            cluster,
+            stop,
+            server: Some(server),
+            gc,
+        })
     }
 
     /// Convenience: bind 127.0.0.1:0 with `Config::default()`.
     pub async fn start_local() -> Result<DevCluster, Error> {
-        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(Error::Listen)?;
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(Error::Listen)?;
         Self::start(listener, Config::default()).await
     }
 
@@ -163,10 +194,10 @@ impl DevCluster {
     pub fn kube_config(&self) -> kube::Config {
         let mut config = kube::Config::new(self.url().parse().expect("valid url"));
         config.default_namespace = "default".into();
-        if let Some(t) = &self.token {
-            if let Ok(auth) = serde_json::from_value(json!({"token": t})) {
-                config.auth_info = auth;
-            }
+        if let Some(t) = &self.token
+            && let Ok(auth) = serde_json::from_value(json!({"token": t}))
+        {
+            config.auth_info = auth;
         }
         config
     }
@@ -181,7 +212,10 @@ impl DevCluster {
         let _ = self.stop.send(true);
         if let Some(server) = self.server.take() {
             let abort = server.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(2), server).await.is_err() {
+            if tokio::time::timeout(Duration::from_secs(2), server)
+                .await
+                .is_err()
+            {
                 abort.abort();
             }
         }

@@ -7,8 +7,18 @@ use serde_json::{Map, Value, json};
 use crate::registry::ResourceInfo;
 
 /// Server-owned metadata keys that never appear in field sets.
-const SERVER_META: &[&str] =
-    &["name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"];
+const SERVER_META: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+];
 
 /// The fieldsV1 set of every field present in `obj` (metadata server fields left out).
 pub fn field_set(obj: &Value, skip_status: bool) -> Value {
@@ -77,33 +87,72 @@ fn fields_of(v: &Value) -> Value {
 
 /// Record an Update operation by `manager` on `obj` (old state `old`, `subresource` e.g. status):
 /// the manager gains the fields that changed (all fields on create), other managers lose them.
-pub fn record_update(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>, manager: Option<&str>, subresource: Option<&str>) {
+pub fn record_update(
+    info: &ResourceInfo,
+    obj: &mut Value,
+    old: Option<&Value>,
+    manager: Option<&str>,
+    subresource: Option<&str>,
+) {
     let Some(manager) = manager else { return };
     let mut entries: Vec<Value> = old
-        .and_then(|o| o.pointer("/metadata/managedFields"))
-        .or_else(|| obj.pointer("/metadata/managedFields"))
+        .and_then(|o| o.get("metadata").and_then(|v| v.get("managedFields")))
+        .or_else(|| obj.get("metadata").and_then(|v| v.get("managedFields")))
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let full = if subresource == Some("status") {
-        json!({"f:status": fields_of(obj.get("status").unwrap_or(&json!({})))})
-    } else {
-        field_set(obj, info.status_subresource)
+    let full = || {
+        if subresource == Some("status") {
+            json!({"f:status": fields_of(obj.get("status").unwrap_or(&json!({})))})
+        } else {
+            field_set(obj, info.status_subresource)
+        }
     };
     let mine = |e: &Value| {
-        e["manager"] == manager && e["operation"] == "Update" && e.get("subresource").and_then(Value::as_str) == subresource
+        e["manager"] == manager
+            && e["operation"] == "Update"
+            && e.get("subresource").and_then(Value::as_str) == subresource
     };
     let set = match old {
-        None => full,
+        None => full(),
         Some(old) => {
-            let changed: Vec<Vec<String>> =
-                leaf_paths(&full).into_iter().filter(|p| value_at(obj, p) != value_at(old, p)).collect();
+            let mut changed = Vec::new();
+            let skip_status = subresource != Some("status") && info.status_subresource;
+            for (k, v) in obj.as_object().into_iter().flatten() {
+                let relevant = match k.as_str() {
+                    "kind" | "apiVersion" => false,
+                    "status" => subresource == Some("status") || !skip_status,
+                    _ => subresource != Some("status"),
+                };
+                if !relevant {
+                    continue;
+                }
+                if k == "metadata" {
+                    for (mk, mv) in v.as_object().into_iter().flatten() {
+                        if !SERVER_META.contains(&mk.as_str()) {
+                            diff_paths(
+                                old.get("metadata").and_then(|m| m.get(mk)),
+                                mv,
+                                &mut vec!["f:metadata".into(), format!("f:{mk}")],
+                                &mut changed,
+                            );
+                        }
+                    }
+                } else {
+                    diff_paths(old.get(k), v, &mut vec![format!("f:{k}")], &mut changed);
+                }
+            }
+
             for e in entries.iter_mut().filter(|e| !mine(e)) {
                 for p in &changed {
                     remove_path(&mut e["fieldsV1"], p);
                 }
             }
-            let mut set = entries.iter().find(|e| mine(e)).map(|e| e["fieldsV1"].clone()).unwrap_or(json!({}));
+            let mut set = entries
+                .iter()
+                .find(|e| mine(e))
+                .map(|e| e["fieldsV1"].clone())
+                .unwrap_or(json!({}));
             for p in &changed {
                 insert_path(&mut set, p, old);
             }
@@ -142,6 +191,62 @@ fn set_entries(obj: &mut Value, entries: Vec<Value>) {
     }
 }
 
+/// Paths (in field-set form) where `new` differs from `old`.
+fn diff_paths(
+    old: Option<&Value>,
+    new: &Value,
+    prefix: &mut Vec<String>,
+    out: &mut Vec<Vec<String>>,
+) {
+    if old == Some(new) {
+        return;
+    }
+    match (old, new) {
+        (Some(Value::Object(o)), Value::Object(n)) if !n.is_empty() => {
+            for (k, v) in n {
+                prefix.push(format!("f:{k}"));
+                diff_paths(o.get(k), v, prefix, out);
+                prefix.pop();
+            }
+        }
+        (None, Value::Object(n)) if !n.is_empty() => {
+            for (k, v) in n {
+                prefix.push(format!("f:{k}"));
+                diff_paths(None, v, prefix, out);
+                prefix.pop();
+            }
+        }
+        (_, Value::Array(items))
+            if !items.is_empty()
+                && items
+                    .iter()
+                    .all(|i| i.get("name").is_some_and(Value::is_string)) =>
+        {
+            for item in items {
+                let key = format!("k:{}", json!({"name": item["name"]}));
+                let before = old
+                    .and_then(Value::as_array)
+                    .and_then(|a| a.iter().find(|x| x.get("name") == item.get("name")));
+                prefix.push(key);
+                diff_paths(before, item, prefix, out);
+                prefix.pop();
+            }
+        }
+        (_, Value::Array(items))
+            if !items.is_empty()
+                && items.iter().all(|i| !i.is_object() && !i.is_array())
+                && prefix.last().is_some_and(|p| p == "f:finalizers") =>
+        {
+            for item in items {
+                prefix.push(format!("v:{item}"));
+                out.push(prefix.clone());
+                prefix.pop();
+            }
+        }
+        _ => out.push(prefix.clone()),
+    }
+}
+
 /// The field set of an applied configuration (no `.` markers; lists without names are atomic).
 pub fn apply_set(config: &Value) -> Value {
     fn walk(v: &Value) -> Value {
@@ -149,7 +254,12 @@ pub fn apply_set(config: &Value) -> Value {
             Value::Object(m) if !m.is_empty() => {
                 Value::Object(m.iter().map(|(k, c)| (format!("f:{k}"), walk(c))).collect())
             }
-            Value::Array(items) if !items.is_empty() && items.iter().all(|i| i.get("name").is_some_and(Value::is_string)) => {
+            Value::Array(items)
+                if !items.is_empty()
+                    && items
+                        .iter()
+                        .all(|i| i.get("name").is_some_and(Value::is_string)) =>
+            {
                 Value::Object(
                     items
                         .iter()
@@ -233,16 +343,28 @@ fn insert_path(set: &mut Value, path: &[String], old: &Value) {
             *cur = json!({});
         }
         let fresh = !cur.as_object().is_some_and(|m| m.contains_key(seg));
-        cur = cur.as_object_mut().expect("object").entry(seg.clone()).or_insert_with(|| json!({}));
+        cur = cur
+            .as_object_mut()
+            .expect("object")
+            .entry(seg.clone())
+            .or_insert_with(|| json!({}));
         if fresh && i < last && seg != "f:metadata" && value_at(old, &path[..=i]).is_none() {
-            cur.as_object_mut().expect("object").insert(".".into(), json!({}));
+            cur.as_object_mut()
+                .expect("object")
+                .insert(".".into(), json!({}));
         }
     }
 }
 
 fn remove_path(set: &mut Value, path: &[String]) {
-    let Some((last, parents)) = path.split_last() else { return };
-    if let Some(m) = parents.iter().try_fold(&mut *set, |cur, seg| cur.get_mut(seg)).and_then(Value::as_object_mut) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    if let Some(m) = parents
+        .iter()
+        .try_fold(&mut *set, |cur, seg| cur.get_mut(seg))
+        .and_then(Value::as_object_mut)
+    {
         m.remove(last);
     }
     // drop emptied parents
@@ -260,8 +382,14 @@ fn remove_path(set: &mut Value, path: &[String]) {
 }
 
 fn remove_path_only(set: &mut Value, path: &[String]) {
-    let Some((last, parents)) = path.split_last() else { return };
-    if let Some(m) = parents.iter().try_fold(&mut *set, |cur, seg| cur.get_mut(seg)).and_then(Value::as_object_mut) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    if let Some(m) = parents
+        .iter()
+        .try_fold(&mut *set, |cur, seg| cur.get_mut(seg))
+        .and_then(Value::as_object_mut)
+    {
         m.remove(last);
     }
 }
@@ -273,7 +401,8 @@ fn step<'a>(v: &'a Value, seg: &str) -> Option<&'a Value> {
     if let Some(key) = seg.strip_prefix("k:") {
         let want: Value = serde_json::from_str(key).ok()?;
         return v.as_array()?.iter().find(|item| {
-            want.as_object().is_some_and(|w| w.iter().all(|(wk, wv)| item.get(wk) == Some(wv)))
+            want.as_object()
+                .is_some_and(|w| w.iter().all(|(wk, wv)| item.get(wk) == Some(wv)))
         });
     }
     if let Some(val) = seg.strip_prefix("v:") {
@@ -290,7 +419,9 @@ pub fn value_at<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
 
 /// Remove the field at a field-set path from an object.
 pub fn remove_at(obj: &mut Value, path: &[String]) {
-    let Some((last, parents)) = path.split_last() else { return };
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
     let mut cur = obj;
     for seg in parents {
         let next = if let Some(k) = seg.strip_prefix("f:") {
@@ -298,7 +429,10 @@ pub fn remove_at(obj: &mut Value, path: &[String]) {
         } else if let Some(key) = seg.strip_prefix("k:") {
             let want: Value = serde_json::from_str(key).unwrap_or(Value::Null);
             cur.as_array_mut().and_then(|a| {
-                a.iter_mut().find(|item| want.as_object().is_some_and(|w| w.iter().all(|(wk, wv)| item.get(wk) == Some(wv))))
+                a.iter_mut().find(|item| {
+                    want.as_object()
+                        .is_some_and(|w| w.iter().all(|(wk, wv)| item.get(wk) == Some(wv)))
+                })
             })
         } else {
             None
@@ -315,7 +449,11 @@ pub fn remove_at(obj: &mut Value, path: &[String]) {
     } else if let Some(key) = last.strip_prefix("k:") {
         let want: Value = serde_json::from_str(key).unwrap_or(Value::Null);
         if let Some(a) = cur.as_array_mut() {
-            a.retain(|item| !want.as_object().is_some_and(|w| w.iter().all(|(wk, wv)| item.get(wk) == Some(wv))));
+            a.retain(|item| {
+                !want
+                    .as_object()
+                    .is_some_and(|w| w.iter().all(|(wk, wv)| item.get(wk) == Some(wv)))
+            });
         }
     }
 }
@@ -329,7 +467,12 @@ pub fn path_text(path: &[String]) -> String {
             out.push_str(k);
         } else if let Some(k) = seg.strip_prefix("k:") {
             let v: Value = serde_json::from_str(k).unwrap_or(Value::Null);
-            let parts: Vec<String> = v.as_object().into_iter().flatten().map(|(a, b)| format!("{a}={b}")).collect();
+            let parts: Vec<String> = v
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(a, b)| format!("{a}={b}"))
+                .collect();
             out.push_str(&format!("[{}]", parts.join(",")));
         } else if let Some(k) = seg.strip_prefix("v:") {
             out.push_str(&format!("[{k}]"));
@@ -340,7 +483,14 @@ pub fn path_text(path: &[String]) -> String {
 
 /// Work out conflicts of an apply by `manager`; with `force`, take the fields over.
 /// Returns the other managers' entries (updated) and the conflicts (who, field).
-pub fn take_over(entries: &[Value], manager: &str, applied: &Value, current: &Value, config: &Value, force: bool) -> (Vec<Value>, Vec<(String, String)>) {
+pub fn take_over(
+    entries: &[Value],
+    manager: &str,
+    applied: &Value,
+    current: &Value,
+    config: &Value,
+    force: bool,
+) -> (Vec<Value>, Vec<(String, String)>) {
     let mut kept = Vec::new();
     let mut conflicts = Vec::new();
     let paths = leaf_paths(applied);
@@ -361,7 +511,10 @@ pub fn take_over(entries: &[Value], manager: &str, applied: &Value, current: &Va
                             text.push_str(&format!(" with subresource \"{s}\""));
                         }
                         if e["operation"] == "Update" {
-                            text.push_str(&format!(" using {}", e["apiVersion"].as_str().unwrap_or("")));
+                            text.push_str(&format!(
+                                " using {}",
+                                e["apiVersion"].as_str().unwrap_or("")
+                            ));
                         }
                         conflicts.push((text, path_text(p)));
                     }

@@ -34,14 +34,19 @@ impl Format {
 
 fn decode(raw: &[u8]) -> ApiResult<Value> {
     serde_json::from_slice(raw).map_err(|e| {
-        let why = if e.is_eof() { "unexpected end of JSON input".to_string() } else { e.to_string() };
+        let why = if e.is_eof() {
+            "unexpected end of JSON input".to_string()
+        } else {
+            e.to_string()
+        };
         ApiError::bad_request(format!("error decoding patch: {why}"))
     })
 }
 
 fn rejected() -> ApiError {
-    let mut e = ApiError::invalid_plain("the server rejected our request due to an error in our request");
-    e.details = Some(Value::Object(Map::new()));
+    let mut e =
+        ApiError::invalid_plain("the server rejected our request due to an error in our request");
+    e.details = Some(Box::new(Value::Object(Map::new())));
     e
 }
 
@@ -68,7 +73,9 @@ pub fn parse(format: Format, raw: &[u8]) -> ApiResult<Value> {
         _ => {
             let v = decode(raw)?;
             if !v.is_object() {
-                return Err(ApiError::bad_request("error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}"));
+                return Err(ApiError::bad_request(
+                    "error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}",
+                ));
             }
             Ok(v)
         }
@@ -102,7 +109,13 @@ pub fn apply(format: Format, target: &mut Value, patch: &Value) -> ApiResult<()>
 fn merge_key(path: &str) -> Option<&'static str> {
     let last = path.rsplit('.').next().unwrap_or("");
     match last {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env" | "imagePullSecrets" | "secrets" => Some("name"),
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "env"
+        | "imagePullSecrets"
+        | "secrets" => Some("name"),
         "volumeMounts" => Some("mountPath"),
         "volumeDevices" => Some("devicePath"),
         "ports" if path.contains("containers") => Some("containerPort"),
@@ -134,7 +147,11 @@ pub fn strategic(target: &mut Value, patch: &Value, path: &str) {
         if k.starts_with('$') {
             continue;
         }
-        let child_path = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+        let child_path = if path.is_empty() {
+            k.clone()
+        } else {
+            format!("{path}.{k}")
+        };
         match pv {
             Value::Null => {
                 tmap.remove(k);
@@ -145,7 +162,9 @@ pub fn strategic(target: &mut Value, patch: &Value, path: &str) {
             }
             Value::Array(items) => match merge_key(&child_path) {
                 Some(key) => {
-                    let t = tmap.entry(k.clone()).or_insert_with(|| Value::Array(Vec::new()));
+                    let t = tmap
+                        .entry(k.clone())
+                        .or_insert_with(|| Value::Array(Vec::new()));
                     if !t.is_array() {
                         *t = Value::Array(Vec::new());
                     }
@@ -153,7 +172,9 @@ pub fn strategic(target: &mut Value, patch: &Value, path: &str) {
                     for item in items {
                         let id = item.get(key).cloned();
                         let directive = item.get("$patch").and_then(Value::as_str);
-                        let pos = id.as_ref().and_then(|id| list.iter().position(|e| e.get(key) == Some(id)));
+                        let pos = id
+                            .as_ref()
+                            .and_then(|id| list.iter().position(|e| e.get(key) == Some(id)));
                         match (pos, directive) {
                             (Some(i), Some("delete")) => {
                                 list.remove(i);
@@ -187,23 +208,44 @@ mod tests {
     #[test]
     fn strategic_merge_merges_containers_by_name() {
         let mut pod = json!({"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}});
-        strategic(&mut pod, &json!({"spec": {"containers": [{"name": "b", "image": "z"}]}}), "");
-        assert_eq!(pod["spec"]["containers"], json!([{"name": "a", "image": "x"}, {"name": "b", "image": "z"}]));
+        strategic(
+            &mut pod,
+            &json!({"spec": {"containers": [{"name": "b", "image": "z"}]}}),
+            "",
+        );
+        assert_eq!(
+            pod["spec"]["containers"],
+            json!([{"name": "a", "image": "x"}, {"name": "b", "image": "z"}])
+        );
     }
 
     #[test]
     fn strategic_merge_deletes_with_null_and_directive() {
         let mut cm = json!({"data": {"a": "1", "b": "2"}, "spec": {"containers": [{"name": "a"}]}});
-        strategic(&mut cm, &json!({"data": {"b": null, "c": "3"}, "spec": {"containers": [{"name": "a", "$patch": "delete"}]}}), "");
-        assert_eq!(cm, json!({"data": {"a": "1", "c": "3"}, "spec": {"containers": []}}));
+        strategic(
+            &mut cm,
+            &json!({"data": {"b": null, "c": "3"}, "spec": {"containers": [{"name": "a", "$patch": "delete"}]}}),
+            "",
+        );
+        assert_eq!(
+            cm,
+            json!({"data": {"a": "1", "c": "3"}, "spec": {"containers": []}})
+        );
     }
 
     #[test]
     fn failed_json_patch_test_is_a_bare_422() {
         let mut v = json!({"spec": {"size": 1}});
-        let p = parse(Format::Json, br#"[{"op":"test","path":"/spec/size","value":2}]"#).unwrap();
+        let p = parse(
+            Format::Json,
+            br#"[{"op":"test","path":"/spec/size","value":2}]"#,
+        )
+        .unwrap();
         let err = apply(Format::Json, &mut v, &p).unwrap_err();
         assert_eq!(err.code, 422);
-        assert_eq!(err.message, "the server rejected our request due to an error in our request");
+        assert_eq!(
+            err.message,
+            "the server rejected our request due to an error in our request"
+        );
     }
 }

@@ -30,7 +30,17 @@ const LOG: &str = "objects.log";
 const TMP: &str = "objects.log.tmp";
 
 /// Live objects by (table, namespace, name), as replayed from the log.
-pub type Loaded = BTreeMap<(String, String, String), Value>;
+pub type Objects = BTreeMap<(String, String, String), Value>;
+
+/// What a replay found: the live objects and the last resourceVersion handed out (deleted
+/// objects' versions included, so versions never go back after a restart).
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// Live objects.
+    pub objects: Objects,
+    /// The highest resourceVersion written.
+    pub last_rv: u64,
+}
 
 /// The append-only log.
 pub struct Log {
@@ -47,11 +57,18 @@ impl Log {
         };
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let path = dir.join(LOG);
-        let mut live = Loaded::new();
+        let mut live = Objects::new();
+        let mut last_rv = 0u64;
         if let Ok(f) = File::open(&path) {
             for line in BufReader::new(f).split(b'\n') {
                 let Ok(line) = line else { break };
-                let Ok(rec) = serde_json::from_slice::<Value>(&line) else { break };
+                let Ok(rec) = serde_json::from_slice::<Value>(&line) else {
+                    break;
+                };
+                last_rv = last_rv.max(rec["rv"].as_u64().unwrap_or(0));
+                if rec.get("t").is_none() {
+                    continue;
+                }
                 let key = (
                     rec["t"].as_str().unwrap_or("").to_string(),
                     rec["ns"].as_str().unwrap_or("").to_string(),
@@ -70,9 +87,11 @@ impl Log {
         let tmp = dir.join(TMP);
         {
             let mut f = File::create(&tmp).map_err(io(&tmp))?;
-            let mut buf = Vec::new();
+            let mut buf = serde_json::to_vec(&json!({"rv": last_rv})).unwrap_or_default();
+            buf.push(b'\n');
             for ((t, ns, n), o) in &live {
-                serde_json::to_writer(&mut buf, &json!({"t": t, "ns": ns, "n": n, "o": o})).unwrap_or_default();
+                serde_json::to_writer(&mut buf, &json!({"t": t, "ns": ns, "n": n, "o": o}))
+                    .unwrap_or_default();
                 buf.push(b'\n');
             }
             f.write_all(&buf).map_err(io(&tmp))?;
@@ -82,14 +101,28 @@ impl Log {
         if let Ok(d) = File::open(dir) {
             let _ = d.sync_all();
         }
-        let file = OpenOptions::new().append(true).open(&path).map_err(io(&path))?;
-        Ok((Log { file: Mutex::new(file), path }, live))
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        Ok((
+            Log {
+                file: Mutex::new(file),
+                path,
+            },
+            Loaded {
+                objects: live,
+                last_rv,
+            },
+        ))
     }
 
-    /// Append one write (`None`: deletion) and flush it to disk.
-    pub fn append(&self, table: &str, ns: &str, name: &str, obj: Option<&[u8]>) {
+    /// Append one write at resourceVersion `rv` (`None`: deletion) and flush it to disk.
+    pub fn append(&self, table: &str, ns: &str, name: &str, rv: u64, obj: Option<&[u8]>) {
         let mut line = Vec::with_capacity(obj.map_or(0, <[u8]>::len) + 64);
-        line.extend_from_slice(b"{\"t\":");
+        line.extend_from_slice(b"{\"rv\":");
+        line.extend_from_slice(rv.to_string().as_bytes());
+        line.extend_from_slice(b",\"t\":");
         line.extend_from_slice(&serde_json::to_vec(table).unwrap_or_default());
         line.extend_from_slice(b",\"ns\":");
         line.extend_from_slice(&serde_json::to_vec(ns).unwrap_or_default());
@@ -114,15 +147,34 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let (log, live) = Log::open(dir.path()).unwrap();
-            assert!(live.is_empty());
-            log.append("/configmaps", "ns", "a", Some(br#"{"metadata":{"name":"a"}}"#));
-            log.append("/configmaps", "ns", "b", Some(br#"{"metadata":{"name":"b"}}"#));
-            log.append("/configmaps", "ns", "a", None);
+            assert!(live.objects.is_empty());
+            log.append(
+                "/configmaps",
+                "ns",
+                "a",
+                1,
+                Some(br#"{"metadata":{"name":"a"}}"#),
+            );
+            log.append(
+                "/configmaps",
+                "ns",
+                "b",
+                2,
+                Some(br#"{"metadata":{"name":"b"}}"#),
+            );
+            log.append("/configmaps", "ns", "a", 3, None);
         }
-        let mut f = OpenOptions::new().append(true).open(dir.path().join(LOG)).unwrap();
-        f.write_all(br#"{"t":"/configmaps","ns":"ns","n":"c","o":{"meta"#).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(LOG))
+            .unwrap();
+        f.write_all(br#"{"t":"/configmaps","ns":"ns","n":"c","o":{"meta"#)
+            .unwrap();
         let (_, live) = Log::open(dir.path()).unwrap();
-        let names: Vec<_> = live.keys().map(|k| k.2.as_str()).collect();
+        let names: Vec<_> = live.objects.keys().map(|k| k.2.as_str()).collect();
         assert_eq!(names, vec!["b"]);
+        assert_eq!(live.last_rv, 3, "the deletion's version is remembered");
+        let (_, again) = Log::open(dir.path()).unwrap();
+        assert_eq!(again.last_rv, 3, "compaction keeps it");
     }
 }

@@ -11,9 +11,19 @@ use serde_json::Value;
 use crate::schema::Schema;
 
 /// The verbs of a regular namespaced or cluster-scoped resource.
-pub const ALL_VERBS: &[&str] =
-    &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
-const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+pub const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+const NAMESPACE_VERBS: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
 
 /// An additional printer column of a CRD version.
 #[derive(Debug, Clone)]
@@ -70,7 +80,11 @@ pub struct ResourceInfo {
 impl ResourceInfo {
     /// `group/version` or `version` for core.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     /// `plural` or `plural.group`.
@@ -80,7 +94,11 @@ impl ResourceInfo {
 
     /// `Kind` or `Kind.group`, as the first word of 422 messages.
     pub fn kind_label(&self) -> String {
-        if self.group.is_empty() || self.is_events_v1() { self.kind.clone() } else { format!("{}.{}", self.kind, self.group) }
+        if self.group.is_empty() || self.is_events_v1() {
+            self.kind.clone()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
     }
 
     /// Whether this is the events.k8s.io shape of Events.
@@ -96,11 +114,38 @@ impl ResourceInfo {
     /// The field selectors (besides metadata.name/namespace) this resource supports.
     pub fn field_selectors(&self) -> &'static [&'static str] {
         match (self.group.as_str(), self.plural.as_str()) {
-            ("", "pods") => &["spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "status.phase", "status.podIP", "status.nominatedNodeName"],
+            ("", "pods") => &[
+                "spec.nodeName",
+                "spec.restartPolicy",
+                "spec.schedulerName",
+                "spec.serviceAccountName",
+                "status.phase",
+                "status.podIP",
+                "status.nominatedNodeName",
+            ],
             ("", "secrets") => &["type"],
             ("", "namespaces") => &["status.phase"],
-            ("", "events") => &["involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"],
-            ("events.k8s.io", "events") => &["regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid", "reason", "type"],
+            ("", "events") => &[
+                "involvedObject.kind",
+                "involvedObject.namespace",
+                "involvedObject.name",
+                "involvedObject.uid",
+                "involvedObject.apiVersion",
+                "involvedObject.resourceVersion",
+                "involvedObject.fieldPath",
+                "reason",
+                "reportingComponent",
+                "source",
+                "type",
+            ],
+            ("events.k8s.io", "events") => &[
+                "regarding.kind",
+                "regarding.namespace",
+                "regarding.name",
+                "regarding.uid",
+                "reason",
+                "type",
+            ],
             ("batch", "jobs") => &["status.successful"],
             _ => &[],
         }
@@ -119,18 +164,126 @@ struct Builtin {
 }
 
 const BUILTINS: &[Builtin] = &[
-    Builtin { group: "", plural: "namespaces", singular: "namespace", kind: "Namespace", namespaced: false, short: &["ns"], categories: &[], status: true },
-    Builtin { group: "", plural: "configmaps", singular: "configmap", kind: "ConfigMap", namespaced: true, short: &["cm"], categories: &[], status: false },
-    Builtin { group: "", plural: "secrets", singular: "secret", kind: "Secret", namespaced: true, short: &[], categories: &[], status: false },
-    Builtin { group: "", plural: "pods", singular: "pod", kind: "Pod", namespaced: true, short: &["po"], categories: &["all"], status: true },
-    Builtin { group: "", plural: "services", singular: "service", kind: "Service", namespaced: true, short: &["svc"], categories: &["all"], status: true },
-    Builtin { group: "", plural: "serviceaccounts", singular: "serviceaccount", kind: "ServiceAccount", namespaced: true, short: &["sa"], categories: &[], status: false },
-    Builtin { group: "", plural: "events", singular: "event", kind: "Event", namespaced: true, short: &["ev"], categories: &[], status: false },
-    Builtin { group: "events.k8s.io", plural: "events", singular: "event", kind: "Event", namespaced: true, short: &["ev"], categories: &[], status: false },
-    Builtin { group: "coordination.k8s.io", plural: "leases", singular: "lease", kind: "Lease", namespaced: true, short: &[], categories: &[], status: false },
-    Builtin { group: "apps", plural: "deployments", singular: "deployment", kind: "Deployment", namespaced: true, short: &["deploy"], categories: &["all"], status: true },
-    Builtin { group: "batch", plural: "jobs", singular: "job", kind: "Job", namespaced: true, short: &[], categories: &["all"], status: true },
-    Builtin { group: "apiextensions.k8s.io", plural: "customresourcedefinitions", singular: "customresourcedefinition", kind: "CustomResourceDefinition", namespaced: false, short: &["crd", "crds"], categories: &["api-extensions"], status: true },
+    Builtin {
+        group: "",
+        plural: "namespaces",
+        singular: "namespace",
+        kind: "Namespace",
+        namespaced: false,
+        short: &["ns"],
+        categories: &[],
+        status: true,
+    },
+    Builtin {
+        group: "",
+        plural: "configmaps",
+        singular: "configmap",
+        kind: "ConfigMap",
+        namespaced: true,
+        short: &["cm"],
+        categories: &[],
+        status: false,
+    },
+    Builtin {
+        group: "",
+        plural: "secrets",
+        singular: "secret",
+        kind: "Secret",
+        namespaced: true,
+        short: &[],
+        categories: &[],
+        status: false,
+    },
+    Builtin {
+        group: "",
+        plural: "pods",
+        singular: "pod",
+        kind: "Pod",
+        namespaced: true,
+        short: &["po"],
+        categories: &["all"],
+        status: true,
+    },
+    Builtin {
+        group: "",
+        plural: "services",
+        singular: "service",
+        kind: "Service",
+        namespaced: true,
+        short: &["svc"],
+        categories: &["all"],
+        status: true,
+    },
+    Builtin {
+        group: "",
+        plural: "serviceaccounts",
+        singular: "serviceaccount",
+        kind: "ServiceAccount",
+        namespaced: true,
+        short: &["sa"],
+        categories: &[],
+        status: false,
+    },
+    Builtin {
+        group: "",
+        plural: "events",
+        singular: "event",
+        kind: "Event",
+        namespaced: true,
+        short: &["ev"],
+        categories: &[],
+        status: false,
+    },
+    Builtin {
+        group: "events.k8s.io",
+        plural: "events",
+        singular: "event",
+        kind: "Event",
+        namespaced: true,
+        short: &["ev"],
+        categories: &[],
+        status: false,
+    },
+    Builtin {
+        group: "coordination.k8s.io",
+        plural: "leases",
+        singular: "lease",
+        kind: "Lease",
+        namespaced: true,
+        short: &[],
+        categories: &[],
+        status: false,
+    },
+    Builtin {
+        group: "apps",
+        plural: "deployments",
+        singular: "deployment",
+        kind: "Deployment",
+        namespaced: true,
+        short: &["deploy"],
+        categories: &["all"],
+        status: true,
+    },
+    Builtin {
+        group: "batch",
+        plural: "jobs",
+        singular: "job",
+        kind: "Job",
+        namespaced: true,
+        short: &[],
+        categories: &["all"],
+        status: true,
+    },
+    Builtin {
+        group: "apiextensions.k8s.io",
+        plural: "customresourcedefinitions",
+        singular: "customresourcedefinition",
+        kind: "CustomResourceDefinition",
+        namespaced: false,
+        short: &["crd", "crds"],
+        categories: &["api-extensions"],
+        status: true,
+    },
 ];
 
 /// Storage key of the core Event table (shared by both Event shapes).
@@ -159,15 +312,26 @@ impl Registry {
                     namespaced: b.namespaced,
                     short_names: b.short.iter().map(|s| s.to_string()).collect(),
                     categories: b.categories.iter().map(|s| s.to_string()).collect(),
-                    verbs: if b.plural == "namespaces" { NAMESPACE_VERBS } else { ALL_VERBS },
+                    verbs: if b.plural == "namespaces" {
+                        NAMESPACE_VERBS
+                    } else {
+                        ALL_VERBS
+                    },
                     status_subresource: b.status,
                     builtin: true,
-                    storage: if b.plural == "events" { EVENTS_STORAGE.into() } else { format!("{}/{}", b.group, b.plural) },
+                    storage: if b.plural == "events" {
+                        EVENTS_STORAGE.into()
+                    } else {
+                        format!("{}/{}", b.group, b.plural)
+                    },
                     schema: None,
                     columns: Vec::new(),
                     preserve_unknown: false,
                 };
-                m.insert((b.group.into(), "v1".into(), b.plural.into()), Arc::new(info));
+                m.insert(
+                    (b.group.into(), "v1".into(), b.plural.into()),
+                    Arc::new(info),
+                );
             }
         }
         reg
@@ -175,12 +339,18 @@ impl Registry {
 
     /// Look a resource up by group, version and plural.
     pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
-        self.inner.read().get(&(group.to_string(), version.to_string(), plural.to_string())).cloned()
+        self.inner
+            .read()
+            .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .cloned()
     }
 
     /// Whether any resource is served in the group (and version, if given).
     pub fn has_group(&self, group: &str, version: Option<&str>) -> bool {
-        self.inner.read().keys().any(|(g, v, _)| g == group && version.is_none_or(|x| x == v))
+        self.inner
+            .read()
+            .keys()
+            .any(|(g, v, _)| g == group && version.is_none_or(|x| x == v))
     }
 
     /// All resources of one group version, sorted by plural.
@@ -211,7 +381,7 @@ impl Registry {
             }
         }
         for vs in out.values_mut() {
-            vs.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+            vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         }
         out
     }
@@ -231,7 +401,14 @@ impl Registry {
         let mut m = self.inner.write();
         m.retain(|(g, _, p), i| !(g == group && p == plural && !i.builtin));
         for info in infos {
-            m.insert((info.group.clone(), info.version.clone(), info.plural.clone()), Arc::new(info));
+            m.insert(
+                (
+                    info.group.clone(),
+                    info.version.clone(),
+                    info.plural.clone(),
+                ),
+                Arc::new(info),
+            );
         }
     }
 
@@ -264,10 +441,16 @@ pub fn version_priority(v: &str) -> (u8, u64, u64) {
 
 /// Read `metadata.name` of an object.
 pub fn name_of(obj: &Value) -> &str {
-    obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
+    obj.get("metadata")
+        .and_then(|v| v.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 /// Read `metadata.namespace` of an object.
 pub fn namespace_of(obj: &Value) -> &str {
-    obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("")
+    obj.get("metadata")
+        .and_then(|v| v.get("namespace"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }

@@ -16,9 +16,11 @@ pub struct ApiError {
     /// `Status.message`.
     pub message: String,
     /// `Status.details`, when the real server sends them.
-    pub details: Option<Value>,
+    pub details: Option<Box<Value>>,
     /// Answer `text/plain` `404 page not found` instead of a Status (unknown paths).
     pub plain: bool,
+    /// `Warning` headers sent with the error.
+    pub warnings: Vec<String>,
 }
 
 /// One entry of `Status.details.causes`.
@@ -35,7 +37,11 @@ pub struct Cause {
 impl Cause {
     /// A cause with the given reason, message and field.
     pub fn new(reason: &'static str, message: impl Into<String>, field: impl Into<String>) -> Self {
-        Cause { reason, message: message.into(), field: field.into() }
+        Cause {
+            reason,
+            message: message.into(),
+            field: field.into(),
+        }
     }
 }
 
@@ -44,17 +50,27 @@ pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError { code, reason, message: message.into(), details: None, plain: false }
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            plain: false,
+            warnings: Vec::new(),
+        }
     }
 
     fn with_details(mut self, details: Value) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 
     /// `404 page not found` in plain text, as for unknown groups and paths.
     pub fn page_not_found() -> Self {
-        ApiError { plain: true, ..Self::new(404, "NotFound", "404 page not found") }
+        ApiError {
+            plain: true,
+            ..Self::new(404, "NotFound", "404 page not found")
+        }
     }
 
     /// 404 NotFound for `resource "name"`.
@@ -64,14 +80,22 @@ impl ApiError {
 
     /// 404 NotFound from group and plural.
     pub fn not_found_raw(group: &str, plural: &str, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{} \"{name}\" not found", qualified(group, plural)))
-            .with_details(details(name, group, plural))
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", qualified(group, plural)),
+        )
+        .with_details(details(name, group, plural))
     }
 
     /// 409 AlreadyExists.
     pub fn already_exists(info: &ResourceInfo, name: &str) -> Self {
-        Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", info.qualified()))
-            .with_details(details(name, &info.group, &info.plural))
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", info.qualified()),
+        )
+        .with_details(details(name, &info.group, &info.plural))
     }
 
     /// 409 Conflict: stale resourceVersion.
@@ -88,7 +112,10 @@ impl ApiError {
         Self::new(
             409,
             "Conflict",
-            format!("Operation cannot be fulfilled on {} \"{name}\": {why}", info.qualified()),
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                info.qualified()
+            ),
         )
         .with_details(details(name, &info.group, &info.plural))
     }
@@ -108,14 +135,21 @@ impl ApiError {
         Self::new(
             405,
             "MethodNotAllowed",
-            format!("{verb} is not supported on resources of kind \"{}\"", info.qualified()),
+            format!(
+                "{verb} is not supported on resources of kind \"{}\"",
+                info.qualified()
+            ),
         )
         .with_details(json!({"group": info.group, "kind": info.plural}))
     }
 
     /// 415 UnsupportedMediaType.
     pub fn unsupported_media_type() -> Self {
-        Self::new(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        )
     }
 
     /// 413 RequestEntityTooLarge.
@@ -139,7 +173,13 @@ impl ApiError {
     }
 
     /// 422 Invalid with causes; `kind` is the Kind (built-ins) or the plural (some CR paths).
-    pub fn invalid(kind_label: &str, group: &str, details_kind: &str, name: &str, causes: Vec<Cause>) -> Self {
+    pub fn invalid(
+        kind_label: &str,
+        group: &str,
+        details_kind: &str,
+        name: &str,
+        causes: Vec<Cause>,
+    ) -> Self {
         let mut parts: Vec<String> = Vec::new();
         for c in &causes {
             let p = format!("{}: {}", c.field, c.message);
@@ -147,7 +187,11 @@ impl ApiError {
                 parts.push(p);
             }
         }
-        let joined = if parts.len() == 1 { parts[0].clone() } else { format!("[{}]", parts.join(", ")) };
+        let joined = if parts.len() == 1 {
+            parts[0].clone()
+        } else {
+            format!("[{}]", parts.join(", "))
+        };
         let message = format!("{kind_label} \"{name}\" is invalid: {joined}");
         let mut d = Map::new();
         if !name.is_empty() {
@@ -171,7 +215,11 @@ impl ApiError {
 
     /// 422 Invalid for an object of `info` (the label is `Kind` or `Kind.group`).
     pub fn invalid_object(info: &ResourceInfo, name: &str, causes: Vec<Cause>) -> Self {
-        let group = if info.is_events_v1() { "" } else { info.group.as_str() };
+        let group = if info.is_events_v1() {
+            ""
+        } else {
+            info.group.as_str()
+        };
         Self::invalid(&info.kind_label(), group, &info.kind, name, causes)
     }
 
@@ -192,7 +240,7 @@ impl ApiError {
             m.insert("reason".into(), json!(self.reason));
         }
         if let Some(d) = &self.details {
-            m.insert("details".into(), d.clone());
+            m.insert("details".into(), (**d).clone());
         }
         m.insert("code".into(), json!(self.code));
         Value::Object(m)
@@ -201,7 +249,11 @@ impl ApiError {
 
 /// `plural` or `plural.group`, as used in messages.
 pub fn qualified(group: &str, plural: &str) -> String {
-    if group.is_empty() { plural.to_string() } else { format!("{plural}.{group}") }
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    }
 }
 
 fn details(name: &str, group: &str, plural: &str) -> Value {

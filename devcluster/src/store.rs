@@ -32,8 +32,17 @@ impl Obj {
     /// Serialize `value`; `strip_type` remembers where kind/apiVersion end for list items.
     pub fn new(value: Value, rv: u64, strip_type: bool) -> Arc<Obj> {
         let bytes = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
-        let type_prefix = if strip_type { type_prefix_len(&value) } else { 0 };
-        Arc::new(Obj { value, bytes, type_prefix, rv })
+        let type_prefix = if strip_type {
+            type_prefix_len(&value)
+        } else {
+            0
+        };
+        Arc::new(Obj {
+            value,
+            bytes,
+            type_prefix,
+            rv,
+        })
     }
 
     /// Append the object as a list item (without kind/apiVersion for built-ins).
@@ -59,7 +68,9 @@ impl Obj {
 
 /// Length of `{"kind":K,"apiVersion":A,` if the object starts with exactly those keys.
 fn type_prefix_len(value: &Value) -> usize {
-    let Some(map) = value.as_object() else { return 0 };
+    let Some(map) = value.as_object() else {
+        return 0;
+    };
     let mut keys = map.iter();
     let (Some((k1, v1)), Some((k2, v2)), Some(_)) = (keys.next(), keys.next(), keys.next()) else {
         return 0;
@@ -112,7 +123,9 @@ pub struct Event {
 impl Event {
     /// `{"type":..,"object":..}\n`, computed once and shared by all watchers.
     pub fn line(&self) -> Bytes {
-        self.line.get_or_init(|| encode_event(self.kind.as_str(), &self.obj.bytes)).clone()
+        self.line
+            .get_or_init(|| encode_event(self.kind.as_str(), &self.obj.bytes))
+            .clone()
     }
 }
 
@@ -155,7 +168,10 @@ pub struct TooOld {
 
 struct Inner {
     objects: BTreeMap<(String, String), Arc<Obj>>,
-    history: VecDeque<Arc<Event>>,
+}
+
+struct History {
+    events: VecDeque<Arc<Event>>,
     oldest: u64,
 }
 
@@ -163,6 +179,7 @@ struct Inner {
 pub struct Table {
     key: String,
     inner: Mutex<Inner>,
+    history: RwLock<History>,
     changed: watch::Sender<u64>,
     counter: Arc<AtomicU64>,
     strip_type: bool,
@@ -178,7 +195,11 @@ impl Table {
 
     /// One object.
     pub fn get(&self, ns: &str, name: &str) -> Option<Arc<Obj>> {
-        self.inner.lock().objects.get(&(ns.to_string(), name.to_string())).cloned()
+        self.inner
+            .lock()
+            .objects
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
     }
 
     /// A consistent snapshot of the objects (of one namespace, or all) and the list's resourceVersion.
@@ -209,17 +230,30 @@ impl Table {
         }
     }
 
-    /// Apply `f` to the current object under the table lock and commit what it decides.
+    /// Apply `f` to the current object and commit what it decides, atomically: `f` runs
+    /// outside the table lock (so writers of different objects work in parallel) and is run
+    /// again if the object changed before the commit.
     pub fn write<R>(
         &self,
         ns: &str,
         name: &str,
-        f: impl FnOnce(Option<&Arc<Obj>>) -> ApiResult<(Write, R)>,
+        mut f: impl FnMut(Option<&Arc<Obj>>) -> ApiResult<(Write, R)>,
     ) -> ApiResult<(Option<Written>, R)> {
         let key = (ns.to_string(), name.to_string());
-        let mut inner = self.inner.lock();
-        let current = inner.objects.get(&key).cloned();
-        let (decision, extra) = f(current.as_ref())?;
+        let (mut inner, current, decision, extra) = loop {
+            let seen = self.inner.lock().objects.get(&key).cloned();
+            let (decision, extra) = f(seen.as_ref())?;
+            let inner = self.inner.lock();
+            let now = inner.objects.get(&key);
+            let same = match (now, seen.as_ref()) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            };
+            if same {
+                break (inner, seen, decision, extra);
+            }
+        };
         let written = match decision {
             Write::Keep => current.map(Written::Stored),
             Write::Put(mut value) => {
@@ -227,10 +261,14 @@ impl Table {
                 set_rv(&mut value, rv);
                 let obj = Obj::new(value, rv, self.strip_type);
                 if let Some(log) = &self.log {
-                    log.append(&self.key, ns, name, Some(&obj.bytes[..]));
+                    log.append(&self.key, ns, name, rv, Some(&obj.bytes[..]));
                 }
                 inner.objects.insert(key, obj.clone());
-                let kind = if current.is_some() { EventType::Modified } else { EventType::Added };
+                let kind = if current.is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                };
                 self.push(&mut inner, rv, kind, obj.clone(), current);
                 Some(Written::Stored(obj))
             }
@@ -242,7 +280,7 @@ impl Table {
                     set_rv(&mut value, rv);
                     let obj = Obj::new(value, rv, self.strip_type);
                     if let Some(log) = &self.log {
-                        log.append(&self.key, ns, name, None);
+                        log.append(&self.key, ns, name, rv, None);
                     }
                     self.push(&mut inner, rv, EventType::Deleted, obj.clone(), Some(prev));
                     Some(Written::Deleted(obj))
@@ -252,29 +290,45 @@ impl Table {
         Ok((written, extra))
     }
 
-    fn push(&self, inner: &mut Inner, rv: u64, kind: EventType, obj: Arc<Obj>, prev: Option<Arc<Obj>>) {
-        inner.history.push_back(Arc::new(Event { rv, kind, obj, prev, line: OnceLock::new() }));
-        while inner.history.len() > self.cap {
-            if let Some(old) = inner.history.pop_front() {
-                inner.oldest = old.rv;
+    fn push(
+        &self,
+        _inner: &mut Inner,
+        rv: u64,
+        kind: EventType,
+        obj: Arc<Obj>,
+        prev: Option<Arc<Obj>>,
+    ) {
+        let event = Arc::new(Event {
+            rv,
+            kind,
+            obj,
+            prev,
+            line: OnceLock::new(),
+        });
+        let dropped = {
+            let mut h = self.history.write();
+            h.events.push_back(event);
+            let mut dropped = Vec::new();
+            while h.events.len() > self.cap {
+                if let Some(old) = h.events.pop_front() {
+                    h.oldest = old.rv;
+                    dropped.push(old);
+                }
             }
-        }
+            dropped
+        };
+        drop(dropped);
         self.changed.send_replace(rv);
     }
 
     /// Events after `rv`, or `TooOld` if history no longer reaches back to it.
     pub fn events_after(&self, rv: u64) -> Result<Vec<Arc<Event>>, TooOld> {
-        let inner = self.inner.lock();
-        if rv < inner.oldest {
-            return Err(TooOld { oldest: inner.oldest });
+        let h = self.history.read();
+        if rv < h.oldest {
+            return Err(TooOld { oldest: h.oldest });
         }
-        let start = inner.history.partition_point(|e| e.rv <= rv);
-        Ok(inner.history.range(start..).cloned().collect())
-    }
-
-    /// A snapshot for a watch without resourceVersion: the objects and the rv to continue from.
-    pub fn snapshot_for_watch(&self, ns: Option<&str>) -> (Vec<Arc<Obj>>, u64) {
-        self.list(ns)
+        let start = h.events.partition_point(|e| e.rv <= rv);
+        Ok(h.events.range(start..).cloned().collect())
     }
 
     /// A receiver that changes whenever the table changes.
@@ -292,7 +346,8 @@ impl Table {
     /// Insert an object as loaded from disk (no event, rv kept).
     pub fn load(&self, value: Value) {
         let rv = value
-            .pointer("/metadata/resourceVersion")
+            .get("metadata")
+            .and_then(|v| v.get("resourceVersion"))
             .and_then(Value::as_str)
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
@@ -323,7 +378,12 @@ pub struct Store {
 impl Store {
     /// An empty store starting at resourceVersion `start`, keeping `cap` events per table.
     pub fn new(start: u64, cap: usize, log: Option<Arc<Log>>) -> Self {
-        Store { counter: Arc::new(AtomicU64::new(start)), tables: RwLock::default(), cap, log }
+        Store {
+            counter: Arc::new(AtomicU64::new(start)),
+            tables: RwLock::default(),
+            cap,
+            log,
+        }
     }
 
     /// The table stored under `key`, created on first use.
@@ -338,7 +398,13 @@ impl Store {
                 let rv = self.counter.load(Ordering::SeqCst);
                 Arc::new(Table {
                     key: key.to_string(),
-                    inner: Mutex::new(Inner { objects: BTreeMap::new(), history: VecDeque::new(), oldest: rv }),
+                    inner: Mutex::new(Inner {
+                        objects: BTreeMap::new(),
+                    }),
+                    history: RwLock::new(History {
+                        events: VecDeque::new(),
+                        oldest: rv,
+                    }),
                     changed: watch::channel(rv).0,
                     counter: self.counter.clone(),
                     strip_type: builtin,
@@ -372,7 +438,11 @@ mod tests {
 
     #[test]
     fn list_items_of_builtins_leave_out_kind_and_api_version() {
-        let obj = Obj::new(json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "a"}}), 1, true);
+        let obj = Obj::new(
+            json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "a"}}),
+            1,
+            true,
+        );
         let mut out = BytesMut::new();
         obj.write_item(&mut out);
         assert_eq!(&out[..], br#"{"metadata":{"name":"a"}}"#);
@@ -383,7 +453,10 @@ mod tests {
         let store = Store::new(10, 2, None);
         let t = store.table("/configmaps", true);
         for i in 0..3 {
-            t.write("ns", &format!("c{i}"), |_| Ok((Write::Put(json!({"metadata": {}})), ()))).unwrap();
+            t.write("ns", &format!("c{i}"), |_| {
+                Ok((Write::Put(json!({"metadata": {}})), ()))
+            })
+            .unwrap();
         }
         assert_eq!(store.current_rv(), 13);
         assert!(t.events_after(10).is_err(), "history keeps only 2 events");
@@ -395,9 +468,12 @@ mod tests {
     fn a_keep_decision_changes_nothing() {
         let store = Store::new(0, 10, None);
         let t = store.table("/configmaps", true);
-        t.write("ns", "a", |_| Ok((Write::Put(json!({"metadata": {}})), ()))).unwrap();
+        t.write("ns", "a", |_| Ok((Write::Put(json!({"metadata": {}})), ())))
+            .unwrap();
         let (w, _) = t.write("ns", "a", |_| Ok((Write::Keep, ()))).unwrap();
-        let Some(Written::Stored(obj)) = w else { panic!("kept object") };
+        let Some(Written::Stored(obj)) = w else {
+            panic!("kept object")
+        };
         assert_eq!(obj.rv, 1);
         assert_eq!(store.current_rv(), 1);
     }

@@ -18,7 +18,10 @@ async fn create_then_get_returns_the_stored_object_with_server_metadata() {
     let got = api.get("a").await.unwrap();
     assert_eq!(created.metadata.uid, got.metadata.uid);
     assert!(got.metadata.creation_timestamp.is_some());
-    assert_eq!(got.metadata.resource_version, created.metadata.resource_version);
+    assert_eq!(
+        got.metadata.resource_version,
+        created.metadata.resource_version
+    );
     dc.shutdown().await;
 }
 
@@ -27,8 +30,13 @@ async fn creating_an_existing_name_is_already_exists() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
     api.create(&PostParams::default(), &cm("a")).await.unwrap();
-    let err = api.create(&PostParams::default(), &cm("a")).await.unwrap_err();
-    let kube::Error::Api(status) = err else { panic!("expected an API error") };
+    let err = api
+        .create(&PostParams::default(), &cm("a"))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error")
+    };
     assert_eq!(status.code, 409);
     assert_eq!(status.reason, "AlreadyExists");
 }
@@ -40,10 +48,18 @@ async fn update_with_a_stale_resource_version_is_a_conflict() {
     let first = api.create(&PostParams::default(), &cm("a")).await.unwrap();
     let mut second = first.clone();
     second.data.as_mut().unwrap().insert("a".into(), "2".into());
-    api.replace("a", &PostParams::default(), &second).await.unwrap();
+    api.replace("a", &PostParams::default(), &second)
+        .await
+        .unwrap();
     let mut stale = first.clone();
     stale.data.as_mut().unwrap().insert("a".into(), "3".into());
-    let kube::Error::Api(status) = api.replace("a", &PostParams::default(), &stale).await.unwrap_err() else { panic!() };
+    let kube::Error::Api(status) = api
+        .replace("a", &PostParams::default(), &stale)
+        .await
+        .unwrap_err()
+    else {
+        panic!()
+    };
     assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
 }
 
@@ -52,10 +68,34 @@ async fn a_no_op_patch_keeps_the_resource_version() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
     let created = api.create(&PostParams::default(), &cm("a")).await.unwrap();
-    let patched = api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"a": "1"}}))).await.unwrap();
-    assert_eq!(created.metadata.resource_version, patched.metadata.resource_version);
-    let changed = api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"a": "2"}}))).await.unwrap();
-    let rv = |c: &ConfigMap| c.metadata.resource_version.clone().unwrap().parse::<u64>().unwrap();
+    let patched = api
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "1"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        created.metadata.resource_version,
+        patched.metadata.resource_version
+    );
+    let changed = api
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "2"}})),
+        )
+        .await
+        .unwrap();
+    let rv = |c: &ConfigMap| {
+        c.metadata
+            .resource_version
+            .clone()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
     assert!(rv(&changed) > rv(&created));
 }
 
@@ -63,7 +103,8 @@ async fn a_no_op_patch_keeps_the_resource_version() {
 async fn generate_name_makes_a_unique_name() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
-    let obj: ConfigMap = serde_json::from_value(json!({"metadata": {"generateName": "x-"}})).unwrap();
+    let obj: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"generateName": "x-"}})).unwrap();
     let a = api.create(&PostParams::default(), &obj).await.unwrap();
     let b = api.create(&PostParams::default(), &obj).await.unwrap();
     let (a, b) = (a.metadata.name.unwrap(), b.metadata.name.unwrap());
@@ -79,8 +120,15 @@ async fn a_failing_json_patch_test_changes_nothing() {
     let ops: json_patch::Patch = serde_json::from_value(json!([
         {"op": "test", "path": "/data/a", "value": "nope"},
         {"op": "replace", "path": "/data/a", "value": "2"}
-    ])).unwrap();
-    let kube::Error::Api(status) = api.patch("a", &PatchParams::default(), &Patch::<()>::Json(ops)).await.unwrap_err() else { panic!() };
+    ]))
+    .unwrap();
+    let kube::Error::Api(status) = api
+        .patch("a", &PatchParams::default(), &Patch::<()>::Json(ops))
+        .await
+        .unwrap_err()
+    else {
+        panic!()
+    };
     assert_eq!(status.code, 422);
     assert_eq!(api.get("a").await.unwrap().data.unwrap()["a"], "1");
 }
@@ -89,7 +137,13 @@ async fn a_failing_json_patch_test_changes_nothing() {
 async fn creating_in_a_missing_namespace_is_not_found() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "nowhere");
-    let kube::Error::Api(status) = api.create(&PostParams::default(), &cm("a")).await.unwrap_err() else { panic!() };
+    let kube::Error::Api(status) = api
+        .create(&PostParams::default(), &cm("a"))
+        .await
+        .unwrap_err()
+    else {
+        panic!()
+    };
     assert_eq!(status.code, 404);
     assert_eq!(status.message, "namespaces \"nowhere\" not found");
 }
@@ -98,7 +152,10 @@ async fn creating_in_a_missing_namespace_is_not_found() {
 async fn dry_run_create_stores_nothing() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
-    let pp = PostParams { dry_run: true, ..Default::default() };
+    let pp = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
     api.create(&pp, &cm("a")).await.unwrap();
     assert!(api.get_opt("a").await.unwrap().is_none());
 }

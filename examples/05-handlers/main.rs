@@ -42,6 +42,7 @@ async fn delete_fn_2(cause: Cause) -> Result<(), HandlerError> {
 
 /// Its id is `field_fn/spec.field`, as in Kopf.
 async fn field_fn(cause: Cause) -> Result<(), HandlerError> {
+    // Values as JSON, an absent one as `None` (Kopf prints Python values).
     let show = |v: Option<&serde_json::Value>| v.map_or("None".to_string(), |v| v.to_string());
     cause.info(format!("FIELD CHANGED: {} -> {}", show(cause.old()), show(cause.new())));
     Ok(())

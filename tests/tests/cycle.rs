@@ -715,3 +715,41 @@ async fn a_permanently_failing_startup_activity_stops_the_controller_with_a_clea
     assert_eq!(err.to_string(), "startup handler 'boot' failed permanently: no database");
     stopper.stop().await;
 }
+
+#[tokio::test]
+async fn timers_tick_while_the_object_lives_and_stop_when_it_is_deleted() {
+    let (_cluster, client) = setup().await;
+    let mut s = spec("tick_fn", pb::HandlerKind::Timer);
+    s.timer = Some(pb::TimerOptions { interval_seconds: 0.1, ..Default::default() });
+    let t = Arc::new(AtomicUsize::new(0));
+    let tick: Behaviour = Arc::new(move |req| {
+        assert_eq!(req.reason, pb::Reason::Timer as i32);
+        let n = t.fetch_add(1, Ordering::SeqCst) + 1;
+        success(json!({"ticks": n}))
+    });
+    let server = Scripted::new(vec![(s, tick)]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    kex::create(&client, "default", "obj", json!({})).await;
+    let obj = wait_obj(&client, "obj", "three ticks", |o| o["status"]["tick_fn"]["ticks"].as_u64().is_some_and(|n| n >= 3)).await;
+    assert_eq!(obj["metadata"]["finalizers"], json!(["bosun.dev/finalizer"]), "timers hold a finalizer");
+    assert!(controller.count("[default/obj] Timer 'tick_fn' succeeded.") >= 3);
+    kex::delete(&client, "default", "obj").await;
+    kex::wait_gone(&client, "default", "obj").await;
+    let ticks_of = |name: &str| {
+        server.calls().iter().filter(|c| serde_json::from_slice::<Value>(&c.object).unwrap()["metadata"]["name"] == name).count()
+    };
+    let after = ticks_of("obj");
+    // While another object's timer ticks three times, the deleted one's does not tick again.
+    kex::create(&client, "default", "obj2", json!({})).await;
+    wait_obj(&client, "obj2", "three ticks of obj2", |o| o["status"]["tick_fn"]["ticks"].as_u64().is_some()).await;
+    wait_for("three ticks of obj2", T, || {
+        let n = ticks_of("obj2");
+        async move { n >= 3 }
+    })
+    .await
+    .unwrap();
+    assert!(ticks_of("obj") <= after + 1, "the timer stopped with its object");
+    controller.stop().await;
+    stopper.stop().await;
+}

@@ -353,3 +353,13 @@ async fn example_11_filtering_runs_only_the_handlers_whose_filters_match() {
     run.assert_clean();
     run.controller.stop().await;
 }
+
+#[tokio::test]
+#[ignore = "needs: daemons (no daemon registration in the Rust SDK; the controller does not run DAEMON handlers), so the example has no `daemon_with_field`"]
+async fn example_11_filtering_runs_the_daemon_whose_field_filter_matches() {
+    let run = start("filtering").await;
+    run.apply_obj().await;
+    run.controller.wait_log(&format!("{OBJ} Field daemon is satisfied."), T).await;
+    run.delete_obj().await;
+    run.controller.stop().await;
+}

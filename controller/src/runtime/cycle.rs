@@ -48,6 +48,12 @@ pub struct ResourceContext {
     pub seen: Mutex<HashSet<String>>,
     /// Memos by UID (not persisted).
     pub memos: Mutex<HashMap<String, Vec<u8>>>,
+    /// The running timers.
+    pub timers: super::timers::Timers,
+    /// Where background tasks (timers) are tracked.
+    pub tasks: tokio_util::task::TaskTracker,
+    /// Flips to true when the controller stops.
+    pub stop: tokio::sync::watch::Receiver<bool>,
 }
 
 /// What the worker should do after a cycle.
@@ -142,10 +148,12 @@ impl ResourceContext {
     }
 
     /// Runs one cycle for `body` (`deleted`: the watch said DELETED).
-    pub async fn process(&self, body: &Value, deleted: bool) -> CycleEnd {
+    pub async fn process(self: &Arc<Self>, body: &Value, deleted: bool) -> CycleEnd {
         let obj = object_ref(body);
         let uid = meta_str(body, "uid").to_string();
+        let key = format!("{}/{}", obj.namespace, obj.name);
         if deleted {
+            self.timers.stop(&key);
             // Under a pushed-down label selector, an object that merely stopped matching is
             // reported DELETED; if it still carries our finalizer, release it, or its real
             // deletion would wait for a controller that no longer sees it.
@@ -163,6 +171,12 @@ impl ResourceContext {
         }
         let relevant: Vec<&Arc<Handler>> = self.handlers.iter().filter(|h| h.matches_object(body)).collect();
         let has_finalizer = self.storage.has_finalizer(body);
+        let deleting = body.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
+        if self.handlers.iter().any(|h| h.kind == pb::HandlerKind::Timer) {
+            let timers: Vec<Arc<Handler>> =
+                relevant.iter().filter(|h| h.kind == pb::HandlerKind::Timer && !deleting).map(|h| (*h).clone()).collect();
+            self.timers.sync(self, &key, body, &essence(body, &self.rules), &timers);
+        }
         if relevant.is_empty() && !has_finalizer {
             return CycleEnd { next: Next::Idle, written: None };
         }
@@ -170,7 +184,6 @@ impl ResourceContext {
         let new_essence = essence(body, &self.rules);
         let old_essence = state.diffbase.as_deref().and_then(decode_diffbase);
         let first_sight = self.seen.lock().insert(uid.clone());
-        let deleting = body.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
         let mut reason = detect(Observation {
             deleted_event: false,
             deletion_requested: deleting,

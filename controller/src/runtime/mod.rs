@@ -9,6 +9,7 @@ pub mod namespaces;
 pub mod owned;
 pub mod patches;
 pub mod spies;
+pub mod timers;
 pub mod worker;
 pub mod writes;
 
@@ -72,7 +73,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     // Group resource handlers by their selector, keeping registration order.
     let mut groups: Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> = Vec::new();
     for h in handlers.into_iter().filter(|h| !matches!(h.kind, pb::HandlerKind::Startup | pb::HandlerKind::Cleanup)) {
-        if matches!(h.kind, pb::HandlerKind::Probe | pb::HandlerKind::Timer | pb::HandlerKind::Daemon | pb::HandlerKind::Validate | pb::HandlerKind::Mutate) {
+        if matches!(h.kind, pb::HandlerKind::Probe | pb::HandlerKind::Daemon | pb::HandlerKind::Validate | pb::HandlerKind::Mutate) {
             log.warn(None, &format!("Handler '{}' is of a kind this controller does not run yet ({:?}); it is ignored.", h.id, h.kind));
             continue;
         }
@@ -214,6 +215,9 @@ impl ResourceJob {
             selector_pushed: selector.is_some(),
             seen: Mutex::new(HashSet::new()),
             memos: Mutex::new(HashMap::new()),
+            timers: timers::Timers::default(),
+            tasks: self.tasks.clone(),
+            stop: self.stop.clone(),
         });
         let spies = spies::Spies::new(ctx.clone(), self.tasks.clone(), self.stop.clone());
         let router = Router::new(ctx, self.limit.clone(), self.tasks.clone(), self.stop.clone());

@@ -4,6 +4,7 @@
 
 mod discovery;
 mod read;
+mod scale;
 mod table;
 mod write;
 
@@ -58,7 +59,10 @@ impl Ctx {
 
     /// Whether the client asked for a Table.
     pub fn wants_table(&self) -> bool {
-        self.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("as=Table"))
+        self.headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("as=Table"))
     }
 
     /// The field manager: `fieldManager` or the user agent's first word.
@@ -66,7 +70,11 @@ impl Ctx {
         if let Some(m) = self.q("fieldManager") {
             return Some(m.to_string());
         }
-        let ua = self.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
+        let ua = self
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("unknown");
         Some(ua.split('/').next().unwrap_or(ua).to_string())
     }
 }
@@ -74,7 +82,10 @@ impl Ctx {
 async fn handle(State(cluster): State<Arc<Cluster>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
-    let is_health = matches!(path.as_str(), "/healthz" | "/livez" | "/readyz") || path.starts_with("/healthz/") || path.starts_with("/livez/") || path.starts_with("/readyz/");
+    let is_health = matches!(path.as_str(), "/healthz" | "/livez" | "/readyz")
+        || path.starts_with("/healthz/")
+        || path.starts_with("/livez/")
+        || path.starts_with("/readyz/");
     if let Some(token) = &cluster.token {
         let ok = parts
             .headers
@@ -99,8 +110,15 @@ async fn handle(State(cluster): State<Arc<Cluster>>, req: Request) -> Response {
                 .collect()
         })
         .unwrap_or_default();
-    let ctx = Ctx { query, headers: parts.headers.clone() };
-    let segs: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(decode).collect();
+    let ctx = Ctx {
+        query,
+        headers: parts.headers.clone(),
+    };
+    let segs: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(decode)
+        .collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     let method = parts.method.clone();
     let raw = match axum::body::to_bytes(body, MAX_BODY).await {
@@ -130,17 +148,23 @@ async fn handle(State(cluster): State<Arc<Cluster>>, req: Request) -> Response {
 }
 
 fn decode(s: &str) -> String {
+    if !s.contains(['%', '+']) {
+        return s.to_string();
+    }
     let s = s.replace('+', " ");
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Some(b) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Some(b) = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(b);
+            i += 3;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;
@@ -148,28 +172,50 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], method: Method, ctx: Ctx, raw: Bytes) -> Response {
+fn resource(
+    cluster: &Arc<Cluster>,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    method: Method,
+    ctx: Ctx,
+    raw: Bytes,
+) -> Response {
     let not_found = || {
         if group.is_empty() {
             let mut e = ApiError::not_found_raw("", "", "");
             e.message = "the server could not find the requested resource".into();
-            e.details = Some(serde_json::json!({}));
+            e.details = Some(Box::new(serde_json::json!({})));
             error(&e)
         } else {
             error(&ApiError::page_not_found())
         }
     };
     let (namespace, res, name, sub) = match rest {
-        ["namespaces", ns, res, tail @ ..] if !(tail.is_empty() && matches!(*res, "status" | "finalize")) => {
-            (Some(ns.to_string()), *res, tail.first().map(|s| s.to_string()), tail.get(1).map(|s| s.to_string()))
+        ["namespaces", ns, res, tail @ ..]
+            if !(tail.is_empty() && matches!(*res, "status" | "finalize")) =>
+        {
+            (
+                Some(ns.to_string()),
+                *res,
+                tail.first().map(|s| s.to_string()),
+                tail.get(1).map(|s| s.to_string()),
+            )
         }
-        [res, tail @ ..] => (None, *res, tail.first().map(|s| s.to_string()), tail.get(1).map(|s| s.to_string())),
+        [res, tail @ ..] => (
+            None,
+            *res,
+            tail.first().map(|s| s.to_string()),
+            tail.get(1).map(|s| s.to_string()),
+        ),
         [] => return not_found(),
     };
     if rest.len() > 5 || (namespace.is_none() && rest.len() > 3) {
         return not_found();
     }
-    let Some(info) = cluster.registry.get(group, version, res) else { return not_found() };
+    let Some(info) = cluster.registry.get(group, version, res) else {
+        return not_found();
+    };
     if namespace.is_some() && !info.namespaced {
         return error(&ApiError::page_not_found());
     }
@@ -177,22 +223,64 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
         return error(&ApiError::page_not_found());
     }
     if let Some(s) = &sub {
-        let ok = (s == "status" && info.status_subresource) || (s == "finalize" && info.plural == "namespaces");
+        let ok = (s == "status" && info.status_subresource)
+            || (s == "finalize" && info.plural == "namespaces")
+            || (s == "scale" && info.builtin && info.plural == "deployments");
         if !ok {
             return not_found();
         }
     }
-    let target = Target { info: info.clone(), namespace, name, sub };
-    let content_type = ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
-    if matches!(method, Method::POST | Method::PUT) && !raw.is_empty() && !(content_type.starts_with("application/json") || content_type.contains("yaml") || content_type.is_empty()) {
+    let target = Target {
+        info: info.clone(),
+        namespace,
+        name,
+        sub,
+    };
+    let content_type = ctx
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string();
+    let raw = if matches!(method, Method::POST | Method::PUT)
+        && content_type.starts_with("application/vnd.kubernetes.protobuf")
+    {
+        match crate::protobuf::decode(&raw) {
+            Ok(v) => Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+            Err(e) => {
+                let mut err = ApiError::unsupported_media_type();
+                err.message = e.to_string();
+                return error(&err);
+            }
+        }
+    } else {
+        raw
+    };
+    let content_type = if content_type.starts_with("application/vnd.kubernetes.protobuf") {
+        "application/json".to_string()
+    } else {
+        content_type
+    };
+    if matches!(method, Method::POST | Method::PUT)
+        && !raw.is_empty()
+        && !(content_type.starts_with("application/json")
+            || content_type.contains("yaml")
+            || content_type.is_empty())
+    {
         let mut e = ApiError::unsupported_media_type();
-        e.message = format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {content_type})");
+        e.message = format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {content_type})"
+        );
         return error(&e);
     }
     let raw = if matches!(method, Method::POST | Method::PUT) && content_type.contains("yaml") {
         match serde_yaml::from_slice::<Value>(&raw) {
             Ok(v) => Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
-            Err(e) => return error(&ApiError::bad_request(format!("error converting YAML to JSON: {e}"))),
+            Err(e) => {
+                return error(&ApiError::bad_request(format!(
+                    "error converting YAML to JSON: {e}"
+                )));
+            }
         }
     } else {
         raw
@@ -205,7 +293,12 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
         (&Method::POST, _) => "POST",
         (&Method::PUT, _) => "PUT",
         (&Method::PATCH, _) => {
-            if ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|c| c.starts_with("application/apply-patch")) {
+            if ctx
+                .headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|c| c.starts_with("application/apply-patch"))
+            {
                 "APPLY"
             } else {
                 "PATCH"
@@ -215,16 +308,22 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
         (&Method::DELETE, false) => "DELETECOLLECTION",
         _ => "OTHER",
     };
-    let response = match verb {
-        "GET" => read::get(cluster, &target, &ctx),
-        "LIST" => read::list(cluster, &target, &ctx),
-        "WATCH" => read::watch(cluster, &target, &ctx),
-        "POST" if target.name.is_none() => write::create(cluster, &target, &ctx, &raw),
-        "PUT" if target.name.is_some() => write::update(cluster, &target, &ctx, &raw),
-        "PATCH" | "APPLY" if target.name.is_some() => write::patch(cluster, &target, &ctx, &raw),
-        "DELETE" => write::delete(cluster, &target, &ctx, &raw),
-        "DELETECOLLECTION" => write::delete_collection(cluster, &target, &ctx, &raw),
-        _ => error(&ApiError::method_not_allowed(method.as_str(), &info)),
+    let response = if target.sub.as_deref() == Some("scale") {
+        scale::handle(cluster, &target, &ctx, &method, &raw)
+    } else {
+        match verb {
+            "GET" => read::get(cluster, &target, &ctx),
+            "LIST" => read::list(cluster, &target, &ctx),
+            "WATCH" => read::watch(cluster, &target, &ctx),
+            "POST" if target.name.is_none() => write::create(cluster, &target, &ctx, &raw),
+            "PUT" if target.name.is_some() => write::update(cluster, &target, &ctx, &raw),
+            "PATCH" | "APPLY" if target.name.is_some() => {
+                write::patch(cluster, &target, &ctx, &raw)
+            }
+            "DELETE" => write::delete(cluster, &target, &ctx, &raw),
+            "DELETECOLLECTION" => write::delete_collection(cluster, &target, &ctx, &raw),
+            _ => error(&ApiError::method_not_allowed(method.as_str(), &info)),
+        }
     };
     cluster.metrics.count(Key {
         verb,
@@ -241,9 +340,15 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
 pub fn bytes_response(code: u16, body: Bytes, warnings: &[String]) -> Response {
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     for w in warnings {
-        if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", serde_json::to_string(w).unwrap_or_default())) {
+        if let Ok(v) = HeaderValue::from_str(&format!(
+            "299 - {}",
+            serde_json::to_string(w).unwrap_or_default()
+        )) {
             r.headers_mut().append(header::WARNING, v);
         }
     }
@@ -252,14 +357,21 @@ pub fn bytes_response(code: u16, body: Bytes, warnings: &[String]) -> Response {
 
 /// A JSON answer.
 pub fn json_response(code: u16, body: &Value, warnings: &[String]) -> Response {
-    bytes_response(code, Bytes::from(serde_json::to_vec(body).unwrap_or_default()), warnings)
+    bytes_response(
+        code,
+        Bytes::from(serde_json::to_vec(body).unwrap_or_default()),
+        warnings,
+    )
 }
 
 /// A plain-text answer.
 pub fn text(code: u16, body: &str) -> Response {
     let mut r = Response::new(Body::from(body.to_string()));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     r
 }
 
@@ -268,5 +380,5 @@ pub fn error(e: &ApiError) -> Response {
     if e.plain {
         return text(404, "404 page not found");
     }
-    json_response(e.code, &e.to_status(), &[])
+    json_response(e.code, &e.to_status(), &e.warnings)
 }

@@ -31,12 +31,20 @@ impl Propagation {
             "Foreground" => Ok(Propagation::Foreground),
             "Orphan" => Ok(Propagation::Orphan),
             other => {
-                let msg = format!("Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"");
-                Err(ApiError::invalid("DeleteOptions.meta.k8s.io", "meta.k8s.io", "DeleteOptions", "", vec![Cause::new(
-                    "FieldValueNotSupported",
-                    msg,
-                    "propagationPolicy",
-                )]))
+                let msg = format!(
+                    "Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+                );
+                Err(ApiError::invalid(
+                    "DeleteOptions.meta.k8s.io",
+                    "meta.k8s.io",
+                    "DeleteOptions",
+                    "",
+                    vec![Cause::new(
+                        "FieldValueNotSupported",
+                        msg,
+                        "propagationPolicy",
+                    )],
+                ))
             }
         }
     }
@@ -56,29 +64,37 @@ pub struct DeleteOpts {
 }
 
 /// Delete one object.
-pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts: &DeleteOpts) -> ApiResult<Reply> {
+pub fn delete(
+    cluster: &Cluster,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    opts: &DeleteOpts,
+) -> ApiResult<Reply> {
     if info.plural == "namespaces" && matches!(name, "default" | "kube-system" | "kube-public") {
-        return Err(ApiError::forbidden(info, name, format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted")));
+        return Err(ApiError::forbidden(
+            info,
+            name,
+            format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"),
+        ));
     }
     let table = cluster.table(info);
     let label = info.kind_label();
     let (written, dry) = table.write(ns, name, |cur| {
         let Some(cur) = cur else { return Err(ApiError::not_found(info, name)) };
         let old = &cur.value;
-        let uid = old.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
-        if let Some(want) = &opts.uid {
-            if want != uid {
+        let uid = old.get("metadata").and_then(|v| v.get("uid")).and_then(Value::as_str).unwrap_or("");
+        if let Some(want) = &opts.uid
+            && want != uid {
                 let why = format!("the UID in the precondition ({want}) does not match the UID in record ({uid}). The object might have been deleted and then recreated");
                 return Err(precondition(info, &label, name, why));
             }
-        }
-        let rv = old.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
-        if let Some(want) = &opts.resource_version {
-            if want != rv {
+        let rv = old.get("metadata").and_then(|v| v.get("resourceVersion")).and_then(Value::as_str).unwrap_or("");
+        if let Some(want) = &opts.resource_version
+            && want != rv {
                 let why = format!("the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({rv}). The object might have been modified");
                 return Err(precondition(info, &label, name, why));
             }
-        }
         let mut fins = finalizers(old);
         let policy = opts.propagation.unwrap_or(if info.plural == "jobs" { Propagation::Orphan } else { Propagation::Background });
         let extra = match policy {
@@ -86,12 +102,11 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
             Propagation::Orphan if opts.propagation.is_some() || info.plural == "jobs" => Some("orphan"),
             _ => None,
         };
-        let terminating = old.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
-        if let Some(f) = extra {
-            if !fins.iter().any(|x| x == f) {
+        let terminating = old.get("metadata").and_then(|v| v.get("deletionTimestamp")).is_some_and(|t| !t.is_null());
+        if let Some(f) = extra
+            && !fins.iter().any(|x| x == f) {
                 fins.push(f.to_string());
             }
-        }
         let is_crd = info.builtin && info.plural == "customresourcedefinitions";
         if is_crd && !terminating {
             fins.push(crate::crd::CLEANUP_FINALIZER.to_string());
@@ -124,13 +139,12 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
                 meta.insert("finalizers".into(), json!(fins));
             }
         }
-        if is_crd && !terminating {
-            if let Some(c) = new.pointer_mut("/status/conditions").and_then(Value::as_array_mut) {
+        if is_crd && !terminating
+            && let Some(c) = new.pointer_mut("/status/conditions").and_then(Value::as_array_mut) {
                 c.push(json!({"type": "Terminating", "status": "True", "lastTransitionTime": now(), "reason": "InstanceDeletionPending", "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon"}));
             }
-        }
         if has_generation(info) && !terminating && !is_crd {
-            let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+            let g = old.get("metadata").and_then(|v| v.get("generation")).and_then(Value::as_i64).unwrap_or(0);
             meta_mut(&mut new).insert("generation".into(), json!(g + 1));
         }
         let new = super::normalize_order(new);
@@ -151,7 +165,13 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
         }
         (_, Some(v)) => Body::Value(v),
         (Some(Written::Deleted(obj)), None) => {
-            let uid = obj.value.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
+            let uid = obj
+                .value
+                .get("metadata")
+                .and_then(|v| v.get("uid"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
             if info.builtin && info.plural == "namespaces" {
                 Body::Obj(obj)
             } else {
@@ -162,21 +182,29 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
         (None, None) => return Err(ApiError::not_found(info, name)),
     };
     crate::crd::after_delete(cluster, info, name);
-    Ok(Reply { code: 200, body, warnings: Vec::new() })
+    Ok(Reply {
+        code: 200,
+        body,
+        warnings: Vec::new(),
+    })
 }
 
 fn precondition(info: &ResourceInfo, label: &str, name: &str, why: String) -> ApiError {
     let mut e = ApiError::conflict_msg(info, name, &why);
     e.message = format!("Operation cannot be fulfilled on {label} \"{name}\": {why}");
-    e.details = Some(if info.group.is_empty() {
+    e.details = Some(Box::new(if info.group.is_empty() {
         json!({"name": name, "kind": info.kind})
     } else {
         json!({"name": name, "group": info.group, "kind": info.kind})
-    });
+    }));
     e
 }
 
-fn namespace_delete(old: &Value, terminating: bool, dry_run: bool) -> ApiResult<(Write, Option<Value>)> {
+fn namespace_delete(
+    old: &Value,
+    terminating: bool,
+    dry_run: bool,
+) -> ApiResult<(Write, Option<Value>)> {
     if terminating {
         return Ok((Write::Keep, None));
     }
@@ -202,7 +230,9 @@ pub fn delete_collection(
     let (items, rv) = table.list(ns);
     let mut deleted = Vec::new();
     for obj in items {
-        if !labels.matches(obj.value.pointer("/metadata/labels")) || !fields.matches(&obj.value) {
+        if !labels.matches(obj.value.get("metadata").and_then(|v| v.get("labels")))
+            || !fields.matches(&obj.value)
+        {
             continue;
         }
         match delete(cluster, info, obj.namespace(), obj.name(), opts) {
@@ -214,11 +244,11 @@ pub fn delete_collection(
     let items: Vec<Value> = deleted
         .into_iter()
         .map(|mut v| {
-            if info.builtin {
-                if let Some(m) = v.as_object_mut() {
-                    m.remove("kind");
-                    m.remove("apiVersion");
-                }
+            if info.builtin
+                && let Some(m) = v.as_object_mut()
+            {
+                m.remove("kind");
+                m.remove("apiVersion");
             }
             v
         })
@@ -227,20 +257,33 @@ pub fn delete_collection(
     if !info.builtin {
         meta["continue"] = json!("");
     }
-    Ok(json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta, "items": items}))
+    Ok(
+        json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta, "items": items}),
+    )
 }
 
 /// The namespace controller's last step: release the `kubernetes` finalizer and remove the
 /// namespace once nothing else holds it.
-pub fn delete_namespace_finally(cluster: &Cluster, info: &ResourceInfo, name: &str) -> ApiResult<()> {
+pub fn delete_namespace_finally(
+    cluster: &Cluster,
+    info: &ResourceInfo,
+    name: &str,
+) -> ApiResult<()> {
     let table = cluster.table(info);
     table.write("", name, |cur| {
-        let Some(cur) = cur else { return Ok((Write::Keep, ())) };
+        let Some(cur) = cur else {
+            return Ok((Write::Keep, ()));
+        };
         if finalizers(&cur.value).is_empty() {
             return Ok((Write::Delete, ()));
         }
         let mut new = cur.value.clone();
-        if new.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| a.is_empty()) {
+        if new
+            .get("spec")
+            .and_then(|v| v.get("finalizers"))
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.is_empty())
+        {
             return Ok((Write::Keep, ()));
         }
         new["spec"] = json!({});

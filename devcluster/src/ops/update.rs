@@ -4,7 +4,10 @@
 
 use serde_json::{Value, json};
 
-use super::{Body, Reply, WriteOpts, check_type, finalizers, has_generation, meta_mut, prune_unknown, spec_part};
+use super::{
+    Body, Reply, WriteOpts, check_type, finalizers, has_generation, meta_mut, prune_unknown,
+    spec_part,
+};
 use crate::cluster::Cluster;
 use crate::patch::{self, Format};
 use crate::registry::ResourceInfo;
@@ -25,24 +28,56 @@ pub enum Subresource {
 pub type PatchKind = Format;
 
 /// PUT: replace the object `name` with `body`.
-pub fn update(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, sub: Subresource, mut body: Value, opts: &WriteOpts) -> ApiResult<Reply> {
+pub fn update(
+    cluster: &Cluster,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    sub: Subresource,
+    mut body: Value,
+    opts: &WriteOpts,
+) -> ApiResult<Reply> {
     check_type(info, &mut body)?;
     if info.is_events_v1() {
         body = builtin::event_to_core(info, body)?;
     }
-    let rv_missing = body.pointer("/metadata/resourceVersion").and_then(Value::as_str).is_none_or(str::is_empty);
+    let rv_missing = body
+        .get("metadata")
+        .and_then(|v| v.get("resourceVersion"))
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty);
     let builtin = info.builtin;
     commit(cluster, info, ns, name, sub, opts, move |_| {
         if rv_missing && !builtin {
-            let causes = vec![Cause::new("FieldValueInvalid", "Invalid value: 0: must be specified for an update", "metadata.resourceVersion")];
-            return Err(ApiError::invalid(&info.qualified(), &info.group, &info.plural, name, causes));
+            let causes = vec![Cause::new(
+                "FieldValueInvalid",
+                "Invalid value: 0: must be specified for an update",
+                "metadata.resourceVersion",
+            )];
+            return Err(ApiError::invalid(
+                &info.qualified(),
+                &info.group,
+                &info.plural,
+                name,
+                causes,
+            ));
         }
-        Ok(body)
+        Ok(body.clone())
     })
 }
 
 /// PATCH: apply a patch of `format` to the object `name`.
-pub fn patch(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, sub: Subresource, format: Format, raw: &[u8], opts: &WriteOpts) -> ApiResult<Reply> {
+#[allow(clippy::too_many_arguments)]
+pub fn patch(
+    cluster: &Cluster,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    sub: Subresource,
+    format: Format,
+    raw: &[u8],
+    opts: &WriteOpts,
+) -> ApiResult<Reply> {
     if format == Format::Strategic && !info.builtin {
         return Err(ApiError::unsupported_media_type());
     }
@@ -52,7 +87,11 @@ pub fn patch(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, sub: 
     }
     let events_v1 = info.is_events_v1();
     commit(cluster, info, ns, name, sub, opts, move |current| {
-        let mut target = if events_v1 { builtin::event_from_core(current) } else { current.clone() };
+        let mut target = if events_v1 {
+            builtin::event_from_core(current)
+        } else {
+            current.clone()
+        };
         patch::apply(format, &mut target, &parsed)?;
         if events_v1 {
             target = builtin::event_to_core(info, target)?;
@@ -70,7 +109,7 @@ pub(crate) fn commit(
     name: &str,
     sub: Subresource,
     opts: &WriteOpts,
-    compute: impl FnOnce(&Value) -> ApiResult<Value>,
+    compute: impl Fn(&Value) -> ApiResult<Value>,
 ) -> ApiResult<Reply> {
     commit_with(cluster, info, ns, name, sub, opts, false, compute)
 }
@@ -83,7 +122,7 @@ pub(crate) fn commit_apply(
     name: &str,
     sub: Subresource,
     opts: &WriteOpts,
-    compute: impl FnOnce(&Value) -> ApiResult<Value>,
+    compute: impl Fn(&Value) -> ApiResult<Value>,
 ) -> ApiResult<Reply> {
     commit_with(cluster, info, ns, name, sub, opts, true, compute)
 }
@@ -97,33 +136,51 @@ fn commit_with(
     sub: Subresource,
     opts: &WriteOpts,
     apply_mode: bool,
-    compute: impl FnOnce(&Value) -> ApiResult<Value>,
+    compute: impl Fn(&Value) -> ApiResult<Value>,
 ) -> ApiResult<Reply> {
     let table = cluster.table(info);
     let mut warnings = Vec::new();
     let mut changed = false;
     let (written, response) = table.write(ns, name, |cur| {
-        let Some(cur) = cur else { return Err(ApiError::not_found(info, name)) };
+        let Some(cur) = cur else {
+            return Err(ApiError::not_found(info, name));
+        };
         let old = &cur.value;
         let mut wanted = compute(old)?;
         check_type(info, &mut wanted)?;
-        let applied_fields = apply_mode.then(|| wanted.pointer("/metadata/managedFields").cloned()).flatten();
+        let applied_fields = apply_mode
+            .then(|| {
+                wanted
+                    .get("metadata")
+                    .and_then(|v| v.get("managedFields"))
+                    .cloned()
+            })
+            .flatten();
         let (mut new, w) = reconcile(info, ns, name, sub, old, wanted, opts)?;
         warnings = w;
         if let Some(mf) = applied_fields {
             meta_mut(&mut new).insert("managedFields".into(), mf);
-            if strip_volatile(&new) == strip_volatile(old) && same_fields(&new, old) {
+            if same_content(&new, old) && same_fields(&new, old) {
                 return Ok((Write::Keep, None));
             }
-        } else if strip_volatile(&new) == strip_volatile(old) {
+        } else if same_content(&new, old) {
             return Ok((Write::Keep, None));
         }
-        managed::record_update(info, &mut new, Some(old), opts.manager.as_deref(), (sub == Subresource::Status).then_some("status"));
+        managed::record_update(
+            info,
+            &mut new,
+            Some(old),
+            opts.manager.as_deref(),
+            (sub == Subresource::Status).then_some("status"),
+        );
         let new = super::normalize_order(new);
         if opts.dry_run {
             return Ok((Write::Keep, Some(new)));
         }
-        let terminating = new.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+        let terminating = new
+            .get("metadata")
+            .and_then(|v| v.get("deletionTimestamp"))
+            .is_some_and(|t| !t.is_null());
         if terminating && finalizers(&new).is_empty() {
             return Ok((Write::Delete, Some(new)));
         }
@@ -138,7 +195,18 @@ fn commit_with(
         }
         (_, Some(v)) => Body::Value(v),
         (Some(Written::Stored(obj)), None) => {
-            if changed && (obj.value.pointer("/metadata/ownerReferences").is_some() || obj.value.pointer("/metadata/deletionTimestamp").is_some()) {
+            if changed
+                && (obj
+                    .value
+                    .get("metadata")
+                    .and_then(|v| v.get("ownerReferences"))
+                    .is_some()
+                    || obj
+                        .value
+                        .get("metadata")
+                        .and_then(|v| v.get("deletionTimestamp"))
+                        .is_some())
+            {
                 cluster.kick();
             }
             crd::after_write(cluster, info, &obj.value);
@@ -146,13 +214,18 @@ fn commit_with(
         }
         _ => return Err(ApiError::not_found(info, name)),
     };
-    Ok(Reply { code: 200, body, warnings })
+    Ok(Reply {
+        code: 200,
+        body,
+        warnings,
+    })
 }
 
 /// Whether two objects have the same managedFields apart from their times.
 fn same_fields(a: &Value, b: &Value) -> bool {
     let strip = |v: &Value| -> Vec<Value> {
-        v.pointer("/metadata/managedFields")
+        v.get("metadata")
+            .and_then(|v| v.get("managedFields"))
             .and_then(Value::as_array)
             .map(|a| {
                 let mut out: Vec<Value> = a
@@ -173,44 +246,97 @@ fn same_fields(a: &Value, b: &Value) -> bool {
     strip(a) == strip(b)
 }
 
-/// Metadata that does not make a write a change: resourceVersion and managedFields.
-fn strip_volatile(v: &Value) -> Value {
-    let mut v = v.clone();
-    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("resourceVersion");
-        m.remove("managedFields");
+/// Whether two objects are equal apart from resourceVersion and managedFields (which do
+/// not make a write a change).
+fn same_content(a: &Value, b: &Value) -> bool {
+    let (Some(am), Some(bm)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    if am.len() != bm.len() {
+        return false;
     }
-    v
+    am.iter().all(|(k, v)| {
+        let Some(w) = bm.get(k) else { return false };
+        if k != "metadata" {
+            return v == w;
+        }
+        let (Some(vm), Some(wm)) = (v.as_object(), w.as_object()) else {
+            return v == w;
+        };
+        let volatile = |k: &String| k == "resourceVersion" || k == "managedFields";
+        vm.iter().filter(|(k, _)| !volatile(k)).count()
+            == wm.iter().filter(|(k, _)| !volatile(k)).count()
+            && vm
+                .iter()
+                .filter(|(k, _)| !volatile(k))
+                .all(|(k, x)| wm.get(k) == Some(x))
+    })
 }
 
 /// Turn the object a client sent into the object to store, as the real server would.
-fn reconcile(info: &ResourceInfo, ns: &str, name: &str, sub: Subresource, old: &Value, mut wanted: Value, opts: &WriteOpts) -> ApiResult<(Value, Vec<String>)> {
-    let body_name = wanted.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+fn reconcile(
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    sub: Subresource,
+    old: &Value,
+    mut wanted: Value,
+    opts: &WriteOpts,
+) -> ApiResult<(Value, Vec<String>)> {
+    let body_name = wanted
+        .get("metadata")
+        .and_then(|v| v.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if !body_name.is_empty() && body_name != name {
-        return Err(ApiError::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
     }
-    let body_ns = wanted.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+    let body_ns = wanted
+        .get("metadata")
+        .and_then(|v| v.get("namespace"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if info.namespaced && !body_ns.is_empty() && body_ns != ns {
-        return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
     }
-    let cur_rv = old.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
-    if let Some(rv) = wanted.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
-        if !rv.is_empty() && rv != cur_rv {
-            return Err(ApiError::conflict(info, name));
-        }
+    let cur_rv = old
+        .get("metadata")
+        .and_then(|v| v.get("resourceVersion"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if let Some(rv) = wanted
+        .get("metadata")
+        .and_then(|v| v.get("resourceVersion"))
+        .and_then(Value::as_str)
+        && !rv.is_empty()
+        && rv != cur_rv
+    {
+        return Err(ApiError::conflict(info, name));
     }
-    let cur_uid = old.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
-    if let Some(uid) = wanted.pointer("/metadata/uid").and_then(Value::as_str) {
-        if !uid.is_empty() && uid != cur_uid {
-            let why = format!(
+    let cur_uid = old
+        .get("metadata")
+        .and_then(|v| v.get("uid"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if let Some(uid) = wanted
+        .get("metadata")
+        .and_then(|v| v.get("uid"))
+        .and_then(Value::as_str)
+        && !uid.is_empty()
+        && uid != cur_uid
+    {
+        let why = format!(
                 "StorageError: invalid object, Code: 4, Key: /registry/{}/{}{}/{name}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {cur_uid}",
                 if info.group.is_empty() { "" } else { info.group.as_str() },
                 info.plural,
                 if ns.is_empty() { String::new() } else { format!("/{ns}") }
             )
             .replace("/registry//", "/registry/");
-            return Err(ApiError::conflict_msg(info, name, &why));
-        }
+        return Err(ApiError::conflict_msg(info, name, &why));
     }
     let warnings = prune_unknown(info, &mut wanted, opts.validation)?;
     let mut new = match sub {
@@ -241,9 +367,23 @@ fn reconcile(info: &ResourceInfo, ns: &str, name: &str, sub: Subresource, old: &
         }
     };
     {
-        let old_meta = old.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+        let old_meta = old
+            .get("metadata")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         let meta = meta_mut(&mut new);
-        for k in ["name", "namespace", "uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "resourceVersion"] {
+        for k in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "managedFields",
+            "resourceVersion",
+        ] {
             match old_meta.get(k) {
                 Some(v) => meta.insert(k.into(), v.clone()),
                 None => meta.remove(k),
@@ -251,28 +391,57 @@ fn reconcile(info: &ResourceInfo, ns: &str, name: &str, sub: Subresource, old: &
         }
         meta.remove("selfLink");
         for k in ["labels", "annotations", "finalizers", "ownerReferences"] {
-            if meta.get(k).is_some_and(|v| v.is_null() || v.as_object().is_some_and(|m| m.is_empty()) || v.as_array().is_some_and(|a| a.is_empty())) {
+            if meta.get(k).is_some_and(|v| {
+                v.is_null()
+                    || v.as_object().is_some_and(|m| m.is_empty())
+                    || v.as_array().is_some_and(|a| a.is_empty())
+            }) {
                 meta.remove(k);
             }
         }
     }
-    let name_rule = if info.plural == "namespaces" { crate::validate::dns_label } else { crate::validate::dns_subdomain };
+    let name_rule = if info.plural == "namespaces" {
+        crate::validate::dns_label
+    } else {
+        crate::validate::dns_subdomain
+    };
     let mut causes = crate::validate::metadata(&new, name_rule);
-    if old.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) {
+    if old
+        .get("metadata")
+        .and_then(|v| v.get("deletionTimestamp"))
+        .is_some_and(|t| !t.is_null())
+    {
         let before = finalizers(old);
-        let added: Vec<String> = finalizers(&new).into_iter().filter(|f| !before.contains(f)).collect();
+        let added: Vec<String> = finalizers(&new)
+            .into_iter()
+            .filter(|f| !before.contains(f))
+            .collect();
         if !added.is_empty() {
-            let list = added.iter().map(|f| format!("{f:?}")).collect::<Vec<_>>().join(", ");
-            let msg = format!("Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}");
-            causes.push(Cause::new("FieldValueForbidden", msg.clone(), "metadata.finalizers"));
-            causes.push(Cause::new("FieldValueForbidden", msg, "metadata.finalizers"));
+            let list = added
+                .iter()
+                .map(|f| format!("{f:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let msg = format!(
+                "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}"
+            );
+            causes.push(Cause::new(
+                "FieldValueForbidden",
+                msg.clone(),
+                "metadata.finalizers",
+            ));
+            causes.push(Cause::new(
+                "FieldValueForbidden",
+                msg,
+                "metadata.finalizers",
+            ));
         }
     }
     if !causes.is_empty() {
         return Err(ApiError::invalid_object(info, name, causes));
     }
     builtin::prepare(info, &mut new, Some(old))?;
-    crd::prepare_update(info, &mut new, old)?;
+    crd::prepare_update(info, &mut new)?;
     if let Some(schema) = &info.schema {
         schema.apply_defaults(&mut new);
         let causes = schema.validate(&new);
@@ -281,7 +450,11 @@ fn reconcile(info: &ResourceInfo, ns: &str, name: &str, sub: Subresource, old: &
         }
     }
     if has_generation(info) && spec_part(&new) != spec_part(old) {
-        let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+        let g = old
+            .get("metadata")
+            .and_then(|v| v.get("generation"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
         meta_mut(&mut new).insert("generation".into(), json!(g + 1));
     }
     Ok((new, warnings))

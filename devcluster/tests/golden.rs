@@ -1,0 +1,45 @@
+//! Fidelity against a real kube-apiserver: replays the recorded golden transcripts
+//! (`../shared/apiserver-golden`, or `BOSUN_GOLDEN_DIR`) against a fresh dev cluster with
+//! `golden.py check` and requires every scenario to pass. Skipped when the transcripts or
+//! `python3` are not available.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use bosun_devcluster::DevCluster;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_golden_scenario_passes() {
+    let dir = std::env::var("BOSUN_GOLDEN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/apiserver-golden")
+        });
+    let script = dir.join("golden.py");
+    if !script.exists() {
+        eprintln!("no golden transcripts at {}; skipping", dir.display());
+        return;
+    }
+    let dc = DevCluster::start_local().await.unwrap();
+    let url = dc.url();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("python3")
+            .arg(&script)
+            .args(["check", "--server", &url, "--golden"])
+            .arg(dir.join("v1.36"))
+            .output()
+    })
+    .await
+    .unwrap();
+    let Ok(out) = out else {
+        eprintln!("python3 not available; skipping");
+        return;
+    };
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "golden scenarios differ:\n{text}");
+    dc.shutdown().await;
+}

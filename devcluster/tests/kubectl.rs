@@ -1,0 +1,257 @@
+//! The user-facing verbs with the real `kubectl` binary: apply a CRD and an object, get it
+//! as a table and as YAML, label/annotate/patch it, and delete it while it has a finalizer.
+//! Skipped (with a message) when `kubectl` is not installed.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use bosun_devcluster::DevCluster;
+
+const CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: kopfexamples.kopf.dev}
+spec:
+  scope: Namespaced
+  group: kopf.dev
+  names: {kind: KopfExample, plural: kopfexamples, singular: kopfexample, shortNames: [kex]}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      subresources: {status: {}}
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+            status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+      additionalPrinterColumns:
+        - {name: Duration, type: string, jsonPath: .spec.duration}
+"#;
+
+const OBJ: &str = r#"
+apiVersion: kopf.dev/v1
+kind: KopfExample
+metadata: {name: kex1, finalizers: [example.com/hold]}
+spec: {duration: 1m}
+"#;
+
+fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String) {
+    let mut cmd = Command::new("kubectl");
+    cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("kubectl runs");
+    if let Some(input) = stdin {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+    } else {
+        drop(child.stdin.take());
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn have_kubectl() -> bool {
+    Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_gets_labels_patches_and_deletes_a_custom_resource() {
+    if !have_kubectl() {
+        eprintln!("kubectl not installed; skipping");
+        return;
+    }
+    let dc = DevCluster::start_local().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    dc.write_kubeconfig(&kc).unwrap();
+    let run = |args: &[&str], stdin: Option<&str>| {
+        let (ok, out) = kubectl(&kc, args, stdin);
+        assert!(ok, "kubectl {args:?} failed: {out}");
+        out
+    };
+    let kc2 = kc.clone();
+    tokio::task::spawn_blocking(move || {
+        let run = |args: &[&str], stdin: Option<&str>| {
+            let (ok, out) = kubectl(&kc2, args, stdin);
+            assert!(ok, "kubectl {args:?} failed: {out}");
+            out
+        };
+        assert!(run(&["apply", "-f", "-"], Some(CRD)).contains("created"));
+        assert!(
+            run(&["apply", "-f", "-"], Some(OBJ)).contains("kopfexample.kopf.dev/kex1 created")
+        );
+        let table = run(&["get", "kex"], None);
+        assert!(
+            table.contains("DURATION") && table.contains("kex1") && table.contains("1m"),
+            "{table}"
+        );
+        let yaml = run(&["get", "kopfexamples", "kex1", "-o", "yaml"], None);
+        assert!(
+            yaml.contains("uid:") && yaml.contains("resourceVersion:"),
+            "{yaml}"
+        );
+        run(&["label", "kex", "kex1", "color=red"], None);
+        run(&["annotate", "kex", "kex1", "note=hi"], None);
+        run(
+            &[
+                "patch",
+                "kex",
+                "kex1",
+                "--type",
+                "merge",
+                "-p",
+                r#"{"spec":{"duration":"2m"}}"#,
+            ],
+            None,
+        );
+        let labels = run(
+            &[
+                "get",
+                "kex",
+                "kex1",
+                "-o",
+                "jsonpath={.metadata.labels.color} {.metadata.annotations.note} {.spec.duration}",
+            ],
+            None,
+        );
+        assert_eq!(labels.trim(), "red hi 2m");
+        run(&["delete", "kex", "kex1", "--wait=false"], None);
+        let ts = run(
+            &[
+                "get",
+                "kex",
+                "kex1",
+                "-o",
+                "jsonpath={.metadata.deletionTimestamp}",
+            ],
+            None,
+        );
+        assert!(
+            !ts.trim().is_empty(),
+            "the object stays with a deletionTimestamp"
+        );
+        run(
+            &[
+                "patch",
+                "kex",
+                "kex1",
+                "--type",
+                "json",
+                "-p",
+                r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+            ],
+            None,
+        );
+        let (ok, out) = kubectl(&kc2, &["get", "kex", "kex1"], None);
+        assert!(!ok && out.contains("NotFound"), "{out}");
+    })
+    .await
+    .unwrap();
+    let _ = run;
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    dc.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_commands_send_protobuf_and_are_understood() {
+    if !have_kubectl() {
+        eprintln!("kubectl not installed; skipping");
+        return;
+    }
+    let dc = DevCluster::start_local().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    dc.write_kubeconfig(&kc).unwrap();
+    tokio::task::spawn_blocking(move || {
+        let run = |args: &[&str]| {
+            let (ok, out) = kubectl(&kc, args, None);
+            assert!(ok, "kubectl {args:?} failed: {out}");
+            out
+        };
+        run(&["create", "namespace", "team"]);
+        run(&[
+            "-n",
+            "team",
+            "create",
+            "configmap",
+            "c1",
+            "--from-literal=x=y",
+        ]);
+        run(&[
+            "-n",
+            "team",
+            "create",
+            "secret",
+            "generic",
+            "s1",
+            "--from-literal=a=b",
+        ]);
+        run(&[
+            "-n",
+            "team",
+            "create",
+            "deployment",
+            "d1",
+            "--image=nginx:1.25",
+        ]);
+        run(&["-n", "team", "scale", "deployment", "d1", "--replicas=3"]);
+        let out = run(&[
+            "-n",
+            "team",
+            "get",
+            "deployment",
+            "d1",
+            "-o",
+            "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}",
+        ]);
+        assert_eq!(out.trim(), "3 nginx:1.25");
+        assert_eq!(
+            run(&[
+                "-n",
+                "team",
+                "get",
+                "secret",
+                "s1",
+                "-o",
+                "jsonpath={.data.a}"
+            ])
+            .trim(),
+            "Yg=="
+        );
+        assert_eq!(
+            run(&[
+                "-n",
+                "team",
+                "get",
+                "configmap",
+                "c1",
+                "-o",
+                "jsonpath={.data.x}"
+            ])
+            .trim(),
+            "y"
+        );
+    })
+    .await
+    .unwrap();
+    dc.shutdown().await;
+}
