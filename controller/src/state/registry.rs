@@ -14,8 +14,8 @@ use super::essence::{get_path, parse_path};
 /// A problem with what a handler server registered.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum Error {
-    /// Two handlers share an id.
-    #[error("handler id '{0}' is registered twice; ids must be unique across handler servers")]
+    /// Two handlers of the same kind and resource share an id.
+    #[error("handler id '{0}' is registered twice for the same cause and resource; such ids must be unique across handler servers")]
     DuplicateId(String),
     /// The id is empty.
     #[error("a handler of kind {0:?} has an empty id")]
@@ -290,7 +290,9 @@ pub fn build(described: &[Vec<pb::HandlerSpec>]) -> Result<Vec<Handler>, Error> 
     for (server, specs) in described.iter().enumerate() {
         for spec in specs {
             let h = Handler::from_spec(spec, server)?;
-            if out.iter().any(|o| o.id == h.id) {
+            // As in Kopf, one id may serve several causes (`@on.create` + `@on.update`); the
+            // progress records of different causes never meet (their purpose differs).
+            if out.iter().any(|o| o.id == h.id && o.kind == h.kind && o.resource == h.resource) {
                 return Err(Error::DuplicateId(h.id));
             }
             out.push(h);
@@ -331,14 +333,15 @@ mod tests {
         let mut nores = spec("n", pb::HandlerKind::Create);
         nores.resource = None;
         let cases = vec![
-            (vec![vec![spec("a", pb::HandlerKind::Create)], vec![spec("a", pb::HandlerKind::Update)]], Err(Error::DuplicateId("a".into()))),
+            (vec![vec![spec("a", pb::HandlerKind::Create)], vec![spec("a", pb::HandlerKind::Create)]], Err(Error::DuplicateId("a".into()))),
+            (vec![vec![spec("a", pb::HandlerKind::Create), spec("a", pb::HandlerKind::Update)]], Ok(())),
             (vec![vec![spec("", pb::HandlerKind::Create)]], Err(Error::EmptyId(pb::HandlerKind::Create))),
             (vec![vec![spec("u", pb::HandlerKind::Unspecified)]], Err(Error::UnknownKind("u".into()))),
             (vec![vec![field]], Err(Error::NoField("f".into()))),
             (vec![vec![nores]], Err(Error::NoResource("n".into()))),
         ];
         for (described, want) in cases {
-            assert_eq!(build(&described).map(|v| v.len()), want.map(|_: ()| 0));
+            assert_eq!(build(&described).map(|_| ()), want);
         }
         let ok = build(&[vec![spec("a", pb::HandlerKind::Create)], vec![spec("b", pb::HandlerKind::Delete)]]).unwrap();
         assert_eq!(ok.iter().map(|h| (h.id.as_str(), h.server)).collect::<Vec<_>>(), vec![("a", 0), ("b", 1)]);
