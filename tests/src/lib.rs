@@ -23,6 +23,9 @@ pub type Behaviour = Arc<dyn Fn(&pb::HandleRequest) -> pb::HandleResponse + Send
 /// A handler server whose answers are scripted per handler id.
 #[derive(Clone)]
 pub struct Scripted {
+    daemons: Arc<HashMap<String, DaemonScript>>,
+    /// Daemon streams open right now.
+    pub open_daemons: Arc<std::sync::atomic::AtomicUsize>,
     specs: Vec<pb::HandlerSpec>,
     resources: Vec<pb::ResourceSettings>,
     behaviours: Arc<HashMap<String, Behaviour>>,
@@ -32,6 +35,19 @@ pub struct Scripted {
 /// A success answer with a JSON result.
 pub fn success(result: Value) -> pb::HandleResponse {
     pb::HandleResponse { outcome: pb::Outcome::Success as i32, result: serde_json::to_vec(&result).unwrap(), ..Default::default() }
+}
+
+/// What a scripted daemon sends when started; the stream then stays open until cancelled,
+/// unless the last message is an exit.
+pub type DaemonScript = Arc<dyn Fn(&pb::DaemonRequest) -> Vec<pb::DaemonMessage> + Send + Sync>;
+
+/// Counts an open daemon stream while it lives.
+struct OpenGuard(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// A behaviour that always succeeds with `result`.
@@ -54,7 +70,21 @@ impl Scripted {
     pub fn new(handlers: Vec<(pb::HandlerSpec, Behaviour)>) -> Scripted {
         let specs = handlers.iter().map(|(s, _)| s.clone()).collect();
         let behaviours = handlers.into_iter().map(|(s, b)| (s.id, b)).collect();
-        Scripted { specs, resources: Vec::new(), behaviours: Arc::new(behaviours), calls: Arc::default() }
+        Scripted {
+            daemons: Arc::default(),
+            open_daemons: Arc::default(),
+            specs,
+            resources: Vec::new(),
+            behaviours: Arc::new(behaviours),
+            calls: Arc::default(),
+        }
+    }
+
+    /// Registers a daemon handler with its script.
+    pub fn with_daemon(mut self, spec: pb::HandlerSpec, script: DaemonScript) -> Scripted {
+        Arc::make_mut(&mut self.daemons).insert(spec.id.clone(), script);
+        self.specs.push(spec);
+        self
     }
 
     /// Declares per-resource settings (ignored fields) in Describe.
@@ -147,8 +177,25 @@ impl HandlerServer for Scripted {
 
     type DaemonStream = DaemonStream;
 
-    async fn daemon(&self, _: tonic::Request<pb::DaemonRequest>) -> Answer<Self::DaemonStream> {
-        Err(tonic::Status::unimplemented("no daemons here"))
+    async fn daemon(&self, req: tonic::Request<pb::DaemonRequest>) -> Answer<Self::DaemonStream> {
+        let req = req.into_inner();
+        let Some(script) = self.daemons.get(&req.handler_id) else {
+            return Err(tonic::Status::not_found(format!("no daemon '{}'", req.handler_id)));
+        };
+        let messages = script(&req);
+        let ends = matches!(messages.last().and_then(|m| m.message.as_ref()), Some(pb::daemon_message::Message::Exit(_)));
+        self.open_daemons.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let guard = OpenGuard(self.open_daemons.clone());
+        let head = futures::stream::iter(messages.into_iter().map(Ok));
+        let tail = futures::stream::unfold((guard, ends), |(guard, ends)| async move {
+            if ends {
+                drop(guard);
+                return None;
+            }
+            std::future::pending::<()>().await;
+            Some((Ok(pb::DaemonMessage::default()), (guard, ends)))
+        });
+        Ok(tonic::Response::new(Box::pin(futures::StreamExt::chain(head, tail))))
     }
 
     async fn activity(&self, req: tonic::Request<pb::ActivityRequest>) -> Answer<pb::ActivityResponse> {

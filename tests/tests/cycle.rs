@@ -753,3 +753,38 @@ async fn timers_tick_while_the_object_lives_and_stop_when_it_is_deleted() {
     controller.stop().await;
     stopper.stop().await;
 }
+
+#[tokio::test]
+async fn daemons_run_while_the_object_lives_and_are_cancelled_when_it_is_deleted() {
+    let (_cluster, client) = setup().await;
+    let mut s = spec("watcher", pb::HandlerKind::Daemon);
+    s.daemon = Some(pb::DaemonOptions::default());
+    let script: bosun_tests::DaemonScript = Arc::new(|req| {
+        let obj: Value = serde_json::from_slice(&req.object).unwrap();
+        vec![
+            pb::DaemonMessage {
+                message: Some(pb::daemon_message::Message::Log(pb::LogLine { level: 0, message: format!("watching {}", obj["metadata"]["name"]) })),
+            },
+            pb::DaemonMessage { message: Some(pb::daemon_message::Message::MergePatch(br#"{"status":{"watcher":"alive"}}"#.to_vec())) },
+        ]
+    });
+    let server = Scripted::new(vec![]).with_daemon(s, script);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), settings(&addr));
+    kex::create(&client, "default", "obj", json!({})).await;
+    controller.wait_log("[default/obj] watching \"obj\"", T).await;
+    let obj = wait_obj(&client, "obj", "the daemon's patch", |o| o["status"]["watcher"] == "alive").await;
+    assert_eq!(obj["metadata"]["finalizers"], json!(["bosun.dev/finalizer"]), "daemons hold a finalizer");
+    assert_eq!(server.open_daemons.load(Ordering::SeqCst), 1);
+    kex::delete(&client, "default", "obj").await;
+    kex::wait_gone(&client, "default", "obj").await;
+    let open = server.open_daemons.clone();
+    wait_for("the daemon's stream to be cancelled", T, || {
+        let n = open.load(Ordering::SeqCst);
+        async move { n == 0 }
+    })
+    .await
+    .unwrap();
+    controller.stop().await;
+    stopper.stop().await;
+}

@@ -134,6 +134,12 @@ impl Server {
 }
 
 impl Server {
+    /// Opens a daemon's stream (no deadline: it lives until cancelled by dropping it).
+    pub async fn daemon(&self, req: pb::DaemonRequest) -> Result<tonic::Streaming<pb::DaemonMessage>, CallFailure> {
+        let mut client = HandlerServerClient::new(self.channel.clone());
+        client.daemon(req).await.map(tonic::Response::into_inner).map_err(|s| classify(&s))
+    }
+
     /// Runs one activity attempt (startup, cleanup, probe) with a deadline.
     pub async fn activity(&self, req: pb::ActivityRequest, deadline: Duration) -> Result<pb::ActivityResponse, CallFailure> {
         let mut client = HandlerServerClient::new(self.channel.clone());

@@ -172,9 +172,10 @@ impl ResourceContext {
         let relevant: Vec<&Arc<Handler>> = self.handlers.iter().filter(|h| h.matches_object(body)).collect();
         let has_finalizer = self.storage.has_finalizer(body);
         let deleting = body.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
-        if self.handlers.iter().any(|h| h.kind == pb::HandlerKind::Timer) {
+        let background = |k: pb::HandlerKind| matches!(k, pb::HandlerKind::Timer | pb::HandlerKind::Daemon);
+        if self.handlers.iter().any(|h| background(h.kind)) {
             let timers: Vec<Arc<Handler>> =
-                relevant.iter().filter(|h| h.kind == pb::HandlerKind::Timer && !deleting).map(|h| (*h).clone()).collect();
+                relevant.iter().filter(|h| background(h.kind) && !deleting).map(|h| (*h).clone()).collect();
             self.timers.sync(self, &key, body, &essence(body, &self.rules), &timers);
         }
         if relevant.is_empty() && !has_finalizer {

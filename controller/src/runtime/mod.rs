@@ -5,6 +5,7 @@
 pub mod activities;
 pub mod calls;
 pub mod cycle;
+pub mod daemons;
 pub mod namespaces;
 pub mod owned;
 pub mod patches;
@@ -73,7 +74,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     // Group resource handlers by their selector, keeping registration order.
     let mut groups: Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> = Vec::new();
     for h in handlers.into_iter().filter(|h| !matches!(h.kind, pb::HandlerKind::Startup | pb::HandlerKind::Cleanup)) {
-        if matches!(h.kind, pb::HandlerKind::Probe | pb::HandlerKind::Daemon | pb::HandlerKind::Validate | pb::HandlerKind::Mutate) {
+        if matches!(h.kind, pb::HandlerKind::Probe | pb::HandlerKind::Validate | pb::HandlerKind::Mutate) {
             log.warn(None, &format!("Handler '{}' is of a kind this controller does not run yet ({:?}); it is ignored.", h.id, h.kind));
             continue;
         }

@@ -1,3 +1,6 @@
+//! Background work per object: timers here and daemons (`daemons`), started, fed with the
+//! newest body and stopped by the object's cycles.
+//!
 //! Timers (Kopf's `kopf.timer`): per object and timer handler, a task that calls the handler
 //! every `interval` (after `initial_delay`; only once the object has been unchanged for `idle`;
 //! `sharp` keeps the schedule from each call's start) for as long as the object exists, is not
@@ -84,7 +87,12 @@ impl Timers {
         });
         for h in matching {
             if !entry.running.contains_key(&h.id) {
-                let task = ctx.tasks.spawn(run(ctx.clone(), h.clone(), entry.latest.subscribe()));
+                let latest = entry.latest.subscribe();
+                let task = if h.kind == pb::HandlerKind::Daemon {
+                    ctx.tasks.spawn(super::daemons::run(ctx.clone(), h.clone(), latest))
+                } else {
+                    ctx.tasks.spawn(run(ctx.clone(), h.clone(), latest))
+                };
                 entry.running.insert(h.id.clone(), task.abort_handle());
             }
         }

@@ -111,6 +111,7 @@ pub async fn create_all(clients: &[kube::Client], names: &[String], deadline: Du
 /// result stored by the operator).
 pub struct Handled {
     seen: Arc<Mutex<HashMap<String, u64>>>,
+    added: Arc<Mutex<HashMap<String, u64>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -120,18 +121,20 @@ impl Handled {
         let gvk = GroupVersionKind::gvk("kopf.dev", "v1", "KopfExample");
         let api: kube::Api<DynamicObject> = kube::Api::all_with(client, &ApiResource::from_gvk_with_plural(&gvk, "kopfexamples"));
         let seen: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+        let added: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let s = seen.clone();
+        let (s, a) = (seen.clone(), added.clone());
         let task = tokio::spawn(async move {
             let mut ready = Some(ready_tx);
             let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
             while let Some(event) = stream.next().await {
                 match event {
                     Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                        let name = o.metadata.name.unwrap_or_default();
                         if o.data.pointer("/status/create_fn").is_some() {
-                            let name = o.metadata.name.unwrap_or_default();
-                            s.lock().unwrap().entry(name).or_insert_with(now_ns);
+                            s.lock().unwrap().entry(name.clone()).or_insert_with(now_ns);
                         }
+                        a.lock().unwrap().entry(name).or_insert_with(now_ns);
                     }
                     Ok(watcher::Event::InitDone) => {
                         if let Some(tx) = ready.take() {
@@ -144,13 +147,18 @@ impl Handled {
             }
         });
         tokio::time::timeout(Duration::from_secs(30), ready_rx).await.context("the bench's watch did not list within 30 s")??;
-        Ok(Handled { seen, task })
+        Ok(Handled { seen, added, task })
     }
 
     /// When each of `names` was seen handled (those seen so far).
     pub fn times(&self, names: &[String]) -> Vec<u64> {
         let seen = self.seen.lock().unwrap();
         names.iter().filter_map(|n| seen.get(n).copied()).collect()
+    }
+
+    /// When the bench's watch first saw `name` at all (its ADDED event), if it did.
+    pub fn added(&self, name: &str) -> Option<u64> {
+        self.added.lock().unwrap().get(name).copied()
     }
 
     /// How many of `names` are handled.

@@ -269,12 +269,14 @@ pub async fn live(flavor: Flavor, programs: &Programs, params: Params, with_dele
     Ok(out)
 }
 
-/// Writes `name,created_ns,called_ns,handled_ns` per object, for a closer look.
+/// Writes `name,created_ns,watched_ns,called_ns,handled_ns` per object (`watched`: when the
+/// bench's own watch saw it added), for a closer look.
 fn timeline(path: &Path, names: &[String], created: &HashMap<String, u64>, calls: &HashMap<String, u64>, handled: &Handled) -> Result<()> {
-    let mut out = String::from("name,created_ns,called_ns,handled_ns\n");
+    let mut out = String::from("name,created_ns,watched_ns,called_ns,handled_ns\n");
     for n in names {
         let h = handled.times(std::slice::from_ref(n)).first().copied().unwrap_or_default();
-        out.push_str(&format!("{n},{},{},{h}\n", created.get(n).copied().unwrap_or_default(), calls.get(n).copied().unwrap_or_default()));
+        let (c, w, k) = (created.get(n).copied(), handled.added(n), calls.get(n).copied());
+        out.push_str(&format!("{n},{},{},{},{h}\n", c.unwrap_or_default(), w.unwrap_or_default(), k.unwrap_or_default()));
     }
     Ok(std::fs::write(path, out)?)
 }
