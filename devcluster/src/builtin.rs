@@ -292,21 +292,8 @@ fn core_event(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
             )],
         ));
     }
-    if let Some(t) = obj.get("type").and_then(Value::as_str)
-        && !t.is_empty()
-        && t != "Normal"
-        && t != "Warning"
-    {
-        return Err(ApiError::invalid_object(
-            info,
-            &name,
-            vec![Cause::new(
-                "FieldValueInvalid",
-                format!("Invalid value: \"\": has invalid value: {t}"),
-                "type",
-            )],
-        ));
-    }
+    // Through core/v1 only the legacy validation applies: it leaves `type` free (Kopf's
+    // example 04 posts `SomeType`); events.k8s.io/v1 checks it (below).
     let map = obj.as_object_mut().expect("object");
     map.entry("involvedObject").or_insert_with(|| json!({}));
     for k in ["reason", "message"] {

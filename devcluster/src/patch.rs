@@ -143,7 +143,16 @@ pub fn strategic(target: &mut Value, patch: &Value, path: &str) {
         *target = Value::Object(Map::new());
     }
     let tmap = target.as_object_mut().expect("object");
+    if let Some(keep) = pmap.get("$retainKeys").and_then(Value::as_array) {
+        tmap.retain(|k, _| keep.iter().any(|x| x.as_str() == Some(k)));
+    }
     for (k, pv) in pmap {
+        if let Some(list) = k.strip_prefix("$deleteFromPrimitiveList/") {
+            if let (Some(Value::Array(items)), Some(del)) = (tmap.get_mut(list), pv.as_array()) {
+                items.retain(|i| !del.contains(i));
+            }
+            continue;
+        }
         if k.starts_with('$') {
             continue;
         }
@@ -159,6 +168,19 @@ pub fn strategic(target: &mut Value, patch: &Value, path: &str) {
             Value::Object(_) => {
                 let t = tmap.entry(k.clone()).or_insert(Value::Null);
                 strategic(t, pv, &child_path);
+            }
+            Value::Array(items) if child_path == "metadata.finalizers" => {
+                // a primitive list with patchStrategy "merge": union, order kept
+                let t = tmap
+                    .entry(k.clone())
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if let Some(list) = t.as_array_mut() {
+                    for item in items {
+                        if !list.contains(item) {
+                            list.push(item.clone());
+                        }
+                    }
+                }
             }
             Value::Array(items) => match merge_key(&child_path) {
                 Some(key) => {
@@ -217,6 +239,19 @@ mod tests {
             pod["spec"]["containers"],
             json!([{"name": "a", "image": "x"}, {"name": "b", "image": "z"}])
         );
+    }
+
+    #[test]
+    fn strategic_merge_unions_finalizers_and_honours_delete_from_primitive_list() {
+        let mut obj = json!({"metadata": {"finalizers": ["a", "b"]}});
+        strategic(&mut obj, &json!({"metadata": {"finalizers": ["c"]}}), "");
+        assert_eq!(obj["metadata"]["finalizers"], json!(["a", "b", "c"]));
+        strategic(
+            &mut obj,
+            &json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}),
+            "",
+        );
+        assert_eq!(obj["metadata"]["finalizers"], json!(["b", "c"]));
     }
 
     #[test]

@@ -159,3 +159,101 @@ async fn dry_run_create_stores_nothing() {
     api.create(&pp, &cm("a")).await.unwrap();
     assert!(api.get_opt("a").await.unwrap().is_none());
 }
+
+async fn raw(
+    dc: &DevCluster,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, serde_json::Value) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(body)
+        .unwrap();
+    let resp = dc.client().send(req.map(Into::into)).await.unwrap();
+    let code = resp.status().as_u16();
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    (
+        code,
+        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_4xx_and_stores_nothing() {
+    let dc = DevCluster::start_local().await.unwrap();
+    let path = "/api/v1/namespaces/default/configmaps";
+    let table = [
+        (
+            "malformed json",
+            b"{\"metadata\": {".to_vec(),
+            "application/json",
+            400,
+            "BadRequest",
+        ),
+        (
+            "wrong kind",
+            br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}"#.to_vec(),
+            "application/json",
+            400,
+            "BadRequest",
+        ),
+        (
+            "missing name",
+            br#"{"metadata":{}}"#.to_vec(),
+            "application/json",
+            422,
+            "Invalid",
+        ),
+        (
+            "invalid label key",
+            br#"{"metadata":{"name":"x","labels":{"bad key":"v"}}}"#.to_vec(),
+            "application/json",
+            422,
+            "Invalid",
+        ),
+        (
+            "not an object",
+            b"[1,2]".to_vec(),
+            "application/json",
+            400,
+            "BadRequest",
+        ),
+        (
+            "unknown media type",
+            b"x".to_vec(),
+            "text/plain",
+            415,
+            "UnsupportedMediaType",
+        ),
+    ];
+    for (what, body, ct, code, reason) in table {
+        let (got, status) = raw(&dc, "POST", path, ct, body).await;
+        assert_eq!(
+            (got, status["reason"].as_str().unwrap_or("")),
+            (code, reason),
+            "{what}: {status}"
+        );
+    }
+    let big = format!(
+        r#"{{"metadata":{{"name":"big"}},"data":{{"a":"{}"}}}}"#,
+        "x".repeat(4 * 1024 * 1024)
+    );
+    let (got, _) = raw(&dc, "POST", path, "application/json", big.into_bytes()).await;
+    assert_eq!(got, 413, "oversized body");
+    let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
+    assert!(
+        api.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "nothing was stored"
+    );
+}

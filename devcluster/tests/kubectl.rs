@@ -4,7 +4,6 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use bosun_devcluster::DevCluster;
 
@@ -83,11 +82,6 @@ async fn kubectl_applies_gets_labels_patches_and_deletes_a_custom_resource() {
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kubeconfig");
     dc.write_kubeconfig(&kc).unwrap();
-    let run = |args: &[&str], stdin: Option<&str>| {
-        let (ok, out) = kubectl(&kc, args, stdin);
-        assert!(ok, "kubectl {args:?} failed: {out}");
-        out
-    };
     let kc2 = kc.clone();
     tokio::task::spawn_blocking(move || {
         let run = |args: &[&str], stdin: Option<&str>| {
@@ -166,8 +160,6 @@ async fn kubectl_applies_gets_labels_patches_and_deletes_a_custom_resource() {
     })
     .await
     .unwrap();
-    let _ = run;
-    tokio::time::sleep(Duration::from_millis(1)).await;
     dc.shutdown().await;
 }
 

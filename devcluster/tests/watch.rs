@@ -183,3 +183,94 @@ async fn a_watch_ends_after_its_timeout() {
         "the server closes the watch after timeoutSeconds"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_watchers_each_see_every_change() {
+    let dc = DevCluster::start_local().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
+    api.create(&PostParams::default(), &cm("a", "red"))
+        .await
+        .unwrap();
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut watchers = Vec::new();
+    for _ in 0..100 {
+        let stream = api.watch(&no_bookmarks(), &rv).await.unwrap();
+        watchers.push(tokio::spawn(async move {
+            tokio::time::timeout(
+                Duration::from_secs(20),
+                stream.take(50).try_collect::<Vec<_>>(),
+            )
+            .await
+        }));
+    }
+    for i in 0..50 {
+        api.patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"n": i.to_string()}})),
+        )
+        .await
+        .unwrap();
+    }
+    for w in watchers {
+        let events = w
+            .await
+            .unwrap()
+            .expect("all events before the deadline")
+            .unwrap();
+        let last = events.last().map(kind).unwrap();
+        assert_eq!((events.len(), last.as_str()), (50, "MODIFIED a"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_runtime_watchers_see_objects_with_both_initial_list_strategies() {
+    use kube::runtime::watcher::{self, Event, InitialListStrategy};
+    let dc = DevCluster::start_local().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
+    api.create(&PostParams::default(), &cm("before", "red"))
+        .await
+        .unwrap();
+    for (i, strategy) in [
+        InitialListStrategy::ListWatch,
+        InitialListStrategy::StreamingList,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let config = watcher::Config {
+            initial_list_strategy: strategy.clone(),
+            ..Default::default()
+        };
+        let mut stream = watcher::watcher(api.clone(), config).boxed();
+        let mut seen = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut created = false;
+        let after = format!("after-{i}");
+        while !seen.contains(&after) {
+            let next = tokio::time::timeout_at(deadline, stream.next())
+                .await
+                .expect("events before the deadline");
+            match next.unwrap().unwrap() {
+                Event::InitApply(o) | Event::Apply(o) => seen.push(o.metadata.name.unwrap()),
+                Event::InitDone if !created => {
+                    created = true;
+                    api.create(&PostParams::default(), &cm(&after, "red"))
+                        .await
+                        .unwrap();
+                }
+                _ => {}
+            }
+        }
+        assert!(
+            seen.contains(&"before".to_string()),
+            "{strategy:?}: {seen:?}"
+        );
+    }
+}

@@ -23,6 +23,15 @@ fn logs(line: &'static str) -> impl Fn(Cause) -> std::future::Ready<Result<(), H
     }
 }
 
+/// Runs while `spec.field` is `value`: stopped when the field changes or the object goes.
+async fn daemon_with_field(cause: Cause) -> Result<(), HandlerError> {
+    while !cause.stopped().is_stopped() {
+        cause.info("Field daemon is satisfied.");
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), cause.stopped().wait()).await;
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), bosun_sdk::ServeError> {
     Operator::new()
@@ -77,6 +86,9 @@ async fn main() -> Result<(), bosun_sdk::ServeError> {
         .field("spec.field")
         .old_value("value")
         .new_value("changed")
+        .on_daemon(KOPFEXAMPLES, daemon_with_field)
+        .field("spec.field")
+        .value("value")
         .serve_default()
         .await
 }

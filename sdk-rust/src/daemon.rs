@@ -76,12 +76,13 @@ impl Live {
     }
 
     pub(crate) fn patch(&self, patch: Patch) {
-        if !patch.json_ops().is_empty() {
-            tracing::warn!("daemons can only send merge patches; JSON-patch operations are ignored");
-        }
         let merge = patch.merge_patch();
         if merge.as_object().is_some_and(|m| !m.is_empty()) {
             self.send(pb::daemon_message::Message::MergePatch(json::encode(&merge)));
+        }
+        if !patch.json_ops().is_empty() {
+            let ops = serde_json::Value::Array(patch.json_ops().to_vec());
+            self.send(pb::daemon_message::Message::JsonPatch(json::encode(&ops)));
         }
     }
 }

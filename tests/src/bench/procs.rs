@@ -11,7 +11,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tokio::process::{Child, ChildStdout, Command};
 
-/// A child process of the bench; SIGKILLed when dropped.
+/// A child process of the bench, in a process group of its own; the whole group is
+/// SIGKILLed when dropped (so a wrapper's children go too).
 pub struct Proc {
     /// What it is, for messages.
     pub name: String,
@@ -27,7 +28,7 @@ impl Proc {
     pub fn spawn(name: &str, mut cmd: Command, log: &Path, pipe_stdout: bool) -> Result<(Proc, Option<ChildStdout>)> {
         let file = std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
         let stdout = if pipe_stdout { Stdio::piped() } else { Stdio::from(file.try_clone()?) };
-        cmd.stdin(Stdio::null()).stdout(stdout).stderr(Stdio::from(file)).kill_on_drop(true);
+        cmd.stdin(Stdio::null()).stdout(stdout).stderr(Stdio::from(file)).kill_on_drop(true).process_group(0);
         let mut child = cmd.spawn().with_context(|| format!("cannot start {name} ({cmd:?})"))?;
         let pid = child.id().context("the child has no pid")?;
         let out = child.stdout.take();
@@ -60,12 +61,17 @@ impl Proc {
         log_tail(&self.log, n)
     }
 
-    /// Asks it to stop (SIGTERM), waits up to `grace`, then kills it.
+    /// Asks it to stop (SIGTERM), waits up to `grace`, then kills it (and its group).
     pub async fn stop(mut self, grace: Duration) {
         let _ = Command::new("kill").arg("-TERM").arg(self.pid.to_string()).status().await;
-        if tokio::time::timeout(grace, self.child.wait()).await.is_err() {
-            let _ = self.child.kill().await;
-        }
+        let _ = tokio::time::timeout(grace, self.child.wait()).await;
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // The group's id is the child's pid; kill_on_drop then reaps the child itself.
+        let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{}", self.pid)]).stderr(Stdio::null()).status();
     }
 }
 

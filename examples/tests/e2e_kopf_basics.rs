@@ -17,14 +17,20 @@ use serde_json::json;
 const T: Duration = Duration::from_secs(30);
 const OBJ: &str = "[default/kopf-example-1]";
 
-/// The example binaries sit next to this test's directory (`target/<profile>/`); `cargo test`
-/// builds them because the examples crate has an integration test.
+/// The example binaries of this crate, which cargo builds (fresh) for its tests.
 fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(|d| d.parent()).unwrap();
-    let path = dir.join(name);
-    assert!(path.exists(), "{} is missing: build the examples first (`cargo build -p bosun-examples`)", path.display());
-    path
+    PathBuf::from(match name {
+        "minimal" => env!("CARGO_BIN_EXE_minimal"),
+        "children" => env!("CARGO_BIN_EXE_children"),
+        "exceptions" => env!("CARGO_BIN_EXE_exceptions"),
+        "events" => env!("CARGO_BIN_EXE_events"),
+        "handlers" => env!("CARGO_BIN_EXE_handlers"),
+        "subhandlers" => env!("CARGO_BIN_EXE_subhandlers"),
+        "spies" => env!("CARGO_BIN_EXE_spies"),
+        "builtins" => env!("CARGO_BIN_EXE_builtins"),
+        "filtering" => env!("CARGO_BIN_EXE_filtering"),
+        other => panic!("no example binary {other}"),
+    })
 }
 
 struct Run {

@@ -18,14 +18,20 @@ use serde_json::json;
 const T: Duration = Duration::from_secs(30);
 const OBJ: &str = "[default/kopf-example-1]";
 
-/// The example binaries sit next to this test's directory (`target/<profile>/`); build them
-/// first with `cargo build -p bosun-examples --bins`.
+/// The example binaries of this crate, which cargo builds (fresh) for its tests.
 fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(|d| d.parent()).unwrap();
-    let path = dir.join(name);
-    assert!(path.exists(), "{} is missing: build the examples first (`cargo build -p bosun-examples --bins`)", path.display());
-    path
+    PathBuf::from(match name {
+        "minimal" => env!("CARGO_BIN_EXE_minimal"),
+        "children" => env!("CARGO_BIN_EXE_children"),
+        "exceptions" => env!("CARGO_BIN_EXE_exceptions"),
+        "events" => env!("CARGO_BIN_EXE_events"),
+        "handlers" => env!("CARGO_BIN_EXE_handlers"),
+        "subhandlers" => env!("CARGO_BIN_EXE_subhandlers"),
+        "spies" => env!("CARGO_BIN_EXE_spies"),
+        "builtins" => env!("CARGO_BIN_EXE_builtins"),
+        "filtering" => env!("CARGO_BIN_EXE_filtering"),
+        other => panic!("no example binary {other}"),
+    })
 }
 
 struct Run {
@@ -355,7 +361,6 @@ async fn example_11_filtering_runs_only_the_handlers_whose_filters_match() {
 }
 
 #[tokio::test]
-#[ignore = "needs: daemons (no daemon registration in the Rust SDK; the controller does not run DAEMON handlers), so the example has no `daemon_with_field`"]
 async fn example_11_filtering_runs_the_daemon_whose_field_filter_matches() {
     let run = start("filtering").await;
     run.apply_obj().await;
