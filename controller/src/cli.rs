@@ -57,6 +57,9 @@ pub struct ControllerArgs {
     /// Restart a watch silent for this many seconds.
     #[arg(long, env = "BOSUN_INACTIVITY_TIMEOUT", default_value_t = 330)]
     pub inactivity_timeout: u64,
+    /// Serve the liveness endpoint with probe results, e.g. http://0.0.0.0:8080/healthz.
+    #[arg(short = 'L', long, env = "BOSUN_LIVENESS")]
+    pub liveness: Option<String>,
     /// Debug logging.
     #[arg(short, long)]
     pub verbose: bool,
@@ -107,6 +110,7 @@ impl ControllerArgs {
             max_workers: self.max_workers,
             inactivity_timeout: Duration::from_secs(self.inactivity_timeout.max(1)),
             log_sink: None,
+            liveness: self.liveness.clone(),
         }
     }
 

@@ -68,6 +68,8 @@ pub struct Settings {
     pub inactivity_timeout: Duration,
     /// Where log lines are copied to, besides `tracing`.
     pub log_sink: Option<LogSink>,
+    /// Serve the liveness endpoint (with probe results) at this URL, e.g. `http://0.0.0.0:8080/healthz`.
+    pub liveness: Option<String>,
 }
 
 impl Default for Settings {
@@ -82,6 +84,7 @@ impl Default for Settings {
             max_workers: 32,
             inactivity_timeout: Duration::from_secs(330),
             log_sink: None,
+            liveness: None,
         }
     }
 }
@@ -98,6 +101,9 @@ pub enum Error {
     /// A startup handler failed for good: the controller does not start watching.
     #[error(transparent)]
     Startup(#[from] runtime::activities::StartupFailed),
+    /// The liveness endpoint could not be served.
+    #[error("cannot serve the liveness endpoint: {0}")]
+    Liveness(String),
     /// No handler server was given.
     #[error("no handler server given: pass --handler ADDR (or a command after `--` with `bosun dev`)")]
     NoHandlers,

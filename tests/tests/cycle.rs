@@ -788,3 +788,32 @@ async fn daemons_run_while_the_object_lives_and_are_cancelled_when_it_is_deleted
     controller.stop().await;
     stopper.stop().await;
 }
+
+async fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let code = out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (code, out.split("\r\n\r\n").nth(1).unwrap_or("").to_string())
+}
+
+#[tokio::test]
+async fn the_liveness_endpoint_reports_probe_results() {
+    let (_cluster, client) = setup().await;
+    let server = Scripted::new(vec![
+        (activity("health", pb::HandlerKind::Probe), ok(json!({"db": "up"}))),
+        (spec("create_fn", pb::HandlerKind::Create), ok(Value::Null)),
+    ]);
+    let (addr, stopper) = server.clone().spawn().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let liveness = format!("http://127.0.0.1:{port}/healthz");
+    let controller = Controller::start(client.clone(), Settings { liveness: Some(liveness.clone()), ..settings(&addr) });
+    controller.wait_log(&format!("Serving the liveness endpoint at {liveness} with 1 probe(s)."), T).await;
+    let (code, body) = http_get(&format!("127.0.0.1:{port}"), "/healthz").await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), json!({"health": {"db": "up"}}));
+    controller.stop().await;
+    stopper.stop().await;
+}

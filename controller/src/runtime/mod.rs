@@ -65,6 +65,18 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     let servers = Arc::new(servers);
     let of_kind = |k: pb::HandlerKind| handlers.iter().filter(|h| h.kind == k).cloned().collect::<Vec<_>>();
     let (startups, cleanups) = (of_kind(pb::HandlerKind::Startup), of_kind(pb::HandlerKind::Cleanup));
+    let probes = of_kind(pb::HandlerKind::Probe);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    if let Some(url) = &settings.liveness {
+        let (addr, path) = crate::engines::liveness::parse_url(url).map_err(Error::Liveness)?;
+        let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|e| Error::Liveness(format!("{addr}: {e}")))?;
+        let mut stopped = stop_rx.clone();
+        let until = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        log.info(None, &format!("Serving the liveness endpoint at {url} with {} probe(s).", probes.len()));
+        tokio::spawn(crate::engines::liveness::serve(listener, path, probes, servers.clone(), until));
+    }
     let startup_refs: Vec<&Handler> = startups.iter().collect();
     tokio::select! {
         r = activities::startup(&startup_refs, &servers, &log) => r?,
@@ -73,8 +85,8 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
 
     // Group resource handlers by their selector, keeping registration order.
     let mut groups: Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> = Vec::new();
-    for h in handlers.into_iter().filter(|h| !matches!(h.kind, pb::HandlerKind::Startup | pb::HandlerKind::Cleanup)) {
-        if matches!(h.kind, pb::HandlerKind::Probe | pb::HandlerKind::Validate | pb::HandlerKind::Mutate) {
+    for h in handlers.into_iter().filter(|h| !matches!(h.kind, pb::HandlerKind::Startup | pb::HandlerKind::Cleanup | pb::HandlerKind::Probe)) {
+        if matches!(h.kind, pb::HandlerKind::Validate | pb::HandlerKind::Mutate) {
             log.warn(None, &format!("Handler '{}' is of a kind this controller does not run yet ({:?}); it is ignored.", h.id, h.kind));
             continue;
         }
@@ -91,7 +103,6 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     let cluster = Cluster::new(client);
     let limit = Arc::new(Semaphore::new(settings.max_workers.max(1)));
     let tasks = TaskTracker::new();
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     for (selector, hs) in groups {
         let ignored: Vec<Vec<String>> = settings_of
             .iter()
