@@ -143,7 +143,19 @@ async fn main() -> Result<()> {
         .ok()
         .and_then(|w| w.parse().ok())
         .unwrap_or(DEFAULT_WATCHERS);
-    let dc = DevCluster::start_local().await?;
+    // BENCH_DATA_DIR=DIR measures with persistence (fdatasync per acknowledged write)
+    let data_dir = std::env::var("BENCH_DATA_DIR")
+        .ok()
+        .map(std::path::PathBuf::from);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let dc = DevCluster::start(
+        listener,
+        bosun_devcluster::Config {
+            data_dir,
+            ..Default::default()
+        },
+    )
+    .await?;
     let addr = dc.url().trim_start_matches("http://").to_string();
     let base = "/api/v1/namespaces/default/configmaps";
     let mut conn = Conn::open(&addr).await?;

@@ -19,9 +19,12 @@ use crate::store::Obj;
 pub async fn run(cluster: Arc<Cluster>) {
     loop {
         let c = cluster.clone();
-        let busy = tokio::task::spawn_blocking(move || pass(&c))
-            .await
-            .unwrap_or(true);
+        let busy = tokio::task::spawn_blocking(move || {
+            c.store.compact_log(false);
+            pass(&c)
+        })
+        .await
+        .unwrap_or(true);
         // debounce: writes made by the pass itself wake us again
         tokio::time::sleep(Duration::from_millis(20)).await;
         let wait = if busy {

@@ -9,6 +9,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
@@ -45,7 +47,49 @@ pub struct Loaded {
 /// The append-only log.
 pub struct Log {
     file: Mutex<File>,
+    /// Serializes flushes; holds the sequence number flushed so far.
+    synced: Mutex<u64>,
+    /// Sequence number of the last appended record.
+    written: AtomicU64,
     path: PathBuf,
+    /// Bytes appended since the last compaction, and the size the compaction left.
+    appended: AtomicU64,
+    compacted: AtomicU64,
+}
+
+/// Compact when the appended bytes exceed this and twice the compacted size.
+const COMPACT_AFTER: u64 = 64 * 1024 * 1024;
+
+/// Write `objects` (with `last_rv` in a header line) to a temporary file beside `path`,
+/// flush it and rename it over `path`; returns the new file's size.
+fn rewrite<'a>(
+    path: &Path,
+    last_rv: u64,
+    objects: impl Iterator<Item = (&'a str, &'a str, &'a str, &'a [u8])>,
+) -> std::io::Result<u64> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(TMP);
+    let mut buf = serde_json::to_vec(&json!({"rv": last_rv})).unwrap_or_default();
+    buf.push(b'\n');
+    for (t, ns, n, o) in objects {
+        buf.extend_from_slice(b"{\"t\":");
+        buf.extend_from_slice(&serde_json::to_vec(t).unwrap_or_default());
+        buf.extend_from_slice(b",\"ns\":");
+        buf.extend_from_slice(&serde_json::to_vec(ns).unwrap_or_default());
+        buf.extend_from_slice(b",\"n\":");
+        buf.extend_from_slice(&serde_json::to_vec(n).unwrap_or_default());
+        buf.extend_from_slice(b",\"o\":");
+        buf.extend_from_slice(o);
+        buf.extend_from_slice(b"}\n");
+    }
+    let mut f = File::create(&tmp)?;
+    f.write_all(&buf)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(buf.len() as u64)
 }
 
 impl Log {
@@ -84,23 +128,25 @@ impl Log {
                 }
             }
         }
-        let tmp = dir.join(TMP);
-        {
-            let mut f = File::create(&tmp).map_err(io(&tmp))?;
-            let mut buf = serde_json::to_vec(&json!({"rv": last_rv})).unwrap_or_default();
-            buf.push(b'\n');
-            for ((t, ns, n), o) in &live {
-                serde_json::to_writer(&mut buf, &json!({"t": t, "ns": ns, "n": n, "o": o}))
-                    .unwrap_or_default();
-                buf.push(b'\n');
-            }
-            f.write_all(&buf).map_err(io(&tmp))?;
-            f.sync_all().map_err(io(&tmp))?;
-        }
-        std::fs::rename(&tmp, &path).map_err(io(&path))?;
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+        let encoded: Vec<(&str, &str, &str, Vec<u8>)> = live
+            .iter()
+            .map(|((t, ns, n), o)| {
+                (
+                    t.as_str(),
+                    ns.as_str(),
+                    n.as_str(),
+                    serde_json::to_vec(o).unwrap_or_default(),
+                )
+            })
+            .collect();
+        let size = rewrite(
+            &path,
+            last_rv,
+            encoded
+                .iter()
+                .map(|(t, ns, n, o)| (*t, *ns, *n, o.as_slice())),
+        )
+        .map_err(io(&path))?;
         let file = OpenOptions::new()
             .append(true)
             .open(&path)
@@ -108,7 +154,11 @@ impl Log {
         Ok((
             Log {
                 file: Mutex::new(file),
+                synced: Mutex::new(0),
+                written: AtomicU64::new(0),
                 path,
+                appended: AtomicU64::new(0),
+                compacted: AtomicU64::new(size),
             },
             Loaded {
                 objects: live,
@@ -117,8 +167,9 @@ impl Log {
         ))
     }
 
-    /// Append one write at resourceVersion `rv` (`None`: deletion) and flush it to disk.
-    pub fn append(&self, table: &str, ns: &str, name: &str, rv: u64, obj: Option<&[u8]>) {
+    /// Append one write at resourceVersion `rv` (`None`: deletion); returns the ticket to
+    /// pass to [`Log::sync`] before the write is acknowledged.
+    pub fn append(&self, table: &str, ns: &str, name: &str, rv: u64, obj: Option<&[u8]>) -> u64 {
         let mut line = Vec::with_capacity(obj.map_or(0, <[u8]>::len) + 64);
         line.extend_from_slice(b"{\"rv\":");
         line.extend_from_slice(rv.to_string().as_bytes());
@@ -132,9 +183,51 @@ impl Log {
         line.extend_from_slice(obj.unwrap_or(b"null"));
         line.extend_from_slice(b"}\n");
         let mut f = self.file.lock();
-        if let Err(e) = f.write_all(&line).and_then(|_| f.sync_data()) {
+        if let Err(e) = f.write_all(&line) {
             tracing::error!("cannot append to {}: {e}", self.path.display());
         }
+        self.appended
+            .fetch_add(line.len() as u64, Ordering::Relaxed);
+        self.written.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Make sure the record with `ticket` is on disk (group commit: one `fdatasync` covers
+    /// every record appended before it).
+    pub fn sync(&self, ticket: u64) {
+        let mut synced = self.synced.lock();
+        if *synced >= ticket {
+            return;
+        }
+        let upto = self.written.load(Ordering::SeqCst);
+        let file = self.file.lock().try_clone();
+        match file.and_then(|f| f.sync_data()) {
+            Ok(()) => *synced = upto,
+            Err(e) => tracing::error!("cannot flush {}: {e}", self.path.display()),
+        }
+    }
+
+    /// Whether the log has grown enough to be worth compacting.
+    pub fn wants_compaction(&self) -> bool {
+        let appended = self.appended.load(Ordering::Relaxed);
+        appended > COMPACT_AFTER && appended > 2 * self.compacted.load(Ordering::Relaxed)
+    }
+
+    /// Replace the log by one holding only `objects`. The caller must keep every writer out
+    /// while this runs (the store holds all table locks), so no write falls between the
+    /// snapshot and the new file.
+    pub fn compact<'a>(
+        &self,
+        last_rv: u64,
+        objects: impl Iterator<Item = (&'a str, &'a str, &'a str, &'a [u8])>,
+    ) -> std::io::Result<()> {
+        let mut synced = self.synced.lock();
+        let mut f = self.file.lock();
+        let size = rewrite(&self.path, last_rv, objects)?;
+        *synced = self.written.load(Ordering::SeqCst);
+        *f = OpenOptions::new().append(true).open(&self.path)?;
+        self.appended.store(0, Ordering::Relaxed);
+        self.compacted.store(size, Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -162,7 +255,8 @@ mod tests {
                 2,
                 Some(br#"{"metadata":{"name":"b"}}"#),
             );
-            log.append("/configmaps", "ns", "a", 3, None);
+            let t = log.append("/configmaps", "ns", "a", 3, None);
+            log.sync(t);
         }
         let mut f = OpenOptions::new()
             .append(true)

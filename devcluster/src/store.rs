@@ -254,6 +254,7 @@ impl Table {
                 break (inner, seen, decision, extra);
             }
         };
+        let mut ticket = None;
         let written = match decision {
             Write::Keep => current.map(Written::Stored),
             Write::Put(mut value) => {
@@ -261,7 +262,7 @@ impl Table {
                 set_rv(&mut value, rv);
                 let obj = Obj::new(value, rv, self.strip_type);
                 if let Some(log) = &self.log {
-                    log.append(&self.key, ns, name, rv, Some(&obj.bytes[..]));
+                    ticket = Some(log.append(&self.key, ns, name, rv, Some(&obj.bytes[..])));
                 }
                 inner.objects.insert(key, obj.clone());
                 let kind = if current.is_some() {
@@ -280,13 +281,18 @@ impl Table {
                     set_rv(&mut value, rv);
                     let obj = Obj::new(value, rv, self.strip_type);
                     if let Some(log) = &self.log {
-                        log.append(&self.key, ns, name, rv, None);
+                        ticket = Some(log.append(&self.key, ns, name, rv, None));
                     }
                     self.push(&mut inner, rv, EventType::Deleted, obj.clone(), Some(prev));
                     Some(Written::Deleted(obj))
                 }
             },
         };
+        drop(inner);
+        // flushed after the table lock is released: concurrent writers share one flush
+        if let (Some(log), Some(t)) = (&self.log, ticket) {
+            log.sync(t);
+        }
         Ok((written, extra))
     }
 
@@ -423,6 +429,36 @@ impl Store {
     /// The last resourceVersion handed out.
     pub fn current_rv(&self) -> u64 {
         self.counter.load(Ordering::SeqCst)
+    }
+
+    /// Rewrite the persistence log with only the live objects, if it has grown enough (or
+    /// `force`). Every table is locked meanwhile, so writes wait but none is lost.
+    pub fn compact_log(&self, force: bool) {
+        let Some(log) = &self.log else { return };
+        if !force && !log.wants_compaction() {
+            return;
+        }
+        let tables = self.tables.write();
+        let mut sorted: Vec<&Arc<Table>> = tables.values().collect();
+        sorted.sort_by(|a, b| a.key.cmp(&b.key));
+        let guards: Vec<_> = sorted
+            .iter()
+            .map(|t| (t.key.as_str(), t.inner.lock()))
+            .collect();
+        let rv = self.counter.load(Ordering::SeqCst);
+        let objects = guards.iter().flat_map(|(key, g)| {
+            g.objects
+                .iter()
+                .map(move |((ns, n), o)| (*key, ns.as_str(), n.as_str(), &o.bytes[..]))
+        });
+        if let Err(e) = log.compact(rv, objects) {
+            tracing::error!("cannot compact the data directory: {e}");
+        }
+    }
+
+    /// Whether writes are persisted (and wait for the disk).
+    pub fn persistent(&self) -> bool {
+        self.log.is_some()
     }
 
     /// Raise the counter to at least `rv` (after loading from disk).

@@ -128,3 +128,55 @@ async fn shutdown_ends_open_watches_and_stops_serving() {
         "nothing is served after shutdown"
     );
 }
+
+#[tokio::test]
+async fn compacting_the_log_while_running_keeps_every_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || Config {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dc = DevCluster::start(listener, config()).await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
+    for i in 0..20 {
+        api.create(&PostParams::default(), &cm(&format!("c{i}")))
+            .await
+            .unwrap();
+    }
+    for i in 0..10 {
+        api.delete(&format!("c{i}"), &Default::default())
+            .await
+            .unwrap();
+    }
+    let log = dir.path().join("objects.log");
+    let before = std::fs::metadata(&log).unwrap().len();
+    dc.cluster().store.compact_log(true);
+    assert!(
+        std::fs::metadata(&log).unwrap().len() < before,
+        "the log shrank"
+    );
+    api.create(&PostParams::default(), &cm("late"))
+        .await
+        .unwrap();
+    dc.shutdown().await;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dc = DevCluster::start(listener, config()).await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
+    let mut names: Vec<String> = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = (10..20)
+        .map(|i| format!("c{i}"))
+        .chain(["late".to_string()])
+        .collect();
+    want.sort();
+    assert_eq!(names, want);
+}

@@ -499,6 +499,7 @@ async fn a_daemon_streams_what_it_records_at_once_and_then_its_exit() {
         seen.push(match message.message.unwrap() {
             Message::Log(line) => format!("log {}", line.message),
             Message::MergePatch(patch) => format!("patch {}", json_of(&patch)),
+            Message::JsonPatch(ops) => format!("json-patch {}", json_of(&ops)),
             Message::Event(event) => format!("event {} {}", event.r#type, event.message),
             Message::Exit(exit) => format!("exit {:?} {} {:?}", exit.outcome(), exit.message, exit.delay_seconds),
         });

@@ -141,10 +141,34 @@ async fn handle(State(cluster): State<Arc<Cluster>>, req: Request) -> Response {
             }
             json_response(200, &discovery::resource_list(&cluster, g, v), &[])
         }
-        ["api", "v1", rest @ ..] => resource(&cluster, "", "v1", rest, method, ctx, raw),
-        ["apis", g, v, rest @ ..] => resource(&cluster, g, v, rest, method, ctx, raw),
+        ["api", "v1", rest @ ..] => dispatch(&cluster, "", "v1", rest, method, ctx, raw).await,
+        ["apis", g, v, rest @ ..] => dispatch(&cluster, g, v, rest, method, ctx, raw).await,
         _ => error(&ApiError::page_not_found()),
     }
+}
+
+/// Run a resource request. With persistence, writes wait for the disk; they run on the
+/// blocking pool so that many can wait together and share one flush (group commit).
+async fn dispatch(
+    cluster: &Arc<Cluster>,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    method: Method,
+    ctx: Ctx,
+    raw: Bytes,
+) -> Response {
+    if method == Method::GET || !cluster.store.persistent() {
+        return resource(cluster, group, version, rest, method, ctx, raw);
+    }
+    let (cluster, group, version) = (cluster.clone(), group.to_string(), version.to_string());
+    let rest: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+        resource(&cluster, &group, &version, &rest, method, ctx, raw)
+    })
+    .await
+    .unwrap_or_else(|_| error(&ApiError::internal("the request handler failed")))
 }
 
 fn decode(s: &str) -> String {

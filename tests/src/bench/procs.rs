@@ -21,6 +21,7 @@ pub struct Proc {
     /// Where its output goes.
     pub log: PathBuf,
     child: Child,
+    reaped: bool,
 }
 
 impl Proc {
@@ -32,7 +33,7 @@ impl Proc {
         let mut child = cmd.spawn().with_context(|| format!("cannot start {name} ({cmd:?})"))?;
         let pid = child.id().context("the child has no pid")?;
         let out = child.stdout.take();
-        Ok((Proc { name: name.into(), pid, log: log.into(), child }, out))
+        Ok((Proc { name: name.into(), pid, log: log.into(), child, reaped: false }, out))
     }
 
     /// Whether it is still running (not gone, not a zombie).
@@ -61,17 +62,32 @@ impl Proc {
         log_tail(&self.log, n)
     }
 
-    /// Asks it to stop (SIGTERM), waits up to `grace`, then kills it (and its group).
+    /// Asks its group to stop (SIGTERM), waits up to `grace`, then kills the group.
     pub async fn stop(mut self, grace: Duration) {
-        let _ = Command::new("kill").arg("-TERM").arg(self.pid.to_string()).status().await;
-        let _ = tokio::time::timeout(grace, self.child.wait()).await;
+        signal_group(self.pid, "-TERM");
+        let end = tokio::time::Instant::now() + grace;
+        while self.alive() && tokio::time::Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Not reaped yet, so the group id cannot have been reused.
+        signal_group(self.pid, "-KILL");
+        let _ = self.child.wait().await;
+        self.reaped = true;
     }
+}
+
+/// Sends a signal to the process group `pgid`.
+fn signal_group(pgid: u32, signal: &str) {
+    let _ = std::process::Command::new("kill").args([signal, "--", &format!("-{pgid}")]).stderr(Stdio::null()).status();
 }
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        // The group's id is the child's pid; kill_on_drop then reaps the child itself.
-        let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{}", self.pid)]).stderr(Stdio::null()).status();
+        // The group's id is the child's pid, held until the child is reaped (kill_on_drop
+        // then reaps it).
+        if !self.reaped {
+            signal_group(self.pid, "-KILL");
+        }
     }
 }
 

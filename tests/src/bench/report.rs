@@ -113,6 +113,7 @@ impl Results {
         let kopf = self.kopf.as_ref().map(|(_, s)| s);
 
         type Cell<T> = fn(&T) -> f64;
+        type Row<'a, T> = (&'a str, Cell<T>, &'a dyn Fn(f64) -> String, bool);
         fn cells<T>(b: &Result<T, String>, k: Option<&Result<T, String>>, f: Cell<T>, fmt: &dyn Fn(f64) -> String, ratio: bool) -> (String, Option<String>, Option<String>) {
             let show = |r: &Result<T, String>| r.as_ref().map(|x| fmt(f(x))).unwrap_or_else(|_| "failed".into());
             let rat = k.map(|k| match (b, k) {
@@ -128,7 +129,7 @@ impl Results {
         let n0 = |v: f64| format!("{v:.0}");
 
         out.push_str(&format!("backlog: {} objects exist before the operator starts\n", self.objects));
-        let backlog_rows: [(&str, Cell<Backlog>, &dyn Fn(f64) -> String, bool); 8] = [
+        let backlog_rows: [Row<Backlog>; 8] = [
             ("time to all handled", |b| b.seconds, &s, true),
             ("operator CPU", |b| b.cpu_s, &s, true),
             ("CPU per object", Backlog::cpu_ms_per_object, &ms, true),
@@ -147,7 +148,7 @@ impl Results {
             ("live, with a delete handler", |s: &Side| &s.live_delete),
         ] {
             out.push_str(&format!("{title}: {} objects created by {} parallel clients\n", self.objects, self.clients));
-            let live_rows: [(&str, Cell<Live>, &dyn Fn(f64) -> String, bool); 15] = [
+            let live_rows: [Row<Live>; 15] = [
                 ("creates done after", |l| l.create_seconds, &s, false),
                 ("all handled after", |l| l.handled_seconds, &s, true),
                 ("latency p50", |l| l.p50_ms, &ms, true),
