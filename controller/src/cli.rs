@@ -52,7 +52,7 @@ pub struct ControllerArgs {
     #[arg(long, env = "BOSUN_STORAGE", value_enum, default_value = "auto")]
     pub storage: StorageMode,
     /// How many objects are processed at once.
-    #[arg(long, env = "BOSUN_MAX_WORKERS", default_value_t = 32)]
+    #[arg(long, env = "BOSUN_MAX_WORKERS", default_value_t = 128)]
     pub max_workers: usize,
     /// Restart a watch silent for this many seconds.
     #[arg(long, env = "BOSUN_INACTIVITY_TIMEOUT", default_value_t = 330)]

@@ -81,7 +81,7 @@ impl Default for Settings {
             kopf_compat: false,
             storage: StorageMode::Auto,
             standalone: true,
-            max_workers: 32,
+            max_workers: 128,
             inactivity_timeout: Duration::from_secs(330),
             log_sink: None,
             liveness: None,

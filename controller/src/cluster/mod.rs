@@ -68,12 +68,17 @@ impl Error {
 /// Kopf's backoffs for server errors and network failures.
 const BACKOFFS: [u64; 8] = [1, 1, 2, 3, 5, 8, 13, 21];
 
+/// How many API requests (so, connections) are in flight at most, whatever the backlog.
+pub const MAX_REQUESTS: usize = 64;
+
 /// A client for the API server.
 #[derive(Clone)]
 pub struct Cluster {
     client: kube::Client,
     /// How many retries server errors get (tests lower it).
     pub retries: usize,
+    /// Bounds the requests in flight: HTTP/1 opens one connection per concurrent request.
+    in_flight: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 /// Content types of patches.
@@ -91,7 +96,7 @@ pub mod content {
 impl Cluster {
     /// Wraps a kube client.
     pub fn new(client: kube::Client) -> Cluster {
-        Cluster { client, retries: BACKOFFS.len() }
+        Cluster { client, retries: BACKOFFS.len(), in_flight: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_REQUESTS)) }
     }
 
     /// The kube client (for watchers).
@@ -108,6 +113,7 @@ impl Cluster {
                 req = req.header(http::header::CONTENT_TYPE, ct);
             }
             let req = req.body(kube::client::Body::from(body.clone().unwrap_or_default())).expect("valid request parts");
+            let permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
             let outcome = match self.client.send(req).await {
                 Ok(res) => {
                     let status = res.status();
@@ -123,6 +129,7 @@ impl Cluster {
                 }
                 Err(e) => Err(e.to_string()),
             };
+            drop(permit);
             let wait = match outcome {
                 Ok((status, _, bytes)) if status.is_success() => {
                     return serde_json::from_slice(&bytes).map_err(|source| Error::Decode { method, path: path.into(), source });

@@ -100,6 +100,33 @@ pub async fn watch(
     }
 }
 
+/// The object as JSON, moving its fields instead of serialising the whole object again.
 fn to_value(o: DynamicObject) -> Value {
-    serde_json::to_value(o).unwrap_or(Value::Null)
+    let mut body = match o.data {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    if let Some(t) = o.types {
+        body.insert("apiVersion".into(), Value::String(t.api_version));
+        body.insert("kind".into(), Value::String(t.kind));
+    }
+    body.insert("metadata".into(), serde_json::to_value(&o.metadata).unwrap_or(Value::Null));
+    Value::Object(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_become_the_json_they_came_as() {
+        let cases = [
+            serde_json::json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"f": [1]}, "status": {"s": true}}),
+            serde_json::json!({"metadata": {"name": "b", "namespace": "ns"}, "data": {"k": "v"}}),
+        ];
+        for want in cases {
+            let o: DynamicObject = serde_json::from_value(want.clone()).unwrap();
+            assert_eq!(to_value(o), want);
+        }
+    }
 }

@@ -33,8 +33,8 @@ struct Args {
     /// Print JSON instead of the table (progress still goes to stderr).
     #[arg(long)]
     json: bool,
-    /// The controller's --max-workers.
-    #[arg(long, default_value_t = 32)]
+    /// The controller's --max-workers (its default).
+    #[arg(long, default_value_t = 128)]
     max_workers: usize,
     /// The longest any single wait may take, in seconds.
     #[arg(long, default_value_t = 300)]
