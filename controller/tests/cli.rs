@@ -41,7 +41,9 @@ impl Bosun {
             .spawn()
             .expect("bosun starts");
         let (tx, lines) = mpsc::unbounded_channel();
-        for stream in [Box::new(child.stdout.take().unwrap()) as Box<dyn tokio::io::AsyncRead + Unpin + Send>, Box::new(child.stderr.take().unwrap())] {
+        for stream in
+            [Box::new(child.stdout.take().unwrap()) as Box<dyn tokio::io::AsyncRead + Unpin + Send>, Box::new(child.stderr.take().unwrap())]
+        {
             let tx = tx.clone();
             tokio::spawn(async move {
                 let mut r = BufReader::new(stream).lines();
@@ -83,7 +85,13 @@ impl Bosun {
 }
 
 fn kubectl(kubeconfig: &str, args: &[&str]) -> Value {
-    let out = std::process::Command::new("kubectl").arg("--kubeconfig").arg(kubeconfig).args(args).args(["-o", "json"]).output().expect("kubectl runs");
+    let out = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .args(["-o", "json"])
+        .output()
+        .expect("kubectl runs");
     assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -133,7 +141,10 @@ async fn bosun_dev_handles_keeps_its_data_and_does_not_handle_again_after_a_rest
         .spawn()
         .and_then(|mut c| {
             use std::io::Write;
-            c.stdin.take().unwrap().write_all(b"apiVersion: kopf.dev/v1\nkind: KopfExample\nmetadata: {name: kopf-example-2}\nspec: {}\n")?;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(b"apiVersion: kopf.dev/v1\nkind: KopfExample\nmetadata: {name: kopf-example-2}\nspec: {}\n")?;
             c.wait()
         })
         .unwrap();
@@ -169,7 +180,10 @@ async fn bosun_run_with_bad_input_says_what_is_wrong() {
     let cases: [(&[&str], &str); 3] = [
         (&["run", "--kubeconfig", "/nonexistent/kubeconfig"], "/nonexistent/kubeconfig"),
         (&["run", "--kubeconfig", kc], "no handler server given: pass --handler ADDR"),
-        (&["run", "--kubeconfig", kc, "--handler", "127.0.0.1:5"], "invalid handler server address '127.0.0.1:5': use http://host:port or unix:///path"),
+        (
+            &["run", "--kubeconfig", kc, "--handler", "127.0.0.1:5"],
+            "invalid handler server address '127.0.0.1:5': use http://host:port or unix:///path",
+        ),
     ];
     for (args, want) in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_bosun")).args(args).output().await.unwrap();

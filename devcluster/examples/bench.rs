@@ -28,20 +28,10 @@ impl Conn {
     async fn open(addr: &str) -> Result<Conn> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(Conn {
-            stream,
-            buf: Vec::with_capacity(64 * 1024),
-            tmp: vec![0u8; 64 * 1024],
-        })
+        Ok(Conn { stream, buf: Vec::with_capacity(64 * 1024), tmp: vec![0u8; 64 * 1024] })
     }
 
-    async fn request(
-        &mut self,
-        method: &str,
-        path: &str,
-        content_type: &str,
-        body: &[u8],
-    ) -> Result<(u16, Vec<u8>)> {
+    async fn request(&mut self, method: &str, path: &str, content_type: &str, body: &[u8]) -> Result<(u16, Vec<u8>)> {
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench/1.0\r\nAccept: application/json\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
             body.len()
@@ -64,11 +54,7 @@ impl Conn {
         let code: u16 = head.split_whitespace().nth(1).context("status")?.parse()?;
         let len: usize = head
             .lines()
-            .find_map(|l| {
-                l.to_ascii_lowercase()
-                    .strip_prefix("content-length:")
-                    .map(|v| v.trim().to_string())
-            })
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string()))
             .context("content-length")?
             .parse()?;
         while self.buf.len() < header_end + len {
@@ -91,14 +77,8 @@ fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let after = stat.rsplit(')').next().unwrap_or("");
     let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 = fields
-        .get(11)
-        .and_then(|u| u.parse::<f64>().ok())
-        .unwrap_or(0.0)
-        + fields
-            .get(12)
-            .and_then(|s| s.parse::<f64>().ok())
-            .unwrap_or(0.0);
+    let ticks: f64 = fields.get(11).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0)
+        + fields.get(12).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
     ticks / 100.0
 }
 
@@ -131,69 +111,45 @@ where
         t.await??;
     }
     let n = done.load(Ordering::Relaxed) as f64;
-    Ok((
-        n / start.elapsed().as_secs_f64(),
-        (cpu_seconds() - cpu) * 1e6 / n,
-    ))
+    Ok((n / start.elapsed().as_secs_f64(), (cpu_seconds() - cpu) * 1e6 / n))
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let watchers_n: usize = std::env::var("BENCH_WATCHERS")
-        .ok()
-        .and_then(|w| w.parse().ok())
-        .unwrap_or(DEFAULT_WATCHERS);
+    let watchers_n: usize = std::env::var("BENCH_WATCHERS").ok().and_then(|w| w.parse().ok()).unwrap_or(DEFAULT_WATCHERS);
     // BENCH_DATA_DIR=DIR measures with persistence (fdatasync per acknowledged write)
-    let data_dir = std::env::var("BENCH_DATA_DIR")
-        .ok()
-        .map(std::path::PathBuf::from);
+    let data_dir = std::env::var("BENCH_DATA_DIR").ok().map(std::path::PathBuf::from);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let dc = DevCluster::start(
-        listener,
-        bosun_devcluster::Config {
-            data_dir,
-            ..Default::default()
-        },
-    )
-    .await?;
+    let dc = DevCluster::start(listener, bosun_devcluster::Config { data_dir, ..Default::default() }).await?;
     let addr = dc.url().trim_start_matches("http://").to_string();
     let base = "/api/v1/namespaces/default/configmaps";
     let mut conn = Conn::open(&addr).await?;
     for c in 0..CLIENTS {
         let body = format!(r#"{{"metadata":{{"name":"bench-{c}"}},"data":{{"n":"0"}}}}"#);
-        let (code, _) = conn
-            .request("POST", base, "application/json", body.as_bytes())
-            .await?;
+        let (code, _) = conn.request("POST", base, "application/json", body.as_bytes()).await?;
         anyhow::ensure!(code == 201, "create failed: {code}");
     }
 
     let (gets, gets_cpu) = phase(&addr, move |c, _, mut conn| async move {
-        let (code, _) = conn
-            .request("GET", &format!("{base}/bench-{c}"), "application/json", b"")
-            .await?;
+        let (code, _) = conn.request("GET", &format!("{base}/bench-{c}"), "application/json", b"").await?;
         anyhow::ensure!(code == 200, "get failed: {code}");
         Ok(conn)
     })
     .await?;
-    println!(
-        "gets:           {gets:>9.0} /s   (32 clients; bar 20,000/s); {gets_cpu:.1} CPU-µs each, server and client together"
-    );
+    println!("gets:           {gets:>9.0} /s   (32 clients; bar 20,000/s); {gets_cpu:.1} CPU-µs each, server and client together");
 
     // watchers from the current resourceVersion
-    let (_, list) = conn
-        .request("GET", &format!("{base}?limit=1"), "application/json", b"")
-        .await?;
-    let rv = serde_json::from_slice::<serde_json::Value>(&list)?["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or("0")
-        .to_string();
+    let (_, list) = conn.request("GET", &format!("{base}?limit=1"), "application/json", b"").await?;
+    let rv = serde_json::from_slice::<serde_json::Value>(&list)?["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_string();
     let received = Arc::new(AtomicU64::new(0));
     let mut watchers = Vec::new();
     for _ in 0..watchers_n {
         let (addr, rv, received) = (addr.clone(), rv.clone(), received.clone());
         watchers.push(tokio::spawn(async move {
             let mut s = TcpStream::connect(&addr).await?;
-            let req = format!("GET {base}?watch=1&resourceVersion={rv}&timeoutSeconds=3600 HTTP/1.1\r\nHost: bench\r\nAccept: application/json\r\n\r\n");
+            let req = format!(
+                "GET {base}?watch=1&resourceVersion={rv}&timeoutSeconds=3600 HTTP/1.1\r\nHost: bench\r\nAccept: application/json\r\n\r\n"
+            );
             s.write_all(req.as_bytes()).await?;
             let mut tmp = vec![0u8; 256 * 1024];
             let mut carry: Vec<u8> = Vec::new();
@@ -219,14 +175,7 @@ async fn main() -> Result<()> {
         let p2 = p2.clone();
         async move {
             let body = format!(r#"{{"data":{{"n":"{}"}}}}"#, i + 1);
-            let (code, _) = conn
-                .request(
-                    "PATCH",
-                    &format!("{base}/bench-{c}"),
-                    "application/merge-patch+json",
-                    body.as_bytes(),
-                )
-                .await?;
+            let (code, _) = conn.request("PATCH", &format!("{base}/bench-{c}"), "application/merge-patch+json", body.as_bytes()).await?;
             anyhow::ensure!(code == 200, "patch failed: {code}");
             p2.fetch_add(1, Ordering::Relaxed);
             Ok(conn)
@@ -275,33 +224,19 @@ async fn main() -> Result<()> {
     for task in tasks {
         task.await??;
     }
-    println!(
-        "creates:        {:>9.0} /s   (32 clients)",
-        total as f64 / t.elapsed().as_secs_f64()
-    );
+    println!("creates:        {:>9.0} /s   (32 clients)", total as f64 / t.elapsed().as_secs_f64());
     let mut times = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
-        let (code, body) = conn
-            .request(
-                "GET",
-                "/api/v1/namespaces/default/configmaps?labelSelector=app%3Dbench",
-                "application/json",
-                b"",
-            )
-            .await?;
+        let (code, body) =
+            conn.request("GET", "/api/v1/namespaces/default/configmaps?labelSelector=app%3Dbench", "application/json", b"").await?;
         times.push(t.elapsed());
         anyhow::ensure!(code == 200, "list failed");
-        let items = serde_json::from_slice::<serde_json::Value>(&body)?["items"]
-            .as_array()
-            .map_or(0, Vec::len);
+        let items = serde_json::from_slice::<serde_json::Value>(&body)?["items"].as_array().map_or(0, Vec::len);
         anyhow::ensure!(items == total, "list returned {items} items");
     }
     times.sort();
-    println!(
-        "list 10,000:    {:>9.1} ms (median of 5, request to last byte; bar 100 ms)",
-        times[2].as_secs_f64() * 1000.0
-    );
+    println!("list 10,000:    {:>9.1} ms (median of 5, request to last byte; bar 100 ms)", times[2].as_secs_f64() * 1000.0);
     dc.shutdown().await;
     Ok(())
 }

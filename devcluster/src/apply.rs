@@ -21,27 +21,17 @@ pub fn apply(
     mut config: Value,
     opts: &WriteOpts,
 ) -> ApiResult<Reply> {
-    let Some(manager) = opts
-        .manager
-        .clone()
-        .filter(|m| !m.is_empty() && opts.manager_explicit)
-    else {
+    let Some(manager) = opts.manager.clone().filter(|m| !m.is_empty() && opts.manager_explicit) else {
         return Err(ApiError::invalid(
             "PatchOptions.meta.k8s.io",
             "meta.k8s.io",
             "PatchOptions",
             "",
-            vec![Cause::new(
-                "FieldValueRequired",
-                "Required value: is required for apply patch",
-                "fieldManager",
-            )],
+            vec![Cause::new("FieldValueRequired", "Required value: is required for apply patch", "fieldManager")],
         ));
     };
     if !config.is_object() {
-        return Err(ApiError::bad_request(
-            "error decoding YAML: expected an object",
-        ));
+        return Err(ApiError::bad_request("error decoding YAML: expected an object"));
     }
     crate::ops::check_type(info, &mut config)?;
     let table = cluster.table(info);
@@ -50,31 +40,19 @@ pub fn apply(
         if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
             m.insert("name".into(), json!(name));
         }
-        let create_opts = WriteOpts {
-            manager: None,
-            ..opts.clone()
-        };
+        let create_opts = WriteOpts { manager: None, ..opts.clone() };
         let mut set = managed::apply_set(&config);
         let entry = entry(info, &manager, std::mem::take(&mut set), sub);
         crate::ops::meta_mut(&mut body).insert("managedFields".into(), json!([entry]));
         return crate::ops::create(cluster, info, ns, body, &create_opts);
     }
     let force = opts.force;
-    let update_opts = WriteOpts {
-        manager: None,
-        ..opts.clone()
-    };
+    let update_opts = WriteOpts { manager: None, ..opts.clone() };
     crate::ops::update::commit_apply(cluster, info, ns, name, sub, &update_opts, move |current| {
         let mut target = current.clone();
         let applied = managed::apply_set(&config);
-        let entries = current
-            .get("metadata")
-            .and_then(|v| v.get("managedFields"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let (mut kept, conflicts) =
-            managed::take_over(&entries, &manager, &applied, current, &config, force);
+        let entries = current.get("metadata").and_then(|v| v.get("managedFields")).and_then(Value::as_array).cloned().unwrap_or_default();
+        let (mut kept, conflicts) = managed::take_over(&entries, &manager, &applied, current, &config, force);
         if !conflicts.is_empty() {
             return Err(conflict_error(conflicts));
         }
@@ -85,11 +63,7 @@ pub fn apply(
             .map(|e| e["fieldsV1"].clone())
             .unwrap_or(json!({}));
         for path in managed::leaf_paths(&before) {
-            if !managed::contains(&applied, &path)
-                && !kept
-                    .iter()
-                    .any(|e| managed::contains(&e["fieldsV1"], &path))
-            {
+            if !managed::contains(&applied, &path) && !kept.iter().any(|e| managed::contains(&e["fieldsV1"], &path)) {
                 managed::remove_at(&mut target, &path);
             }
         }
@@ -131,21 +105,13 @@ fn entry(info: &ResourceInfo, manager: &str, set: Value, sub: Subresource) -> Va
 fn conflict_error(conflicts: Vec<(String, String)>) -> ApiError {
     let n = conflicts.len();
     let message = if n == 1 {
-        format!(
-            "Apply failed with 1 conflict: {}: {}",
-            conflicts[0].0, conflicts[0].1
-        )
+        format!("Apply failed with 1 conflict: {}: {}", conflicts[0].0, conflicts[0].1)
     } else {
-        let lines: Vec<String> = conflicts
-            .iter()
-            .map(|(who, f)| format!("{who}: {f}"))
-            .collect();
+        let lines: Vec<String> = conflicts.iter().map(|(who, f)| format!("{who}: {f}")).collect();
         format!("Apply failed with {n} conflicts: {}", lines.join("\n"))
     };
-    let causes: Vec<Value> = conflicts
-        .iter()
-        .map(|(who, f)| json!({"reason": "FieldManagerConflict", "message": who, "field": f}))
-        .collect();
+    let causes: Vec<Value> =
+        conflicts.iter().map(|(who, f)| json!({"reason": "FieldManagerConflict", "message": who, "field": f})).collect();
     ApiError {
         code: 409,
         reason: "Conflict",
@@ -162,9 +128,7 @@ fn merge_config(target: &mut Value, config: &Value) {
         (Value::Object(t), Value::Object(c)) => {
             for (k, v) in c {
                 match t.get_mut(k) {
-                    Some(existing) if existing.is_object() && v.is_object() => {
-                        merge_config(existing, v)
-                    }
+                    Some(existing) if existing.is_object() && v.is_object() => merge_config(existing, v),
                     Some(existing) if keyed(existing) && keyed(v) => merge_config(existing, v),
                     _ => {
                         t.insert(k.clone(), v.clone());
@@ -185,9 +149,5 @@ fn merge_config(target: &mut Value, config: &Value) {
 }
 
 fn keyed(v: &Value) -> bool {
-    v.as_array().is_some_and(|a| {
-        !a.is_empty()
-            && a.iter()
-                .all(|i| i.get("name").is_some_and(Value::is_string))
-    })
+    v.as_array().is_some_and(|a| !a.is_empty() && a.iter().all(|i| i.get("name").is_some_and(Value::is_string)))
 }

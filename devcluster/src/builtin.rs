@@ -26,10 +26,7 @@ pub fn prepare(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Api
                 obj["spec"] = json!({"finalizers": ["kubernetes"]});
             }
             if let Some(old) = old {
-                obj["status"] = old
-                    .get("status")
-                    .cloned()
-                    .unwrap_or(json!({"phase": "Active"}));
+                obj["status"] = old.get("status").cloned().unwrap_or(json!({"phase": "Active"}));
             } else {
                 obj["status"] = json!({"phase": "Active"});
             }
@@ -58,11 +55,7 @@ pub fn prepare(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Api
                     v.get("spec")
                         .and_then(|v| v.get("containers"))
                         .and_then(Value::as_array)
-                        .map(|a| {
-                            a.iter()
-                                .map(|c| c["name"].as_str().unwrap_or("").to_string())
-                                .collect()
-                        })
+                        .map(|a| a.iter().map(|c| c["name"].as_str().unwrap_or("").to_string()).collect())
                         .unwrap_or_default()
                 };
                 if names(old).len() != names(obj).len() {
@@ -106,8 +99,7 @@ fn secret(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
         let data = map.entry("data").or_insert_with(|| json!({}));
         if let Some(d) = data.as_object_mut() {
             for (k, v) in sd {
-                let enc =
-                    base64::engine::general_purpose::STANDARD.encode(v.as_str().unwrap_or(""));
+                let enc = base64::engine::general_purpose::STANDARD.encode(v.as_str().unwrap_or(""));
                 d.insert(k, json!(enc));
             }
             let sorted: Map<String, Value> = {
@@ -123,11 +115,7 @@ fn secret(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
 }
 
 fn service(obj: &mut Value, old: Option<&Value>) {
-    let spec = obj
-        .as_object_mut()
-        .expect("object")
-        .entry("spec")
-        .or_insert_with(|| json!({}));
+    let spec = obj.as_object_mut().expect("object").entry("spec").or_insert_with(|| json!({}));
     let Some(spec) = spec.as_object_mut() else {
         return;
     };
@@ -140,35 +128,24 @@ fn service(obj: &mut Value, old: Option<&Value>) {
             }
         }
     }
-    let kind = spec
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("ClusterIP")
-        .to_string();
+    let kind = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP").to_string();
     if kind != "ExternalName" && !spec.contains_key("clusterIP") {
-        let ip = old
-            .and_then(|o| o.get("spec").and_then(|v| v.get("clusterIP")).cloned())
-            .unwrap_or_else(|| {
-                let n = uuid::Uuid::new_v4().as_u128();
-                json!(format!("10.96.{}.{}", (n >> 8) as u8, (n as u8).max(2)))
-            });
+        let ip = old.and_then(|o| o.get("spec").and_then(|v| v.get("clusterIP")).cloned()).unwrap_or_else(|| {
+            let n = uuid::Uuid::new_v4().as_u128();
+            json!(format!("10.96.{}.{}", (n >> 8) as u8, (n as u8).max(2)))
+        });
         spec.insert("clusterIP".into(), ip.clone());
         spec.insert("clusterIPs".into(), json!([ip]));
     }
     spec.entry("type").or_insert_with(|| json!("ClusterIP"));
-    spec.entry("sessionAffinity")
-        .or_insert_with(|| json!("None"));
+    spec.entry("sessionAffinity").or_insert_with(|| json!("None"));
     if kind != "ExternalName" {
         spec.entry("ipFamilies").or_insert_with(|| json!(["IPv4"]));
-        spec.entry("ipFamilyPolicy")
-            .or_insert_with(|| json!("SingleStack"));
-        spec.entry("internalTrafficPolicy")
-            .or_insert_with(|| json!("Cluster"));
+        spec.entry("ipFamilyPolicy").or_insert_with(|| json!("SingleStack"));
+        spec.entry("internalTrafficPolicy").or_insert_with(|| json!("Cluster"));
     }
     if obj.get("status").is_none() {
-        obj["status"] = old
-            .and_then(|o| o.get("status").cloned())
-            .unwrap_or(json!({"loadBalancer": {}}));
+        obj["status"] = old.and_then(|o| o.get("status").cloned()).unwrap_or(json!({"loadBalancer": {}}));
     }
 }
 
@@ -178,38 +155,26 @@ fn pod_spec(spec: &mut Map<String, Value>) {
             for c in cs.iter_mut().filter_map(Value::as_object_mut) {
                 let image = c.get("image").and_then(Value::as_str).unwrap_or("");
                 let last = image.rsplit('/').next().unwrap_or("");
-                let policy = if !last.contains(':') || last.ends_with(":latest") {
-                    "Always"
-                } else {
-                    "IfNotPresent"
-                };
+                let policy = if !last.contains(':') || last.ends_with(":latest") { "Always" } else { "IfNotPresent" };
                 c.entry("imagePullPolicy").or_insert_with(|| json!(policy));
                 c.entry("resources").or_insert_with(|| json!({}));
-                c.entry("terminationMessagePath")
-                    .or_insert_with(|| json!("/dev/termination-log"));
-                c.entry("terminationMessagePolicy")
-                    .or_insert_with(|| json!("File"));
+                c.entry("terminationMessagePath").or_insert_with(|| json!("/dev/termination-log"));
+                c.entry("terminationMessagePolicy").or_insert_with(|| json!("File"));
             }
         }
     }
-    spec.entry("restartPolicy")
-        .or_insert_with(|| json!("Always"));
-    spec.entry("terminationGracePeriodSeconds")
-        .or_insert_with(|| json!(30));
-    spec.entry("dnsPolicy")
-        .or_insert_with(|| json!("ClusterFirst"));
+    spec.entry("restartPolicy").or_insert_with(|| json!("Always"));
+    spec.entry("terminationGracePeriodSeconds").or_insert_with(|| json!(30));
+    spec.entry("dnsPolicy").or_insert_with(|| json!("ClusterFirst"));
     spec.entry("securityContext").or_insert_with(|| json!({}));
-    spec.entry("schedulerName")
-        .or_insert_with(|| json!("default-scheduler"));
+    spec.entry("schedulerName").or_insert_with(|| json!("default-scheduler"));
 }
 
 fn pod(obj: &mut Value) {
     if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
         pod_spec(spec);
-        spec.entry("enableServiceLinks")
-            .or_insert_with(|| json!(true));
-        spec.entry("preemptionPolicy")
-            .or_insert_with(|| json!("PreemptLowerPriority"));
+        spec.entry("enableServiceLinks").or_insert_with(|| json!(true));
+        spec.entry("preemptionPolicy").or_insert_with(|| json!("PreemptLowerPriority"));
         spec.entry("priority").or_insert_with(|| json!(0));
     }
     if obj.get("status").is_none() {
@@ -222,26 +187,18 @@ fn deployment(obj: &mut Value) {
         return;
     };
     spec.entry("replicas").or_insert_with(|| json!(1));
-    spec.entry("strategy").or_insert_with(|| json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}));
-    spec.entry("revisionHistoryLimit")
-        .or_insert_with(|| json!(10));
-    spec.entry("progressDeadlineSeconds")
-        .or_insert_with(|| json!(600));
-    if let Some(t) = spec
-        .get_mut("template")
-        .and_then(|t| t.get_mut("spec"))
-        .and_then(Value::as_object_mut)
-    {
+    spec.entry("strategy")
+        .or_insert_with(|| json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}));
+    spec.entry("revisionHistoryLimit").or_insert_with(|| json!(10));
+    spec.entry("progressDeadlineSeconds").or_insert_with(|| json!(600));
+    if let Some(t) = spec.get_mut("template").and_then(|t| t.get_mut("spec")).and_then(Value::as_object_mut) {
         pod_spec(t);
     }
 }
 
 fn lease(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
     for field in ["acquireTime", "renewTime"] {
-        if let Some(t) = obj
-            .pointer(&format!("/spec/{field}"))
-            .and_then(Value::as_str)
-        {
+        if let Some(t) = obj.pointer(&format!("/spec/{field}")).and_then(Value::as_str) {
             let micro = t.len() >= 27 && t.as_bytes().get(19) == Some(&b'.');
             if !micro {
                 return Err(ApiError::bad_request(format!(
@@ -253,20 +210,13 @@ fn lease(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
             }
         }
     }
-    if let Some(d) = obj
-        .get("spec")
-        .and_then(|v| v.get("leaseDurationSeconds"))
-        .and_then(Value::as_i64)
+    if let Some(d) = obj.get("spec").and_then(|v| v.get("leaseDurationSeconds")).and_then(Value::as_i64)
         && d <= 0
     {
         return Err(ApiError::invalid_object(
             info,
             crate::registry::name_of(obj),
-            vec![Cause::new(
-                "FieldValueInvalid",
-                format!("Invalid value: {d}: must be greater than 0"),
-                "spec.leaseDurationSeconds",
-            )],
+            vec![Cause::new("FieldValueInvalid", format!("Invalid value: {d}: must be greater than 0"), "spec.leaseDurationSeconds")],
         ));
     }
     Ok(())
@@ -275,10 +225,7 @@ fn lease(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
 fn core_event(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
     let ns = crate::registry::namespace_of(obj).to_string();
     let name = crate::registry::name_of(obj).to_string();
-    if let Some(ino) = obj
-        .get("involvedObject")
-        .and_then(|v| v.get("namespace"))
-        .and_then(Value::as_str)
+    if let Some(ino) = obj.get("involvedObject").and_then(|v| v.get("namespace")).and_then(Value::as_str)
         && !ino.is_empty()
         && ino != ns
     {
@@ -328,15 +275,7 @@ pub fn event_to_core(info: &ResourceInfo, v: Value) -> ApiResult<Value> {
         return Ok(v);
     };
     if m.get("eventTime").is_none_or(Value::is_null) {
-        return Err(ApiError::invalid_object(
-            info,
-            &name,
-            vec![Cause::new(
-                "FieldValueRequired",
-                "Required value",
-                "eventTime",
-            )],
-        ));
+        return Err(ApiError::invalid_object(info, &name, vec![Cause::new("FieldValueRequired", "Required value", "eventTime")]));
     }
     if let Some(t) = m.get("type").and_then(Value::as_str)
         && t != "Normal"
@@ -345,58 +284,33 @@ pub fn event_to_core(info: &ResourceInfo, v: Value) -> ApiResult<Value> {
         return Err(ApiError::invalid_object(
             info,
             &name,
-            vec![Cause::new(
-                "FieldValueInvalid",
-                format!("Invalid value: \"\": has invalid value: {t}"),
-                "type",
-            )],
+            vec![Cause::new("FieldValueInvalid", format!("Invalid value: \"\": has invalid value: {t}"), "type")],
         ));
     }
     let mut out = Map::new();
     out.insert("kind".into(), json!("Event"));
     out.insert("apiVersion".into(), json!("v1"));
     out.insert("metadata".into(), m.remove("metadata").unwrap_or(json!({})));
-    out.insert(
-        "involvedObject".into(),
-        m.remove("regarding").unwrap_or(json!({})),
-    );
+    out.insert("involvedObject".into(), m.remove("regarding").unwrap_or(json!({})));
     out.insert("reason".into(), m.remove("reason").unwrap_or(json!("")));
     out.insert("message".into(), m.remove("note").unwrap_or(json!("")));
-    out.insert(
-        "source".into(),
-        m.remove("deprecatedSource").unwrap_or(json!({})),
-    );
-    out.insert(
-        "firstTimestamp".into(),
-        m.remove("deprecatedFirstTimestamp").unwrap_or(Value::Null),
-    );
-    out.insert(
-        "lastTimestamp".into(),
-        m.remove("deprecatedLastTimestamp").unwrap_or(Value::Null),
-    );
+    out.insert("source".into(), m.remove("deprecatedSource").unwrap_or(json!({})));
+    out.insert("firstTimestamp".into(), m.remove("deprecatedFirstTimestamp").unwrap_or(Value::Null));
+    out.insert("lastTimestamp".into(), m.remove("deprecatedLastTimestamp").unwrap_or(Value::Null));
     if let Some(c) = m.remove("deprecatedCount") {
         out.insert("count".into(), c);
     }
     if let Some(t) = m.remove("type") {
         out.insert("type".into(), t);
     }
-    out.insert(
-        "eventTime".into(),
-        m.remove("eventTime").unwrap_or(Value::Null),
-    );
+    out.insert("eventTime".into(), m.remove("eventTime").unwrap_or(Value::Null));
     for k in ["series", "action", "related"] {
         if let Some(x) = m.remove(k) {
             out.insert(k.into(), x);
         }
     }
-    out.insert(
-        "reportingComponent".into(),
-        m.remove("reportingController").unwrap_or(json!("")),
-    );
-    out.insert(
-        "reportingInstance".into(),
-        m.remove("reportingInstance").unwrap_or(json!("")),
-    );
+    out.insert("reportingComponent".into(), m.remove("reportingController").unwrap_or(json!("")));
+    out.insert("reportingInstance".into(), m.remove("reportingInstance").unwrap_or(json!("")));
     Ok(Value::Object(out))
 }
 
@@ -408,24 +322,14 @@ pub fn event_from_core(v: &Value) -> Value {
     let mut out = Map::new();
     out.insert("kind".into(), json!("Event"));
     out.insert("apiVersion".into(), json!("events.k8s.io/v1"));
-    out.insert(
-        "metadata".into(),
-        m.get("metadata").cloned().unwrap_or(json!({})),
-    );
-    out.insert(
-        "eventTime".into(),
-        m.get("eventTime").cloned().unwrap_or(Value::Null),
-    );
+    out.insert("metadata".into(), m.get("metadata").cloned().unwrap_or(json!({})));
+    out.insert("eventTime".into(), m.get("eventTime").cloned().unwrap_or(Value::Null));
     for k in ["series"] {
         if let Some(x) = m.get(k) {
             out.insert(k.into(), x.clone());
         }
     }
-    let nonempty = |k: &str| {
-        m.get(k)
-            .filter(|x| !x.is_null() && x.as_str() != Some(""))
-            .cloned()
-    };
+    let nonempty = |k: &str| m.get(k).filter(|x| !x.is_null() && x.as_str() != Some("")).cloned();
     if let Some(x) = nonempty("reportingComponent") {
         out.insert("reportingController".into(), x);
     }
@@ -437,10 +341,7 @@ pub fn event_from_core(v: &Value) -> Value {
             out.insert(k.into(), x);
         }
     }
-    out.insert(
-        "regarding".into(),
-        m.get("involvedObject").cloned().unwrap_or(json!({})),
-    );
+    out.insert("regarding".into(), m.get("involvedObject").cloned().unwrap_or(json!({})));
     if let Some(x) = m.get("related") {
         out.insert("related".into(), x.clone());
     }

@@ -46,16 +46,12 @@ impl Cluster {
 
     /// The info of a built-in core/v1 resource.
     pub fn core(&self, plural: &str) -> Arc<ResourceInfo> {
-        self.registry
-            .get("", "v1", plural)
-            .expect("built-in resource")
+        self.registry.get("", "v1", plural).expect("built-in resource")
     }
 
     /// The namespace object, if it exists.
     pub fn namespace(&self, name: &str) -> Option<Value> {
-        self.table(&self.core("namespaces"))
-            .get("", name)
-            .map(|o| o.value.clone())
+        self.table(&self.core("namespaces")).get("", name).map(|o| o.value.clone())
     }
 
     /// Create the namespaces a fresh cluster has.
@@ -66,10 +62,7 @@ impl Cluster {
                 continue;
             }
             let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-            let opts = crate::ops::WriteOpts {
-                manager: None,
-                ..Default::default()
-            };
+            let opts = crate::ops::WriteOpts { manager: None, ..Default::default() };
             if let Err(e) = crate::ops::create(self, &info, "", body, &opts) {
                 tracing::error!("cannot create namespace {name}: {}", e.message);
             }

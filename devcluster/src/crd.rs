@@ -25,19 +25,9 @@ pub fn prepare(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
         return Ok(());
     }
     let name = crate::registry::name_of(obj).to_string();
-    let group = obj
-        .get("spec")
-        .and_then(|v| v.get("group"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let plural = obj
-        .get("spec")
-        .and_then(|v| v.get("names"))
-        .and_then(|v| v.get("plural"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let group = obj.get("spec").and_then(|v| v.get("group")).and_then(Value::as_str).unwrap_or("").to_string();
+    let plural =
+        obj.get("spec").and_then(|v| v.get("names")).and_then(|v| v.get("plural")).and_then(Value::as_str).unwrap_or("").to_string();
     let mut causes = Vec::new();
     if name != format!("{plural}.{group}") {
         causes.push(Cause::new(
@@ -46,26 +36,10 @@ pub fn prepare(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
             "metadata.name",
         ));
     }
-    if obj
-        .get("spec")
-        .and_then(|v| v.get("names"))
-        .and_then(|v| v.get("kind"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .is_empty()
-    {
-        causes.push(Cause::new(
-            "FieldValueRequired",
-            "Required value",
-            "spec.names.kind",
-        ));
+    if obj.get("spec").and_then(|v| v.get("names")).and_then(|v| v.get("kind")).and_then(Value::as_str).unwrap_or("").is_empty() {
+        causes.push(Cause::new("FieldValueRequired", "Required value", "spec.names.kind"));
     }
-    let versions = obj
-        .get("spec")
-        .and_then(|v| v.get("versions"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let versions = obj.get("spec").and_then(|v| v.get("versions")).and_then(Value::as_array).cloned().unwrap_or_default();
     if versions.is_empty() {
         causes.push(Cause::new(
             "FieldValueRequired",
@@ -77,30 +51,18 @@ pub fn prepare(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
         return Err(ApiError::invalid_object(info, &name, causes));
     }
     let spec = obj["spec"].as_object_mut().expect("spec object");
-    spec.entry("conversion")
-        .or_insert_with(|| json!({"strategy": "None"}));
+    spec.entry("conversion").or_insert_with(|| json!({"strategy": "None"}));
     if let Some(names) = spec.get_mut("names").and_then(Value::as_object_mut) {
-        let kind = names
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        names
-            .entry("singular")
-            .or_insert_with(|| json!(kind.to_lowercase()));
-        names
-            .entry("listKind")
-            .or_insert_with(|| json!(format!("{kind}List")));
+        let kind = names.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+        names.entry("singular").or_insert_with(|| json!(kind.to_lowercase()));
+        names.entry("listKind").or_insert_with(|| json!(format!("{kind}List")));
     }
     let storage: Vec<Value> = versions
         .iter()
         .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
         .filter_map(|v| v.get("name").cloned())
         .collect();
-    if obj
-        .get("status")
-        .is_none_or(|s| s.get("acceptedNames").is_none())
-    {
+    if obj.get("status").is_none_or(|s| s.get("acceptedNames").is_none()) {
         obj["status"] = json!({"conditions": null, "acceptedNames": {"plural": "", "kind": ""}, "storedVersions": storage});
     }
     Ok(())
@@ -112,8 +74,7 @@ pub fn prepare_update(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
         return Ok(());
     }
     if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-        spec.entry("conversion")
-            .or_insert_with(|| json!({"strategy": "None"}));
+        spec.entry("conversion").or_insert_with(|| json!({"strategy": "None"}));
     }
     Ok(())
 }
@@ -126,23 +87,14 @@ pub fn resources(crd: &Value) -> Vec<ResourceInfo> {
     let plural = names["plural"].as_str().unwrap_or("").to_string();
     let kind = names["kind"].as_str().unwrap_or("").to_string();
     let strings = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
+        v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect()).unwrap_or_default()
     };
     let mut out = Vec::new();
     for v in spec["versions"].as_array().into_iter().flatten() {
         if v.get("served").and_then(Value::as_bool) != Some(true) {
             continue;
         }
-        let schema_value = v
-            .get("schema")
-            .and_then(|v| v.get("openAPIV3Schema"))
-            .cloned();
+        let schema_value = v.get("schema").and_then(|v| v.get("openAPIV3Schema")).cloned();
         let schema = schema_value.map(|s| Arc::new(Schema::new(s)));
         let columns = v["additionalPrinterColumns"]
             .as_array()
@@ -152,14 +104,9 @@ pub fn resources(crd: &Value) -> Vec<ResourceInfo> {
                         name: c["name"].as_str().unwrap_or("").into(),
                         type_: c["type"].as_str().unwrap_or("string").into(),
                         format: c["format"].as_str().unwrap_or("").into(),
-                        description: c["description"].as_str().map(String::from).unwrap_or_else(
-                            || {
-                                format!(
-                                    "Custom resource definition column (in JSONPath format): {}",
-                                    c["jsonPath"].as_str().unwrap_or("")
-                                )
-                            },
-                        ),
+                        description: c["description"].as_str().map(String::from).unwrap_or_else(|| {
+                            format!("Custom resource definition column (in JSONPath format): {}", c["jsonPath"].as_str().unwrap_or(""))
+                        }),
                         priority: c["priority"].as_i64().unwrap_or(0),
                         json_path: c["jsonPath"].as_str().unwrap_or("").into(),
                     })
@@ -170,24 +117,16 @@ pub fn resources(crd: &Value) -> Vec<ResourceInfo> {
             group: group.clone(),
             version: v["name"].as_str().unwrap_or("").into(),
             plural: plural.clone(),
-            singular: names["singular"]
-                .as_str()
-                .map(String::from)
-                .unwrap_or_else(|| kind.to_lowercase()),
+            singular: names["singular"].as_str().map(String::from).unwrap_or_else(|| kind.to_lowercase()),
             kind: kind.clone(),
             namespaced: spec["scope"].as_str() != Some("Cluster"),
             short_names: strings(&names["shortNames"]),
             categories: strings(&names["categories"]),
             verbs: ALL_VERBS,
-            status_subresource: v
-                .get("subresources")
-                .and_then(|v| v.get("status"))
-                .is_some(),
+            status_subresource: v.get("subresources").and_then(|v| v.get("status")).is_some(),
             builtin: false,
             storage: format!("{group}/{plural}"),
-            preserve_unknown: schema
-                .as_ref()
-                .is_none_or(|s| s.preserves_unknown_at_root()),
+            preserve_unknown: schema.as_ref().is_none_or(|s| s.preserves_unknown_at_root()),
             schema,
             columns,
         });
@@ -200,17 +139,8 @@ pub fn after_write(cluster: &Cluster, info: &ResourceInfo, crd: &Value) {
     if !is_crd(info) {
         return;
     }
-    let group = crd
-        .get("spec")
-        .and_then(|v| v.get("group"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let plural = crd
-        .get("spec")
-        .and_then(|v| v.get("names"))
-        .and_then(|v| v.get("plural"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let group = crd.get("spec").and_then(|v| v.get("group")).and_then(Value::as_str).unwrap_or("");
+    let plural = crd.get("spec").and_then(|v| v.get("names")).and_then(|v| v.get("plural")).and_then(Value::as_str).unwrap_or("");
     cluster.registry.set_crd(group, plural, resources(crd));
     let established = crd
         .get("status")
@@ -252,27 +182,11 @@ pub fn after_delete(cluster: &Cluster, info: &ResourceInfo, name: &str) {
 
 /// Re-register the resources of every stored CRD (after loading from disk).
 pub fn restore(cluster: &Cluster) {
-    let info = cluster
-        .registry
-        .get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-        .expect("built-in");
+    let info = cluster.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("built-in");
     let (crds, _) = cluster.table(&info).list(None);
     for crd in crds {
-        let group = crd
-            .value
-            .get("spec")
-            .and_then(|v| v.get("group"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let plural = crd
-            .value
-            .get("spec")
-            .and_then(|v| v.get("names"))
-            .and_then(|v| v.get("plural"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        cluster
-            .registry
-            .set_crd(group, plural, resources(&crd.value));
+        let group = crd.value.get("spec").and_then(|v| v.get("group")).and_then(Value::as_str).unwrap_or("");
+        let plural = crd.value.get("spec").and_then(|v| v.get("names")).and_then(|v| v.get("plural")).and_then(Value::as_str).unwrap_or("");
+        cluster.registry.set_crd(group, plural, resources(&crd.value));
     }
 }

@@ -27,11 +27,7 @@ pub async fn run(cluster: Arc<Cluster>) {
         .unwrap_or(true);
         // debounce: writes made by the pass itself wake us again
         tokio::time::sleep(Duration::from_millis(20)).await;
-        let wait = if busy {
-            Duration::from_millis(50)
-        } else {
-            Duration::from_secs(2)
-        };
+        let wait = if busy { Duration::from_millis(50) } else { Duration::from_secs(2) };
         tokio::select! {
             _ = cluster.gc.notified() => {}
             _ = tokio::time::sleep(wait) => {}
@@ -45,24 +41,15 @@ struct Entry {
 }
 
 fn terminating(v: &Value) -> bool {
-    v.get("metadata")
-        .and_then(|v| v.get("deletionTimestamp"))
-        .is_some_and(|t| !t.is_null())
+    v.get("metadata").and_then(|v| v.get("deletionTimestamp")).is_some_and(|t| !t.is_null())
 }
 
 fn uid(v: &Value) -> &str {
-    v.get("metadata")
-        .and_then(|v| v.get("uid"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    v.get("metadata").and_then(|v| v.get("uid")).and_then(Value::as_str).unwrap_or("")
 }
 
 fn owner_refs(v: &Value) -> Vec<Value> {
-    v.get("metadata")
-        .and_then(|v| v.get("ownerReferences"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
+    v.get("metadata").and_then(|v| v.get("ownerReferences")).and_then(Value::as_array).cloned().unwrap_or_default()
 }
 
 /// Storage tables with one representative info each (events once).
@@ -83,17 +70,11 @@ pub fn pass(cluster: &Cluster) -> bool {
     let mut all: Vec<Entry> = Vec::new();
     for info in tables(cluster) {
         let (items, _) = cluster.table(&info).list(None);
-        all.extend(items.into_iter().map(|obj| Entry {
-            info: info.clone(),
-            obj,
-        }));
+        all.extend(items.into_iter().map(|obj| Entry { info: info.clone(), obj }));
     }
     let by_uid: HashMap<&str, &Entry> = all.iter().map(|e| (uid(&e.obj.value), e)).collect();
     let mut pending = false;
-    let sys = WriteOpts {
-        manager: None,
-        ..Default::default()
-    };
+    let sys = WriteOpts { manager: None, ..Default::default() };
 
     // dependents of each owner uid
     let mut dependents: HashMap<String, Vec<&Entry>> = HashMap::new();
@@ -128,10 +109,7 @@ pub fn pass(cluster: &Cluster) -> bool {
                 &e.info,
                 ns,
                 e.obj.name(),
-                &DeleteOpts {
-                    propagation: Some(Propagation::Background),
-                    ..Default::default()
-                },
+                &DeleteOpts { propagation: Some(Propagation::Background), ..Default::default() },
             );
             pending = true;
             continue;
@@ -145,12 +123,7 @@ pub fn pass(cluster: &Cluster) -> bool {
         // an owner being deleted in the foreground takes its dependents with it
         let fg_owner = alive.iter().any(|r| {
             let u = r.get("uid").and_then(Value::as_str).unwrap_or("");
-            by_uid.get(u).is_some_and(|o| {
-                terminating(&o.obj.value)
-                    && finalizers(&o.obj.value)
-                        .iter()
-                        .any(|f| f == "foregroundDeletion")
-            })
+            by_uid.get(u).is_some_and(|o| terminating(&o.obj.value) && finalizers(&o.obj.value).iter().any(|f| f == "foregroundDeletion"))
         });
         if fg_owner {
             let _ = ops::delete(
@@ -158,10 +131,7 @@ pub fn pass(cluster: &Cluster) -> bool {
                 &e.info,
                 ns,
                 e.obj.name(),
-                &DeleteOpts {
-                    propagation: Some(Propagation::Foreground),
-                    ..Default::default()
-                },
+                &DeleteOpts { propagation: Some(Propagation::Foreground), ..Default::default() },
             );
             pending = true;
         }
@@ -177,28 +147,16 @@ pub fn pass(cluster: &Cluster) -> bool {
         let deps = dependents.get(&my_uid).cloned().unwrap_or_default();
         if fins.iter().any(|f| f == "orphan") {
             for d in &deps {
-                let keep: Vec<Value> = owner_refs(&d.obj.value)
-                    .into_iter()
-                    .filter(|r| r["uid"] != my_uid.as_str())
-                    .collect();
+                let keep: Vec<Value> = owner_refs(&d.obj.value).into_iter().filter(|r| r["uid"] != my_uid.as_str()).collect();
                 let patch = json!({"metadata": {"ownerReferences": if keep.is_empty() { Value::Null } else { json!(keep) }}});
-                let _ = merge(
-                    cluster,
-                    &d.info,
-                    d.obj.namespace(),
-                    d.obj.name(),
-                    &patch,
-                    &sys,
-                );
+                let _ = merge(cluster, &d.info, d.obj.namespace(), d.obj.name(), &patch, &sys);
             }
             remove_finalizer(cluster, e, "orphan", &sys);
             pending = true;
         } else if fins.iter().any(|f| f == "foregroundDeletion") {
-            let blocking = deps.iter().any(|d| {
-                owner_refs(&d.obj.value)
-                    .iter()
-                    .any(|r| r["uid"] == my_uid.as_str() && r["blockOwnerDeletion"] == json!(true))
-            });
+            let blocking = deps
+                .iter()
+                .any(|d| owner_refs(&d.obj.value).iter().any(|r| r["uid"] == my_uid.as_str() && r["blockOwnerDeletion"] == json!(true)));
             if !blocking {
                 remove_finalizer(cluster, e, "foregroundDeletion", &sys);
             }
@@ -207,10 +165,7 @@ pub fn pass(cluster: &Cluster) -> bool {
         if e.info.builtin && e.info.plural == "namespaces" {
             pending |= namespace(cluster, e, &sys);
         }
-        if e.info.builtin
-            && e.info.plural == "customresourcedefinitions"
-            && fins.iter().any(|f| f == crate::crd::CLEANUP_FINALIZER)
-        {
+        if e.info.builtin && e.info.plural == "customresourcedefinitions" && fins.iter().any(|f| f == crate::crd::CLEANUP_FINALIZER) {
             pending |= crd_cleanup(cluster, e, &sys);
         }
     }
@@ -226,33 +181,13 @@ fn merge(
     opts: &WriteOpts,
 ) -> Result<(), crate::status::ApiError> {
     let raw = serde_json::to_vec(patch).unwrap_or_default();
-    ops::patch(
-        cluster,
-        info,
-        ns,
-        name,
-        Subresource::Main,
-        crate::patch::Format::Merge,
-        &raw,
-        opts,
-    )
-    .map(|_| ())
+    ops::patch(cluster, info, ns, name, Subresource::Main, crate::patch::Format::Merge, &raw, opts).map(|_| ())
 }
 
 fn remove_finalizer(cluster: &Cluster, e: &Entry, f: &str, opts: &WriteOpts) {
-    let keep: Vec<String> = finalizers(&e.obj.value)
-        .into_iter()
-        .filter(|x| x != f)
-        .collect();
+    let keep: Vec<String> = finalizers(&e.obj.value).into_iter().filter(|x| x != f).collect();
     let patch = json!({"metadata": {"finalizers": if keep.is_empty() { Value::Null } else { json!(keep) }}});
-    let _ = merge(
-        cluster,
-        &e.info,
-        e.obj.namespace(),
-        e.obj.name(),
-        &patch,
-        opts,
-    );
+    let _ = merge(cluster, &e.info, e.obj.namespace(), e.obj.name(), &patch, opts);
 }
 
 /// Empty a terminating namespace, then remove it; returns whether work remains.
@@ -282,52 +217,28 @@ fn namespace(cluster: &Cluster, e: &Entry, opts: &WriteOpts) -> bool {
                     &info,
                     &ns,
                     obj.name(),
-                    &DeleteOpts {
-                        propagation: Some(Propagation::Background),
-                        ..Default::default()
-                    },
+                    &DeleteOpts { propagation: Some(Propagation::Background), ..Default::default() },
                 );
             }
         }
     }
-    let ts = e
-        .obj
-        .value
-        .get("metadata")
-        .and_then(|v| v.get("deletionTimestamp"))
-        .cloned()
-        .unwrap_or(Value::Null);
+    let ts = e.obj.value.get("metadata").and_then(|v| v.get("deletionTimestamp")).cloned().unwrap_or(Value::Null);
     let info = cluster.core("namespaces");
     if remaining > 0 {
         let mut conditions = vec![];
         if !resources_left.is_empty() {
-            let text: Vec<String> = resources_left
-                .iter()
-                .map(|(r, n)| format!("{r} has {n} resource instances"))
-                .collect();
+            let text: Vec<String> = resources_left.iter().map(|(r, n)| format!("{r} has {n} resource instances")).collect();
             conditions.push(json!({"type": "NamespaceContentRemaining", "status": "True", "lastTransitionTime": ts, "reason": "SomeResourcesRemain", "message": format!("Some resources are remaining: {}", text.join(", "))}));
         }
         if !finalizers_left.is_empty() {
-            let mut text: Vec<String> = finalizers_left
-                .iter()
-                .map(|(f, n)| format!("{f} in {n} resource instances"))
-                .collect();
+            let mut text: Vec<String> = finalizers_left.iter().map(|(f, n)| format!("{f} in {n} resource instances")).collect();
             text.sort();
             conditions.push(json!({"type": "NamespaceFinalizersRemain", "status": "True", "lastTransitionTime": ts, "reason": "SomeFinalizersRemain", "message": format!("Some content in the namespace has finalizers remaining: {}", text.join(", "))}));
         }
         let status = json!({"status": {"phase": "Terminating", "conditions": conditions}});
         if e.obj.value.get("status") != status.get("status") {
             let raw = serde_json::to_vec(&status).unwrap_or_default();
-            let _ = ops::patch(
-                cluster,
-                &info,
-                "",
-                &ns,
-                Subresource::Status,
-                crate::patch::Format::Merge,
-                &raw,
-                opts,
-            );
+            let _ = ops::patch(cluster, &info, "", &ns, Subresource::Status, crate::patch::Format::Merge, &raw, opts);
         }
         return true;
     }
@@ -338,40 +249,16 @@ fn namespace(cluster: &Cluster, e: &Entry, opts: &WriteOpts) -> bool {
 
 /// Delete the objects of a deleted CRD, then release the CRD.
 fn crd_cleanup(cluster: &Cluster, e: &Entry, opts: &WriteOpts) -> bool {
-    let group = e
-        .obj
-        .value
-        .get("spec")
-        .and_then(|v| v.get("group"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let plural = e
-        .obj
-        .value
-        .get("spec")
-        .and_then(|v| v.get("names"))
-        .and_then(|v| v.get("plural"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let infos: Vec<_> = cluster
-        .registry
-        .all()
-        .into_iter()
-        .filter(|i| !i.builtin && i.group == group && i.plural == plural)
-        .collect();
+    let group = e.obj.value.get("spec").and_then(|v| v.get("group")).and_then(Value::as_str).unwrap_or("");
+    let plural = e.obj.value.get("spec").and_then(|v| v.get("names")).and_then(|v| v.get("plural")).and_then(Value::as_str).unwrap_or("");
+    let infos: Vec<_> = cluster.registry.all().into_iter().filter(|i| !i.builtin && i.group == group && i.plural == plural).collect();
     let mut remaining = 0;
     if let Some(info) = infos.first() {
         let (items, _) = cluster.table(info).list(None);
         remaining = items.len();
         for obj in items {
             if !terminating(&obj.value) {
-                let _ = ops::delete(
-                    cluster,
-                    info,
-                    obj.namespace(),
-                    obj.name(),
-                    &DeleteOpts::default(),
-                );
+                let _ = ops::delete(cluster, info, obj.namespace(), obj.name(), &DeleteOpts::default());
             }
         }
     }

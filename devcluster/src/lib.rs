@@ -69,11 +69,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config {
-            token: None,
-            data_dir: None,
-            watch_history: 10_000,
-        }
+        Config { token: None, data_dir: None, watch_history: 10_000 }
     }
 }
 
@@ -100,13 +96,8 @@ impl DevCluster {
         };
         let store = Store::new(1, config.watch_history.max(1), log);
         let cluster = Cluster::new(store, config.token.clone());
-        let builtin_keys: std::collections::HashSet<String> = cluster
-            .registry
-            .all()
-            .iter()
-            .filter(|i| i.builtin)
-            .map(|i| i.storage.clone())
-            .collect();
+        let builtin_keys: std::collections::HashSet<String> =
+            cluster.registry.all().iter().filter(|i| i.builtin).map(|i| i.storage.clone()).collect();
         let mut max_rv = loaded.last_rv.max(1);
         for ((table, _, _), value) in loaded.objects {
             let rv = value
@@ -116,10 +107,7 @@ impl DevCluster {
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(0);
             max_rv = max_rv.max(rv);
-            cluster
-                .store
-                .table(&table, builtin_keys.contains(&table))
-                .load(value);
+            cluster.store.table(&table, builtin_keys.contains(&table)).load(value);
         }
         cluster.store.bump_to(max_rv);
         crd::restore(&cluster);
@@ -131,29 +119,17 @@ impl DevCluster {
             let shutdown = async move {
                 let _ = stop_rx.wait_for(|s| *s).await;
             };
-            if let Err(e) = axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-            {
+            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
                 tracing::error!("dev cluster server failed: {e}");
             }
         });
         let gc = tokio::spawn(gc::run(cluster.clone()));
-        Ok(DevCluster {
-            addr,
-            token: config.token,
-            cluster,
-            stop,
-            server: Some(server),
-            gc,
-        })
+        Ok(DevCluster { addr, token: config.token, cluster, stop, server: Some(server), gc })
     }
 
     /// Convenience: bind 127.0.0.1:0 with `Config::default()`.
     pub async fn start_local() -> Result<DevCluster, Error> {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(Error::Listen)?;
+        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(Error::Listen)?;
         Self::start(listener, Config::default()).await
     }
 
@@ -212,10 +188,7 @@ impl DevCluster {
         let _ = self.stop.send(true);
         if let Some(server) = self.server.take() {
             let abort = server.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(2), server)
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout(Duration::from_secs(2), server).await.is_err() {
                 abort.abort();
             }
         }

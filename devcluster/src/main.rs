@@ -25,23 +25,12 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_writer(std::io::stderr).init();
     let args = Args::parse();
-    let listener = tokio::net::TcpListener::bind(&args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let config = bosun_devcluster::Config {
-        token: args.token,
-        data_dir: args.data_dir,
-        ..Default::default()
-    };
+    let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("cannot listen on {}", args.listen))?;
+    let config = bosun_devcluster::Config { token: args.token, data_dir: args.data_dir, ..Default::default() };
     let cluster = bosun_devcluster::DevCluster::start(listener, config).await?;
-    cluster
-        .write_kubeconfig(&args.kubeconfig)
-        .with_context(|| format!("cannot write {}", args.kubeconfig.display()))?;
+    cluster.write_kubeconfig(&args.kubeconfig).with_context(|| format!("cannot write {}", args.kubeconfig.display()))?;
     println!("listening on {}", cluster.url());
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {

@@ -87,13 +87,7 @@ fn fields_of(v: &Value) -> Value {
 
 /// Record an Update operation by `manager` on `obj` (old state `old`, `subresource` e.g. status):
 /// the manager gains the fields that changed (all fields on create), other managers lose them.
-pub fn record_update(
-    info: &ResourceInfo,
-    obj: &mut Value,
-    old: Option<&Value>,
-    manager: Option<&str>,
-    subresource: Option<&str>,
-) {
+pub fn record_update(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>, manager: Option<&str>, subresource: Option<&str>) {
     let Some(manager) = manager else { return };
     let mut entries: Vec<Value> = old
         .and_then(|o| o.get("metadata").and_then(|v| v.get("managedFields")))
@@ -108,11 +102,8 @@ pub fn record_update(
             field_set(obj, info.status_subresource)
         }
     };
-    let mine = |e: &Value| {
-        e["manager"] == manager
-            && e["operation"] == "Update"
-            && e.get("subresource").and_then(Value::as_str) == subresource
-    };
+    let mine =
+        |e: &Value| e["manager"] == manager && e["operation"] == "Update" && e.get("subresource").and_then(Value::as_str) == subresource;
     let set = match old {
         None => full(),
         Some(old) => {
@@ -148,11 +139,7 @@ pub fn record_update(
                     remove_path(&mut e["fieldsV1"], p);
                 }
             }
-            let mut set = entries
-                .iter()
-                .find(|e| mine(e))
-                .map(|e| e["fieldsV1"].clone())
-                .unwrap_or(json!({}));
+            let mut set = entries.iter().find(|e| mine(e)).map(|e| e["fieldsV1"].clone()).unwrap_or(json!({}));
             for p in &changed {
                 insert_path(&mut set, p, old);
             }
@@ -192,12 +179,7 @@ fn set_entries(obj: &mut Value, entries: Vec<Value>) {
 }
 
 /// Paths (in field-set form) where `new` differs from `old`.
-fn diff_paths(
-    old: Option<&Value>,
-    new: &Value,
-    prefix: &mut Vec<String>,
-    out: &mut Vec<Vec<String>>,
-) {
+fn diff_paths(old: Option<&Value>, new: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
     if old == Some(new) {
         return;
     }
@@ -216,17 +198,10 @@ fn diff_paths(
                 prefix.pop();
             }
         }
-        (_, Value::Array(items))
-            if !items.is_empty()
-                && items
-                    .iter()
-                    .all(|i| i.get("name").is_some_and(Value::is_string)) =>
-        {
+        (_, Value::Array(items)) if !items.is_empty() && items.iter().all(|i| i.get("name").is_some_and(Value::is_string)) => {
             for item in items {
                 let key = format!("k:{}", json!({"name": item["name"]}));
-                let before = old
-                    .and_then(Value::as_array)
-                    .and_then(|a| a.iter().find(|x| x.get("name") == item.get("name")));
+                let before = old.and_then(Value::as_array).and_then(|a| a.iter().find(|x| x.get("name") == item.get("name")));
                 prefix.push(key);
                 diff_paths(before, item, prefix, out);
                 prefix.pop();
@@ -251,28 +226,19 @@ fn diff_paths(
 pub fn apply_set(config: &Value) -> Value {
     fn walk(v: &Value) -> Value {
         match v {
-            Value::Object(m) if !m.is_empty() => {
-                Value::Object(m.iter().map(|(k, c)| (format!("f:{k}"), walk(c))).collect())
-            }
-            Value::Array(items)
-                if !items.is_empty()
-                    && items
-                        .iter()
-                        .all(|i| i.get("name").is_some_and(Value::is_string)) =>
-            {
-                Value::Object(
-                    items
-                        .iter()
-                        .map(|i| {
-                            let mut inner = walk(i);
-                            if let Some(m) = inner.as_object_mut() {
-                                m.insert(".".into(), json!({}));
-                            }
-                            (format!("k:{}", json!({"name": i["name"]})), inner)
-                        })
-                        .collect(),
-                )
-            }
+            Value::Object(m) if !m.is_empty() => Value::Object(m.iter().map(|(k, c)| (format!("f:{k}"), walk(c))).collect()),
+            Value::Array(items) if !items.is_empty() && items.iter().all(|i| i.get("name").is_some_and(Value::is_string)) => Value::Object(
+                items
+                    .iter()
+                    .map(|i| {
+                        let mut inner = walk(i);
+                        if let Some(m) = inner.as_object_mut() {
+                            m.insert(".".into(), json!({}));
+                        }
+                        (format!("k:{}", json!({"name": i["name"]})), inner)
+                    })
+                    .collect(),
+            ),
             _ => json!({}),
         }
     }
@@ -343,15 +309,9 @@ fn insert_path(set: &mut Value, path: &[String], old: &Value) {
             *cur = json!({});
         }
         let fresh = !cur.as_object().is_some_and(|m| m.contains_key(seg));
-        cur = cur
-            .as_object_mut()
-            .expect("object")
-            .entry(seg.clone())
-            .or_insert_with(|| json!({}));
+        cur = cur.as_object_mut().expect("object").entry(seg.clone()).or_insert_with(|| json!({}));
         if fresh && i < last && seg != "f:metadata" && value_at(old, &path[..=i]).is_none() {
-            cur.as_object_mut()
-                .expect("object")
-                .insert(".".into(), json!({}));
+            cur.as_object_mut().expect("object").insert(".".into(), json!({}));
         }
     }
 }
@@ -360,21 +320,14 @@ fn remove_path(set: &mut Value, path: &[String]) {
     let Some((last, parents)) = path.split_last() else {
         return;
     };
-    if let Some(m) = parents
-        .iter()
-        .try_fold(&mut *set, |cur, seg| cur.get_mut(seg))
-        .and_then(Value::as_object_mut)
-    {
+    if let Some(m) = parents.iter().try_fold(&mut *set, |cur, seg| cur.get_mut(seg)).and_then(Value::as_object_mut) {
         m.remove(last);
     }
     // drop emptied parents
     for depth in (1..path.len()).rev() {
         let prefix = &path[..depth];
-        let empty = prefix
-            .iter()
-            .try_fold(&*set, |cur, seg| cur.get(seg))
-            .and_then(Value::as_object)
-            .is_some_and(|m| m.keys().all(|k| k == "."));
+        let empty =
+            prefix.iter().try_fold(&*set, |cur, seg| cur.get(seg)).and_then(Value::as_object).is_some_and(|m| m.keys().all(|k| k == "."));
         if empty {
             remove_path_only(set, prefix);
         }
@@ -385,11 +338,7 @@ fn remove_path_only(set: &mut Value, path: &[String]) {
     let Some((last, parents)) = path.split_last() else {
         return;
     };
-    if let Some(m) = parents
-        .iter()
-        .try_fold(&mut *set, |cur, seg| cur.get_mut(seg))
-        .and_then(Value::as_object_mut)
-    {
+    if let Some(m) = parents.iter().try_fold(&mut *set, |cur, seg| cur.get_mut(seg)).and_then(Value::as_object_mut) {
         m.remove(last);
     }
 }
@@ -400,10 +349,7 @@ fn step<'a>(v: &'a Value, seg: &str) -> Option<&'a Value> {
     }
     if let Some(key) = seg.strip_prefix("k:") {
         let want: Value = serde_json::from_str(key).ok()?;
-        return v.as_array()?.iter().find(|item| {
-            want.as_object()
-                .is_some_and(|w| w.iter().all(|(wk, wv)| item.get(wk) == Some(wv)))
-        });
+        return v.as_array()?.iter().find(|item| want.as_object().is_some_and(|w| w.iter().all(|(wk, wv)| item.get(wk) == Some(wv))));
     }
     if let Some(val) = seg.strip_prefix("v:") {
         let want: Value = serde_json::from_str(val).ok()?;
@@ -428,12 +374,8 @@ pub fn remove_at(obj: &mut Value, path: &[String]) {
             cur.get_mut(k)
         } else if let Some(key) = seg.strip_prefix("k:") {
             let want: Value = serde_json::from_str(key).unwrap_or(Value::Null);
-            cur.as_array_mut().and_then(|a| {
-                a.iter_mut().find(|item| {
-                    want.as_object()
-                        .is_some_and(|w| w.iter().all(|(wk, wv)| item.get(wk) == Some(wv)))
-                })
-            })
+            cur.as_array_mut()
+                .and_then(|a| a.iter_mut().find(|item| want.as_object().is_some_and(|w| w.iter().all(|(wk, wv)| item.get(wk) == Some(wv)))))
         } else {
             None
         };
@@ -449,11 +391,7 @@ pub fn remove_at(obj: &mut Value, path: &[String]) {
     } else if let Some(key) = last.strip_prefix("k:") {
         let want: Value = serde_json::from_str(key).unwrap_or(Value::Null);
         if let Some(a) = cur.as_array_mut() {
-            a.retain(|item| {
-                !want
-                    .as_object()
-                    .is_some_and(|w| w.iter().all(|(wk, wv)| item.get(wk) == Some(wv)))
-            });
+            a.retain(|item| !want.as_object().is_some_and(|w| w.iter().all(|(wk, wv)| item.get(wk) == Some(wv))));
         }
     }
 }
@@ -467,12 +405,7 @@ pub fn path_text(path: &[String]) -> String {
             out.push_str(k);
         } else if let Some(k) = seg.strip_prefix("k:") {
             let v: Value = serde_json::from_str(k).unwrap_or(Value::Null);
-            let parts: Vec<String> = v
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(a, b)| format!("{a}={b}"))
-                .collect();
+            let parts: Vec<String> = v.as_object().into_iter().flatten().map(|(a, b)| format!("{a}={b}")).collect();
             out.push_str(&format!("[{}]", parts.join(",")));
         } else if let Some(k) = seg.strip_prefix("v:") {
             out.push_str(&format!("[{k}]"));
@@ -511,10 +444,7 @@ pub fn take_over(
                             text.push_str(&format!(" with subresource \"{s}\""));
                         }
                         if e["operation"] == "Update" {
-                            text.push_str(&format!(
-                                " using {}",
-                                e["apiVersion"].as_str().unwrap_or("")
-                            ));
+                            text.push_str(&format!(" using {}", e["apiVersion"].as_str().unwrap_or("")));
                         }
                         conflicts.push((text, path_text(p)));
                     }

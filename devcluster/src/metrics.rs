@@ -59,18 +59,14 @@ mod tests {
     #[test]
     fn counters_render_with_their_labels() {
         let m = Metrics::default();
-        let key = Key {
-            verb: "GET",
-            group: String::new(),
-            version: "v1".into(),
-            resource: "pods".into(),
-            subresource: String::new(),
-            code: 200,
-        };
+        let key =
+            Key { verb: "GET", group: String::new(), version: "v1".into(), resource: "pods".into(), subresource: String::new(), code: 200 };
         m.count(key.clone());
         m.count(key);
-        assert!(m.render().contains(
-            "apiserver_request_total{code=\"200\",group=\"\",resource=\"pods\",subresource=\"\",verb=\"GET\",version=\"v1\"} 2"
-        ));
+        assert!(
+            m.render().contains(
+                "apiserver_request_total{code=\"200\",group=\"\",resource=\"pods\",subresource=\"\",verb=\"GET\",version=\"v1\"} 2"
+            )
+        );
     }
 }

@@ -34,18 +34,13 @@ impl Format {
 
 fn decode(raw: &[u8]) -> ApiResult<Value> {
     serde_json::from_slice(raw).map_err(|e| {
-        let why = if e.is_eof() {
-            "unexpected end of JSON input".to_string()
-        } else {
-            e.to_string()
-        };
+        let why = if e.is_eof() { "unexpected end of JSON input".to_string() } else { e.to_string() };
         ApiError::bad_request(format!("error decoding patch: {why}"))
     })
 }
 
 fn rejected() -> ApiError {
-    let mut e =
-        ApiError::invalid_plain("the server rejected our request due to an error in our request");
+    let mut e = ApiError::invalid_plain("the server rejected our request due to an error in our request");
     e.details = Some(Box::new(Value::Object(Map::new())));
     e
 }
@@ -57,8 +52,7 @@ pub fn parse(format: Format, raw: &[u8]) -> ApiResult<Value> {
             if let Ok(v) = serde_json::from_slice::<Value>(raw) {
                 return Ok(v);
             }
-            serde_yaml::from_slice::<Value>(raw)
-                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+            serde_yaml::from_slice::<Value>(raw).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
         }
         Format::Json => {
             let v = decode(raw)?;
@@ -90,8 +84,8 @@ pub fn apply(format: Format, target: &mut Value, patch: &Value) -> ApiResult<()>
             Ok(())
         }
         Format::Json => {
-            let ops: json_patch::Patch = serde_json::from_value(patch.clone())
-                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+            let ops: json_patch::Patch =
+                serde_json::from_value(patch.clone()).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
             json_patch::patch(target, &ops).map_err(|_| rejected())
         }
         Format::Strategic => {
@@ -109,13 +103,7 @@ pub fn apply(format: Format, target: &mut Value, patch: &Value) -> ApiResult<()>
 fn merge_key(path: &str) -> Option<&'static str> {
     let last = path.rsplit('.').next().unwrap_or("");
     match last {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "volumes"
-        | "env"
-        | "imagePullSecrets"
-        | "secrets" => Some("name"),
+        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env" | "imagePullSecrets" | "secrets" => Some("name"),
         "volumeMounts" => Some("mountPath"),
         "volumeDevices" => Some("devicePath"),
         "ports" if path.contains("containers") => Some("containerPort"),
@@ -156,11 +144,7 @@ pub fn strategic(target: &mut Value, patch: &Value, path: &str) {
         if k.starts_with('$') {
             continue;
         }
-        let child_path = if path.is_empty() {
-            k.clone()
-        } else {
-            format!("{path}.{k}")
-        };
+        let child_path = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
         match pv {
             Value::Null => {
                 tmap.remove(k);
@@ -171,9 +155,7 @@ pub fn strategic(target: &mut Value, patch: &Value, path: &str) {
             }
             Value::Array(items) if child_path == "metadata.finalizers" => {
                 // a primitive list with patchStrategy "merge": union, order kept
-                let t = tmap
-                    .entry(k.clone())
-                    .or_insert_with(|| Value::Array(Vec::new()));
+                let t = tmap.entry(k.clone()).or_insert_with(|| Value::Array(Vec::new()));
                 if let Some(list) = t.as_array_mut() {
                     for item in items {
                         if !list.contains(item) {
@@ -184,9 +166,7 @@ pub fn strategic(target: &mut Value, patch: &Value, path: &str) {
             }
             Value::Array(items) => match merge_key(&child_path) {
                 Some(key) => {
-                    let t = tmap
-                        .entry(k.clone())
-                        .or_insert_with(|| Value::Array(Vec::new()));
+                    let t = tmap.entry(k.clone()).or_insert_with(|| Value::Array(Vec::new()));
                     if !t.is_array() {
                         *t = Value::Array(Vec::new());
                     }
@@ -194,9 +174,7 @@ pub fn strategic(target: &mut Value, patch: &Value, path: &str) {
                     for item in items {
                         let id = item.get(key).cloned();
                         let directive = item.get("$patch").and_then(Value::as_str);
-                        let pos = id
-                            .as_ref()
-                            .and_then(|id| list.iter().position(|e| e.get(key) == Some(id)));
+                        let pos = id.as_ref().and_then(|id| list.iter().position(|e| e.get(key) == Some(id)));
                         match (pos, directive) {
                             (Some(i), Some("delete")) => {
                                 list.remove(i);
@@ -230,15 +208,8 @@ mod tests {
     #[test]
     fn strategic_merge_merges_containers_by_name() {
         let mut pod = json!({"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}});
-        strategic(
-            &mut pod,
-            &json!({"spec": {"containers": [{"name": "b", "image": "z"}]}}),
-            "",
-        );
-        assert_eq!(
-            pod["spec"]["containers"],
-            json!([{"name": "a", "image": "x"}, {"name": "b", "image": "z"}])
-        );
+        strategic(&mut pod, &json!({"spec": {"containers": [{"name": "b", "image": "z"}]}}), "");
+        assert_eq!(pod["spec"]["containers"], json!([{"name": "a", "image": "x"}, {"name": "b", "image": "z"}]));
     }
 
     #[test]
@@ -246,41 +217,23 @@ mod tests {
         let mut obj = json!({"metadata": {"finalizers": ["a", "b"]}});
         strategic(&mut obj, &json!({"metadata": {"finalizers": ["c"]}}), "");
         assert_eq!(obj["metadata"]["finalizers"], json!(["a", "b", "c"]));
-        strategic(
-            &mut obj,
-            &json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}),
-            "",
-        );
+        strategic(&mut obj, &json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}), "");
         assert_eq!(obj["metadata"]["finalizers"], json!(["b", "c"]));
     }
 
     #[test]
     fn strategic_merge_deletes_with_null_and_directive() {
         let mut cm = json!({"data": {"a": "1", "b": "2"}, "spec": {"containers": [{"name": "a"}]}});
-        strategic(
-            &mut cm,
-            &json!({"data": {"b": null, "c": "3"}, "spec": {"containers": [{"name": "a", "$patch": "delete"}]}}),
-            "",
-        );
-        assert_eq!(
-            cm,
-            json!({"data": {"a": "1", "c": "3"}, "spec": {"containers": []}})
-        );
+        strategic(&mut cm, &json!({"data": {"b": null, "c": "3"}, "spec": {"containers": [{"name": "a", "$patch": "delete"}]}}), "");
+        assert_eq!(cm, json!({"data": {"a": "1", "c": "3"}, "spec": {"containers": []}}));
     }
 
     #[test]
     fn failed_json_patch_test_is_a_bare_422() {
         let mut v = json!({"spec": {"size": 1}});
-        let p = parse(
-            Format::Json,
-            br#"[{"op":"test","path":"/spec/size","value":2}]"#,
-        )
-        .unwrap();
+        let p = parse(Format::Json, br#"[{"op":"test","path":"/spec/size","value":2}]"#).unwrap();
         let err = apply(Format::Json, &mut v, &p).unwrap_err();
         assert_eq!(err.code, 422);
-        assert_eq!(
-            err.message,
-            "the server rejected our request due to an error in our request"
-        );
+        assert_eq!(err.message, "the server rejected our request due to an error in our request");
     }
 }

@@ -62,11 +62,7 @@ const COMPACT_AFTER: u64 = 64 * 1024 * 1024;
 
 /// Write `objects` (with `last_rv` in a header line) to a temporary file beside `path`,
 /// flush it and rename it over `path`; returns the new file's size.
-fn rewrite<'a>(
-    path: &Path,
-    last_rv: u64,
-    objects: impl Iterator<Item = (&'a str, &'a str, &'a str, &'a [u8])>,
-) -> std::io::Result<u64> {
+fn rewrite<'a>(path: &Path, last_rv: u64, objects: impl Iterator<Item = (&'a str, &'a str, &'a str, &'a [u8])>) -> std::io::Result<u64> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(TMP);
     let mut buf = serde_json::to_vec(&json!({"rv": last_rv})).unwrap_or_default();
@@ -128,29 +124,10 @@ impl Log {
                 }
             }
         }
-        let encoded: Vec<(&str, &str, &str, Vec<u8>)> = live
-            .iter()
-            .map(|((t, ns, n), o)| {
-                (
-                    t.as_str(),
-                    ns.as_str(),
-                    n.as_str(),
-                    serde_json::to_vec(o).unwrap_or_default(),
-                )
-            })
-            .collect();
-        let size = rewrite(
-            &path,
-            last_rv,
-            encoded
-                .iter()
-                .map(|(t, ns, n, o)| (*t, *ns, *n, o.as_slice())),
-        )
-        .map_err(io(&path))?;
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(io(&path))?;
+        let encoded: Vec<(&str, &str, &str, Vec<u8>)> =
+            live.iter().map(|((t, ns, n), o)| (t.as_str(), ns.as_str(), n.as_str(), serde_json::to_vec(o).unwrap_or_default())).collect();
+        let size = rewrite(&path, last_rv, encoded.iter().map(|(t, ns, n, o)| (*t, *ns, *n, o.as_slice()))).map_err(io(&path))?;
+        let file = OpenOptions::new().append(true).open(&path).map_err(io(&path))?;
         Ok((
             Log {
                 file: Mutex::new(file),
@@ -160,10 +137,7 @@ impl Log {
                 appended: AtomicU64::new(0),
                 compacted: AtomicU64::new(size),
             },
-            Loaded {
-                objects: live,
-                last_rv,
-            },
+            Loaded { objects: live, last_rv },
         ))
     }
 
@@ -186,8 +160,7 @@ impl Log {
         if let Err(e) = f.write_all(&line) {
             tracing::error!("cannot append to {}: {e}", self.path.display());
         }
-        self.appended
-            .fetch_add(line.len() as u64, Ordering::Relaxed);
+        self.appended.fetch_add(line.len() as u64, Ordering::Relaxed);
         self.written.fetch_add(1, Ordering::SeqCst) + 1
     }
 
@@ -215,11 +188,7 @@ impl Log {
     /// Replace the log by one holding only `objects`. The caller must keep every writer out
     /// while this runs (the store holds all table locks), so no write falls between the
     /// snapshot and the new file.
-    pub fn compact<'a>(
-        &self,
-        last_rv: u64,
-        objects: impl Iterator<Item = (&'a str, &'a str, &'a str, &'a [u8])>,
-    ) -> std::io::Result<()> {
+    pub fn compact<'a>(&self, last_rv: u64, objects: impl Iterator<Item = (&'a str, &'a str, &'a str, &'a [u8])>) -> std::io::Result<()> {
         let mut synced = self.synced.lock();
         let mut f = self.file.lock();
         let size = rewrite(&self.path, last_rv, objects)?;
@@ -241,29 +210,13 @@ mod tests {
         {
             let (log, live) = Log::open(dir.path()).unwrap();
             assert!(live.objects.is_empty());
-            log.append(
-                "/configmaps",
-                "ns",
-                "a",
-                1,
-                Some(br#"{"metadata":{"name":"a"}}"#),
-            );
-            log.append(
-                "/configmaps",
-                "ns",
-                "b",
-                2,
-                Some(br#"{"metadata":{"name":"b"}}"#),
-            );
+            log.append("/configmaps", "ns", "a", 1, Some(br#"{"metadata":{"name":"a"}}"#));
+            log.append("/configmaps", "ns", "b", 2, Some(br#"{"metadata":{"name":"b"}}"#));
             let t = log.append("/configmaps", "ns", "a", 3, None);
             log.sync(t);
         }
-        let mut f = OpenOptions::new()
-            .append(true)
-            .open(dir.path().join(LOG))
-            .unwrap();
-        f.write_all(br#"{"t":"/configmaps","ns":"ns","n":"c","o":{"meta"#)
-            .unwrap();
+        let mut f = OpenOptions::new().append(true).open(dir.path().join(LOG)).unwrap();
+        f.write_all(br#"{"t":"/configmaps","ns":"ns","n":"c","o":{"meta"#).unwrap();
         let (_, live) = Log::open(dir.path()).unwrap();
         let names: Vec<_> = live.objects.keys().map(|k| k.2.as_str()).collect();
         assert_eq!(names, vec!["b"]);

@@ -68,15 +68,8 @@ const META: &[F] = &[
     (13, "ownerReferences", K::Msg(OWNER_REF), true),
     (14, "finalizers", K::Str, true),
 ];
-const REQUIREMENT: &[F] = &[
-    (1, "key", K::Str, false),
-    (2, "operator", K::Str, false),
-    (3, "values", K::Str, true),
-];
-const SELECTOR: &[F] = &[
-    (1, "matchLabels", K::MapStr, false),
-    (2, "matchExpressions", K::Msg(REQUIREMENT), true),
-];
+const REQUIREMENT: &[F] = &[(1, "key", K::Str, false), (2, "operator", K::Str, false), (3, "values", K::Str, true)];
+const SELECTOR: &[F] = &[(1, "matchLabels", K::MapStr, false), (2, "matchExpressions", K::Msg(REQUIREMENT), true)];
 const LOCAL_REF: &[F] = &[(1, "name", K::Str, false)];
 const OBJECT_REF: &[F] = &[
     (1, "kind", K::Str, false),
@@ -94,15 +87,8 @@ const PORT: &[F] = &[
     (4, "protocol", K::Str, false),
     (5, "hostIP", K::Str, false),
 ];
-const ENV: &[F] = &[
-    (1, "name", K::Str, false),
-    (2, "value", K::Str, false),
-    (3, "valueFrom", K::Opaque, false),
-];
-const RESOURCES: &[F] = &[
-    (1, "limits", K::MapQuantity, false),
-    (2, "requests", K::MapQuantity, false),
-];
+const ENV: &[F] = &[(1, "name", K::Str, false), (2, "value", K::Str, false), (3, "valueFrom", K::Opaque, false)];
+const RESOURCES: &[F] = &[(1, "limits", K::MapQuantity, false), (2, "requests", K::MapQuantity, false)];
 const CONTAINER: &[F] = &[
     (1, "name", K::Str, false),
     (2, "image", K::Str, false),
@@ -136,18 +122,9 @@ const POD_SPEC: &[F] = &[
     (21, "automountServiceAccountToken", K::Bool, false),
     (24, "priorityClassName", K::Str, false),
 ];
-const TEMPLATE: &[F] = &[
-    (1, "metadata", K::Msg(META), false),
-    (2, "spec", K::Msg(POD_SPEC), false),
-];
-const ROLLING: &[F] = &[
-    (1, "maxUnavailable", K::IntOrStr, false),
-    (2, "maxSurge", K::IntOrStr, false),
-];
-const STRATEGY: &[F] = &[
-    (1, "type", K::Str, false),
-    (2, "rollingUpdate", K::Msg(ROLLING), false),
-];
+const TEMPLATE: &[F] = &[(1, "metadata", K::Msg(META), false), (2, "spec", K::Msg(POD_SPEC), false)];
+const ROLLING: &[F] = &[(1, "maxUnavailable", K::IntOrStr, false), (2, "maxSurge", K::IntOrStr, false)];
+const STRATEGY: &[F] = &[(1, "type", K::Str, false), (2, "rollingUpdate", K::Msg(ROLLING), false)];
 const DEPLOYMENT_SPEC: &[F] = &[
     (1, "replicas", K::Int, false),
     (2, "selector", K::Msg(SELECTOR), false),
@@ -196,10 +173,7 @@ const NS_SPEC: &[F] = &[(1, "finalizers", K::Str, true)];
 /// The top-level fields of each supported kind.
 fn kind_fields(kind: &str) -> Option<&'static [F]> {
     const fn top(spec: &'static [F]) -> [F; 2] {
-        [
-            (1, "metadata", K::Msg(META), false),
-            (2, "spec", K::Msg(spec), false),
-        ]
+        [(1, "metadata", K::Msg(META), false), (2, "spec", K::Msg(spec), false)]
     }
     static DEPLOYMENT: [F; 2] = top(DEPLOYMENT_SPEC);
     static JOB: [F; 2] = top(JOB_SPEC);
@@ -247,10 +221,7 @@ impl<'a> Reader<'a> {
     fn varint(&mut self) -> Result<u64, Error> {
         let mut out = 0u64;
         for shift in (0..64).step_by(7) {
-            let b = *self
-                .buf
-                .get(self.pos)
-                .ok_or(Error::Malformed("truncated varint"))?;
+            let b = *self.buf.get(self.pos).ok_or(Error::Malformed("truncated varint"))?;
             self.pos += 1;
             out |= u64::from(b & 0x7f) << shift;
             if b & 0x80 == 0 {
@@ -262,11 +233,7 @@ impl<'a> Reader<'a> {
 
     fn bytes(&mut self) -> Result<&'a [u8], Error> {
         let len = self.varint()? as usize;
-        let end = self
-            .pos
-            .checked_add(len)
-            .filter(|e| *e <= self.buf.len())
-            .ok_or(Error::Malformed("truncated field"))?;
+        let end = self.pos.checked_add(len).filter(|e| *e <= self.buf.len()).ok_or(Error::Malformed("truncated field"))?;
         let out = &self.buf[self.pos..end];
         self.pos = end;
         Ok(out)
@@ -302,10 +269,7 @@ fn text(b: &[u8]) -> Value {
     Value::String(String::from_utf8_lossy(b).into_owned())
 }
 
-fn map_entry(
-    b: &[u8],
-    value: impl Fn(&[u8]) -> Result<Value, Error>,
-) -> Result<(String, Value), Error> {
+fn map_entry(b: &[u8], value: impl Fn(&[u8]) -> Result<Value, Error>) -> Result<(String, Value), Error> {
     let mut r = Reader { buf: b, pos: 0 };
     let (mut key, mut val) = (String::new(), Value::Null);
     while let Some((num, wire)) = r.key()? {
@@ -344,10 +308,7 @@ fn message(buf: &[u8], fields: &[F]) -> Result<Value, Error> {
                 json!({})
             }
             (K::Time, _) => {
-                let mut t = Reader {
-                    buf: r.bytes()?,
-                    pos: 0,
-                };
+                let mut t = Reader { buf: r.bytes()?, pos: 0 };
                 let mut secs = 0i64;
                 while let Some((n, w)) = t.key()? {
                     if n == 1 && w == 0 {
@@ -359,34 +320,18 @@ fn message(buf: &[u8], fields: &[F]) -> Result<Value, Error> {
                 if secs == 0 {
                     Value::Null
                 } else {
-                    chrono::DateTime::from_timestamp(secs, 0).map_or(Value::Null, |d| {
-                        json!(d.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-                    })
+                    chrono::DateTime::from_timestamp(secs, 0).map_or(Value::Null, |d| json!(d.format("%Y-%m-%dT%H:%M:%SZ").to_string()))
                 }
             }
             (K::IntOrStr, _) => {
-                let v = message(
-                    r.bytes()?,
-                    &[
-                        (1, "type", K::Int, false),
-                        (2, "intVal", K::Int, false),
-                        (3, "strVal", K::Str, false),
-                    ],
-                )?;
-                if v["type"] == 1 {
-                    v.get("strVal").cloned().unwrap_or(json!(""))
-                } else {
-                    v.get("intVal").cloned().unwrap_or(json!(0))
-                }
+                let v = message(r.bytes()?, &[(1, "type", K::Int, false), (2, "intVal", K::Int, false), (3, "strVal", K::Str, false)])?;
+                if v["type"] == 1 { v.get("strVal").cloned().unwrap_or(json!("")) } else { v.get("intVal").cloned().unwrap_or(json!(0)) }
             }
             (K::MapStr | K::MapBytes | K::MapQuantity, _) => {
                 let (k, v) = map_entry(r.bytes()?, |b| {
                     Ok(match kind {
                         K::MapBytes => json!(base64::engine::general_purpose::STANDARD.encode(b)),
-                        K::MapQuantity => message(b, &[(1, "string", K::Str, false)])?
-                            .get("string")
-                            .cloned()
-                            .unwrap_or(Value::Null),
+                        K::MapQuantity => message(b, &[(1, "string", K::Str, false)])?.get("string").cloned().unwrap_or(Value::Null),
                         _ => text(b),
                     })
                 })?;
@@ -402,9 +347,7 @@ fn message(buf: &[u8], fields: &[F]) -> Result<Value, Error> {
             Value::String(s) => s.is_empty(),
             Value::Bool(b) => !b,
             Value::Number(n) => n.as_i64() == Some(0) && !POINTER_INTS.contains(&name),
-            Value::Object(m) => {
-                m.is_empty() && matches!(kind, K::Msg(_) | K::Opaque) && name != "resources"
-            }
+            Value::Object(m) => m.is_empty() && matches!(kind, K::Msg(_) | K::Opaque) && name != "resources",
             Value::Null => true,
             _ => false,
         };
@@ -425,18 +368,13 @@ fn message(buf: &[u8], fields: &[F]) -> Result<Value, Error> {
 
 /// Decode a protobuf request body into the JSON object it stands for.
 pub fn decode(raw: &[u8]) -> Result<Value, Error> {
-    let body = raw
-        .strip_prefix(b"k8s\x00")
-        .ok_or(Error::Malformed("missing k8s envelope"))?;
+    let body = raw.strip_prefix(b"k8s\x00").ok_or(Error::Malformed("missing k8s envelope"))?;
     let mut r = Reader { buf: body, pos: 0 };
     let (mut api_version, mut kind, mut object) = (String::new(), String::new(), &[][..]);
     while let Some((num, wire)) = r.key()? {
         match (num, wire) {
             (1, 2) => {
-                let tm = message(
-                    r.bytes()?,
-                    &[(1, "apiVersion", K::Str, false), (2, "kind", K::Str, false)],
-                )?;
+                let tm = message(r.bytes()?, &[(1, "apiVersion", K::Str, false), (2, "kind", K::Str, false)])?;
                 api_version = tm["apiVersion"].as_str().unwrap_or("").to_string();
                 kind = tm["kind"].as_str().unwrap_or("").to_string();
             }
@@ -471,9 +409,6 @@ mod tests {
         let type_meta = [field(1, b"v1"), field(2, b"ConfigMap")].concat();
         let raw = [b"k8s\x00".to_vec(), field(1, &type_meta), field(2, &object)].concat();
         let v = decode(&raw).unwrap();
-        assert_eq!(
-            v,
-            json!({"metadata": {"name": "cm1"}, "data": {"a": "1"}, "apiVersion": "v1", "kind": "ConfigMap"})
-        );
+        assert_eq!(v, json!({"metadata": {"name": "cm1"}, "data": {"a": "1"}, "apiVersion": "v1", "kind": "ConfigMap"}));
     }
 }

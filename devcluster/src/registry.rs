@@ -11,19 +11,8 @@ use serde_json::Value;
 use crate::schema::Schema;
 
 /// The verbs of a regular namespaced or cluster-scoped resource.
-pub const ALL_VERBS: &[&str] = &[
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
-const NAMESPACE_VERBS: &[&str] = &[
-    "create", "delete", "get", "list", "patch", "update", "watch",
-];
+pub const ALL_VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
 
 /// An additional printer column of a CRD version.
 #[derive(Debug, Clone)]
@@ -80,11 +69,7 @@ pub struct ResourceInfo {
 impl ResourceInfo {
     /// `group/version` or `version` for core.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
 
     /// `plural` or `plural.group`.
@@ -94,11 +79,7 @@ impl ResourceInfo {
 
     /// `Kind` or `Kind.group`, as the first word of 422 messages.
     pub fn kind_label(&self) -> String {
-        if self.group.is_empty() || self.is_events_v1() {
-            self.kind.clone()
-        } else {
-            format!("{}.{}", self.kind, self.group)
-        }
+        if self.group.is_empty() || self.is_events_v1() { self.kind.clone() } else { format!("{}.{}", self.kind, self.group) }
     }
 
     /// Whether this is the events.k8s.io shape of Events.
@@ -138,14 +119,7 @@ impl ResourceInfo {
                 "source",
                 "type",
             ],
-            ("events.k8s.io", "events") => &[
-                "regarding.kind",
-                "regarding.namespace",
-                "regarding.name",
-                "regarding.uid",
-                "reason",
-                "type",
-            ],
+            ("events.k8s.io", "events") => &["regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid", "reason", "type"],
             ("batch", "jobs") => &["status.successful"],
             _ => &[],
         }
@@ -312,26 +286,15 @@ impl Registry {
                     namespaced: b.namespaced,
                     short_names: b.short.iter().map(|s| s.to_string()).collect(),
                     categories: b.categories.iter().map(|s| s.to_string()).collect(),
-                    verbs: if b.plural == "namespaces" {
-                        NAMESPACE_VERBS
-                    } else {
-                        ALL_VERBS
-                    },
+                    verbs: if b.plural == "namespaces" { NAMESPACE_VERBS } else { ALL_VERBS },
                     status_subresource: b.status,
                     builtin: true,
-                    storage: if b.plural == "events" {
-                        EVENTS_STORAGE.into()
-                    } else {
-                        format!("{}/{}", b.group, b.plural)
-                    },
+                    storage: if b.plural == "events" { EVENTS_STORAGE.into() } else { format!("{}/{}", b.group, b.plural) },
                     schema: None,
                     columns: Vec::new(),
                     preserve_unknown: false,
                 };
-                m.insert(
-                    (b.group.into(), "v1".into(), b.plural.into()),
-                    Arc::new(info),
-                );
+                m.insert((b.group.into(), "v1".into(), b.plural.into()), Arc::new(info));
             }
         }
         reg
@@ -339,28 +302,17 @@ impl Registry {
 
     /// Look a resource up by group, version and plural.
     pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
-        self.inner
-            .read()
-            .get(&(group.to_string(), version.to_string(), plural.to_string()))
-            .cloned()
+        self.inner.read().get(&(group.to_string(), version.to_string(), plural.to_string())).cloned()
     }
 
     /// Whether any resource is served in the group (and version, if given).
     pub fn has_group(&self, group: &str, version: Option<&str>) -> bool {
-        self.inner
-            .read()
-            .keys()
-            .any(|(g, v, _)| g == group && version.is_none_or(|x| x == v))
+        self.inner.read().keys().any(|(g, v, _)| g == group && version.is_none_or(|x| x == v))
     }
 
     /// All resources of one group version, sorted by plural.
     pub fn group_version(&self, group: &str, version: &str) -> Vec<Arc<ResourceInfo>> {
-        self.inner
-            .read()
-            .iter()
-            .filter(|((g, v, _), _)| g == group && v == version)
-            .map(|(_, i)| i.clone())
-            .collect()
+        self.inner.read().iter().filter(|((g, v, _), _)| g == group && v == version).map(|(_, i)| i.clone()).collect()
     }
 
     /// All served resources.
@@ -389,11 +341,7 @@ impl Registry {
     /// Find the info serving a kind in an apiVersion (owner references, events).
     pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceInfo>> {
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        self.inner
-            .read()
-            .iter()
-            .find(|((g, v, _), i)| g == group && v == version && i.kind == kind)
-            .map(|(_, i)| i.clone())
+        self.inner.read().iter().find(|((g, v, _), i)| g == group && v == version && i.kind == kind).map(|(_, i)| i.clone())
     }
 
     /// Replace all resources of a CRD (identified by group and plural) with `infos`.
@@ -401,14 +349,7 @@ impl Registry {
         let mut m = self.inner.write();
         m.retain(|(g, _, p), i| !(g == group && p == plural && !i.builtin));
         for info in infos {
-            m.insert(
-                (
-                    info.group.clone(),
-                    info.version.clone(),
-                    info.plural.clone(),
-                ),
-                Arc::new(info),
-            );
+            m.insert((info.group.clone(), info.version.clone(), info.plural.clone()), Arc::new(info));
         }
     }
 
@@ -441,16 +382,10 @@ pub fn version_priority(v: &str) -> (u8, u64, u64) {
 
 /// Read `metadata.name` of an object.
 pub fn name_of(obj: &Value) -> &str {
-    obj.get("metadata")
-        .and_then(|v| v.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    obj.get("metadata").and_then(|v| v.get("name")).and_then(Value::as_str).unwrap_or("")
 }
 
 /// Read `metadata.namespace` of an object.
 pub fn namespace_of(obj: &Value) -> &str {
-    obj.get("metadata")
-        .and_then(|v| v.get("namespace"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    obj.get("metadata").and_then(|v| v.get("namespace")).and_then(Value::as_str).unwrap_or("")
 }

@@ -83,10 +83,7 @@ impl Schema {
     /// Validate against types, enums, bounds, patterns and required fields.
     pub fn validate(&self, obj: &Value) -> Vec<Cause> {
         let mut causes = Vec::new();
-        if let (Some(props), Some(map)) = (
-            self.root.get("properties").and_then(Value::as_object),
-            obj.as_object(),
-        ) {
+        if let (Some(props), Some(map)) = (self.root.get("properties").and_then(Value::as_object), obj.as_object()) {
             for (k, sub) in props {
                 if k == "metadata" || k == "apiVersion" || k == "kind" {
                     continue;
@@ -106,25 +103,15 @@ impl Schema {
 }
 
 fn preserves(s: &Value) -> bool {
-    s.get("x-kubernetes-preserve-unknown-fields")
-        .and_then(Value::as_bool)
-        == Some(true)
+    s.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true)
 }
 
 fn required(s: &Value) -> impl Iterator<Item = &str> {
-    s.get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
+    s.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
 }
 
 fn prune_value(schema: &Value, v: &mut Value, path: &str, unknown: &mut Vec<String>) {
-    if schema
-        .get("x-kubernetes-embedded-resource")
-        .and_then(Value::as_bool)
-        == Some(true)
-    {
+    if schema.get("x-kubernetes-embedded-resource").and_then(Value::as_bool) == Some(true) {
         return;
     }
     match v {
@@ -132,9 +119,7 @@ fn prune_value(schema: &Value, v: &mut Value, path: &str, unknown: &mut Vec<Stri
             let props = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties").filter(|a| a.is_object());
             if props.is_none() && additional.is_none() {
-                if !preserves(schema)
-                    && schema.get("type").and_then(Value::as_str) == Some("object")
-                {
+                if !preserves(schema) && schema.get("type").and_then(Value::as_str) == Some("object") {
                     for k in map.keys() {
                         unknown.push(format!("{path}.{k}"));
                     }
@@ -227,19 +212,14 @@ fn validate_value(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>
     if v.is_null() && schema.get("nullable").and_then(Value::as_bool) == Some(true) {
         return;
     }
-    let int_or_string = schema
-        .get("x-kubernetes-int-or-string")
-        .and_then(Value::as_bool)
-        == Some(true);
+    let int_or_string = schema.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true);
     if let Some(want) = schema.get("type").and_then(Value::as_str) {
         let have = type_name(v);
         let ok = have == want || (want == "number" && have == "integer") || int_or_string;
         if !ok {
             causes.push(Cause::new(
                 "FieldValueTypeInvalid",
-                format!(
-                    "Invalid value: \"{have}\": {path} in body must be of type {want}: \"{have}\""
-                ),
+                format!("Invalid value: \"{have}\": {path} in body must be of type {want}: \"{have}\""),
                 path,
             ));
             return;
@@ -251,11 +231,7 @@ fn validate_value(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>
         let list: Vec<String> = options.iter().map(show).collect();
         causes.push(Cause::new(
             "FieldValueNotSupported",
-            format!(
-                "Unsupported value: {}: supported values: {}",
-                show(v),
-                list.join(", ")
-            ),
+            format!("Unsupported value: {}: supported values: {}", show(v), list.join(", ")),
             path,
         ));
     }
@@ -264,18 +240,10 @@ fn validate_value(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>
         if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
             && (n < min || (exclusive_min && n == min))
         {
-            let rel = if exclusive_min {
-                "greater than"
-            } else {
-                "greater than or equal to"
-            };
+            let rel = if exclusive_min { "greater than" } else { "greater than or equal to" };
             causes.push(Cause::new(
                 "FieldValueInvalid",
-                format!(
-                    "Invalid value: {}: {path} in body should be {rel} {}",
-                    v,
-                    num(&schema["minimum"])
-                ),
+                format!("Invalid value: {}: {path} in body should be {rel} {}", v, num(&schema["minimum"])),
                 path,
             ));
         }
@@ -283,18 +251,10 @@ fn validate_value(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>
         if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
             && (n > max || (exclusive_max && n == max))
         {
-            let rel = if exclusive_max {
-                "less than"
-            } else {
-                "less than or equal to"
-            };
+            let rel = if exclusive_max { "less than" } else { "less than or equal to" };
             causes.push(Cause::new(
                 "FieldValueInvalid",
-                format!(
-                    "Invalid value: {}: {path} in body should be {rel} {}",
-                    v,
-                    num(&schema["maximum"])
-                ),
+                format!("Invalid value: {}: {path} in body should be {rel} {}", v, num(&schema["maximum"])),
                 path,
             ));
         }
@@ -303,11 +263,7 @@ fn validate_value(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>
         if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
             && s.chars().count() as u64 > max
         {
-            causes.push(Cause::new(
-                "FieldValueTooLong",
-                format!("Too long: may not be more than {max} bytes"),
-                path,
-            ));
+            causes.push(Cause::new("FieldValueTooLong", format!("Too long: may not be more than {max} bytes"), path));
         }
         if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
             && (s.chars().count() as u64) < min
@@ -334,11 +290,7 @@ fn validate_value(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>
             }
             for r in required(schema) {
                 if !map.contains_key(r) {
-                    causes.push(Cause::new(
-                        "FieldValueRequired",
-                        "Required value",
-                        format!("{path}.{r}"),
-                    ));
+                    causes.push(Cause::new("FieldValueRequired", "Required value", format!("{path}.{r}")));
                 }
             }
         }
@@ -364,12 +316,7 @@ fn num(v: &Value) -> String {
 pub fn unknown_meta_fields(obj: &Value) -> Vec<String> {
     obj.get("metadata")
         .and_then(Value::as_object)
-        .map(|m: &Map<String, Value>| {
-            m.keys()
-                .filter(|k| !META_FIELDS.contains(&k.as_str()))
-                .map(|k| format!("metadata.{k}"))
-                .collect()
-        })
+        .map(|m: &Map<String, Value>| m.keys().filter(|k| !META_FIELDS.contains(&k.as_str())).map(|k| format!("metadata.{k}")).collect())
         .unwrap_or_default()
 }
 
@@ -405,14 +352,8 @@ mod tests {
     #[test]
     fn violations_read_like_the_real_server() {
         let table = [
-            (
-                json!({"spec": {"size": "big"}}),
-                "Invalid value: \"string\": spec.size in body must be of type integer: \"string\"",
-            ),
-            (
-                json!({"spec": {"size": -1}}),
-                "Invalid value: -1: spec.size in body should be greater than or equal to 0",
-            ),
+            (json!({"spec": {"size": "big"}}), "Invalid value: \"string\": spec.size in body must be of type integer: \"string\""),
+            (json!({"spec": {"size": -1}}), "Invalid value: -1: spec.size in body should be greater than or equal to 0"),
             (
                 json!({"spec": {"size": 1, "color": "purple"}}),
                 "Unsupported value: \"purple\": supported values: \"red\", \"green\", \"blue\"",

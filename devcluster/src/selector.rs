@@ -73,31 +73,15 @@ impl LabelSelector {
         let mut reqs = Vec::new();
         if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
             for (k, v) in m {
-                reqs.push(Requirement::Equals(
-                    k.clone(),
-                    v.as_str().unwrap_or("").to_string(),
-                ));
+                reqs.push(Requirement::Equals(k.clone(), v.as_str().unwrap_or("").to_string()));
             }
         }
-        for e in sel
-            .get("matchExpressions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let key = e
-                .get("key")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
+        for e in sel.get("matchExpressions").and_then(Value::as_array).into_iter().flatten() {
+            let key = e.get("key").and_then(Value::as_str).unwrap_or("").to_string();
             let values: Vec<String> = e
                 .get("values")
                 .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(String::from))
-                        .collect()
-                })
+                .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
                 .unwrap_or_default();
             match e.get("operator").and_then(Value::as_str) {
                 Some("In") => reqs.push(Requirement::In(key, values)),
@@ -135,22 +119,13 @@ fn parse_term(term: &str) -> Result<Requirement, Error> {
         return Ok(Requirement::NotExists(check_key(key.trim())?));
     }
     if let Some((k, v)) = term.split_once("!=") {
-        return Ok(Requirement::NotEquals(
-            check_key(k.trim())?,
-            check_value(v.trim())?,
-        ));
+        return Ok(Requirement::NotEquals(check_key(k.trim())?, check_value(v.trim())?));
     }
     if let Some((k, v)) = term.split_once("==") {
-        return Ok(Requirement::Equals(
-            check_key(k.trim())?,
-            check_value(v.trim())?,
-        ));
+        return Ok(Requirement::Equals(check_key(k.trim())?, check_value(v.trim())?));
     }
     if let Some((k, v)) = term.split_once('=') {
-        return Ok(Requirement::Equals(
-            check_key(k.trim())?,
-            check_value(v.trim())?,
-        ));
+        return Ok(Requirement::Equals(check_key(k.trim())?, check_value(v.trim())?));
     }
     let mut words = term.split_whitespace();
     let key = words.next().unwrap_or("");
@@ -162,37 +137,24 @@ fn parse_term(term: &str) -> Result<Requirement, Error> {
                 let found = rest.split_whitespace().next().unwrap_or("");
                 return Err(Error::Label(format!("found '{found}' expected: '('")));
             };
-            let values = inner
-                .split(',')
-                .map(|v| check_value(v.trim()))
-                .collect::<Result<Vec<_>, _>>()?;
+            let values = inner.split(',').map(|v| check_value(v.trim())).collect::<Result<Vec<_>, _>>()?;
             let key = check_key(key)?;
-            Ok(if op == "in" {
-                Requirement::In(key, values)
-            } else {
-                Requirement::NotIn(key, values)
-            })
+            Ok(if op == "in" { Requirement::In(key, values) } else { Requirement::NotIn(key, values) })
         }
-        Some(other) => Err(Error::Label(format!(
-            "found '{other}', expected: in, notin, =, ==, !=, gt, lt"
-        ))),
+        Some(other) => Err(Error::Label(format!("found '{other}', expected: in, notin, =, ==, !=, gt, lt"))),
     }
 }
 
 fn check_key(key: &str) -> Result<String, Error> {
     if let Err(msg) = crate::validate::qualified_name(key) {
-        return Err(Error::Label(format!(
-            "key: Invalid value: \"{key}\": {msg}"
-        )));
+        return Err(Error::Label(format!("key: Invalid value: \"{key}\": {msg}")));
     }
     Ok(key.to_string())
 }
 
 fn check_value(v: &str) -> Result<String, Error> {
     if !v.is_empty() && crate::validate::label_value(v).is_err() {
-        return Err(Error::Label(format!(
-            "values[0][{v}]: Invalid value: \"{v}\""
-        )));
+        return Err(Error::Label(format!("values[0][{v}]: Invalid value: \"{v}\"")));
     }
     Ok(v.to_string())
 }
@@ -213,21 +175,13 @@ impl FieldSelector {
             } else if let Some((p, v)) = term.split_once('=') {
                 (p, false, v)
             } else {
-                return Err(Error::Field(format!(
-                    "invalid selector: '{term}'; can't understand '{term}'"
-                )));
+                return Err(Error::Field(format!("invalid selector: '{term}'; can't understand '{term}'")));
             };
             let path = path.trim();
             if path != "metadata.name" && path != "metadata.namespace" && !extra.contains(&path) {
-                let mut known = vec![
-                    "\"metadata.name\"".to_string(),
-                    "\"metadata.namespace\"".to_string(),
-                ];
+                let mut known = vec!["\"metadata.name\"".to_string(), "\"metadata.namespace\"".to_string()];
                 known.extend(extra.iter().map(|e| format!("\"{e}\"")));
-                return Err(Error::Field(format!(
-                    "\"{path}\" is not a known field selector: only {}",
-                    known.join(", ")
-                )));
+                return Err(Error::Field(format!("\"{path}\" is not a known field selector: only {}", known.join(", "))));
             }
             terms.push((path.to_string(), neg, value.trim().to_string()));
         }
@@ -241,10 +195,7 @@ impl FieldSelector {
 
     /// The value of `metadata.name=X` if the selector pins one name (for fast lookups).
     pub fn pinned_name(&self) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(p, neg, _)| p == "metadata.name" && !neg)
-            .map(|(_, _, v)| v.as_str())
+        self.0.iter().find(|(p, neg, _)| p == "metadata.name" && !neg).map(|(_, _, v)| v.as_str())
     }
 
     /// Whether the object satisfies every term.
@@ -285,29 +236,19 @@ mod tests {
             ("", true),
         ];
         for (sel, want) in table {
-            assert_eq!(
-                LabelSelector::parse(sel).unwrap().matches(Some(&labels)),
-                want,
-                "{sel}"
-            );
+            assert_eq!(LabelSelector::parse(sel).unwrap().matches(Some(&labels)), want, "{sel}");
         }
     }
 
     #[test]
     fn malformed_set_selector_reports_the_missing_parenthesis() {
         let err = LabelSelector::parse("app in a").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "unable to parse requirement: found 'a' expected: '('"
-        );
+        assert_eq!(err.to_string(), "unable to parse requirement: found 'a' expected: '('");
     }
 
     #[test]
     fn unknown_field_selector_is_rejected_with_the_known_list() {
         let err = FieldSelector::parse("data.n=c1", &[]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "\"data.n\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
-        );
+        assert_eq!(err.to_string(), "\"data.n\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"");
     }
 }

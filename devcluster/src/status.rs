@@ -37,11 +37,7 @@ pub struct Cause {
 impl Cause {
     /// A cause with the given reason, message and field.
     pub fn new(reason: &'static str, message: impl Into<String>, field: impl Into<String>) -> Self {
-        Cause {
-            reason,
-            message: message.into(),
-            field: field.into(),
-        }
+        Cause { reason, message: message.into(), field: field.into() }
     }
 }
 
@@ -50,14 +46,7 @@ pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            code,
-            reason,
-            message: message.into(),
-            details: None,
-            plain: false,
-            warnings: Vec::new(),
-        }
+        ApiError { code, reason, message: message.into(), details: None, plain: false, warnings: Vec::new() }
     }
 
     fn with_details(mut self, details: Value) -> Self {
@@ -67,10 +56,7 @@ impl ApiError {
 
     /// `404 page not found` in plain text, as for unknown groups and paths.
     pub fn page_not_found() -> Self {
-        ApiError {
-            plain: true,
-            ..Self::new(404, "NotFound", "404 page not found")
-        }
+        ApiError { plain: true, ..Self::new(404, "NotFound", "404 page not found") }
     }
 
     /// 404 NotFound for `resource "name"`.
@@ -80,44 +66,27 @@ impl ApiError {
 
     /// 404 NotFound from group and plural.
     pub fn not_found_raw(group: &str, plural: &str, name: &str) -> Self {
-        Self::new(
-            404,
-            "NotFound",
-            format!("{} \"{name}\" not found", qualified(group, plural)),
-        )
-        .with_details(details(name, group, plural))
+        Self::new(404, "NotFound", format!("{} \"{name}\" not found", qualified(group, plural))).with_details(details(name, group, plural))
     }
 
     /// 409 AlreadyExists.
     pub fn already_exists(info: &ResourceInfo, name: &str) -> Self {
-        Self::new(
-            409,
-            "AlreadyExists",
-            format!("{} \"{name}\" already exists", info.qualified()),
-        )
-        .with_details(details(name, &info.group, &info.plural))
+        Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", info.qualified())).with_details(details(
+            name,
+            &info.group,
+            &info.plural,
+        ))
     }
 
     /// 409 Conflict: stale resourceVersion.
     pub fn conflict(info: &ResourceInfo, name: &str) -> Self {
-        Self::conflict_msg(
-            info,
-            name,
-            "the object has been modified; please apply your changes to the latest version and try again",
-        )
+        Self::conflict_msg(info, name, "the object has been modified; please apply your changes to the latest version and try again")
     }
 
     /// 409 Conflict with a given explanation.
     pub fn conflict_msg(info: &ResourceInfo, name: &str, why: &str) -> Self {
-        Self::new(
-            409,
-            "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {} \"{name}\": {why}",
-                info.qualified()
-            ),
-        )
-        .with_details(details(name, &info.group, &info.plural))
+        Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{name}\": {why}", info.qualified()))
+            .with_details(details(name, &info.group, &info.plural))
     }
 
     /// 400 BadRequest.
@@ -132,15 +101,8 @@ impl ApiError {
 
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed(verb: &str, info: &ResourceInfo) -> Self {
-        Self::new(
-            405,
-            "MethodNotAllowed",
-            format!(
-                "{verb} is not supported on resources of kind \"{}\"",
-                info.qualified()
-            ),
-        )
-        .with_details(json!({"group": info.group, "kind": info.plural}))
+        Self::new(405, "MethodNotAllowed", format!("{verb} is not supported on resources of kind \"{}\"", info.qualified()))
+            .with_details(json!({"group": info.group, "kind": info.plural}))
     }
 
     /// 415 UnsupportedMediaType.
@@ -173,13 +135,7 @@ impl ApiError {
     }
 
     /// 422 Invalid with causes; `kind` is the Kind (built-ins) or the plural (some CR paths).
-    pub fn invalid(
-        kind_label: &str,
-        group: &str,
-        details_kind: &str,
-        name: &str,
-        causes: Vec<Cause>,
-    ) -> Self {
+    pub fn invalid(kind_label: &str, group: &str, details_kind: &str, name: &str, causes: Vec<Cause>) -> Self {
         let mut parts: Vec<String> = Vec::new();
         for c in &causes {
             let p = format!("{}: {}", c.field, c.message);
@@ -187,11 +143,7 @@ impl ApiError {
                 parts.push(p);
             }
         }
-        let joined = if parts.len() == 1 {
-            parts[0].clone()
-        } else {
-            format!("[{}]", parts.join(", "))
-        };
+        let joined = if parts.len() == 1 { parts[0].clone() } else { format!("[{}]", parts.join(", ")) };
         let message = format!("{kind_label} \"{name}\" is invalid: {joined}");
         let mut d = Map::new();
         if !name.is_empty() {
@@ -203,23 +155,14 @@ impl ApiError {
         d.insert("kind".into(), json!(details_kind));
         d.insert(
             "causes".into(),
-            Value::Array(
-                causes
-                    .iter()
-                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
-                    .collect(),
-            ),
+            Value::Array(causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect()),
         );
         Self::new(422, "Invalid", message).with_details(Value::Object(d))
     }
 
     /// 422 Invalid for an object of `info` (the label is `Kind` or `Kind.group`).
     pub fn invalid_object(info: &ResourceInfo, name: &str, causes: Vec<Cause>) -> Self {
-        let group = if info.is_events_v1() {
-            ""
-        } else {
-            info.group.as_str()
-        };
+        let group = if info.is_events_v1() { "" } else { info.group.as_str() };
         Self::invalid(&info.kind_label(), group, &info.kind, name, causes)
     }
 
@@ -249,11 +192,7 @@ impl ApiError {
 
 /// `plural` or `plural.group`, as used in messages.
 pub fn qualified(group: &str, plural: &str) -> String {
-    if group.is_empty() {
-        plural.to_string()
-    } else {
-        format!("{plural}.{group}")
-    }
+    if group.is_empty() { plural.to_string() } else { format!("{plural}.{group}") }
 }
 
 fn details(name: &str, group: &str, plural: &str) -> Value {

@@ -32,17 +32,8 @@ impl Obj {
     /// Serialize `value`; `strip_type` remembers where kind/apiVersion end for list items.
     pub fn new(value: Value, rv: u64, strip_type: bool) -> Arc<Obj> {
         let bytes = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
-        let type_prefix = if strip_type {
-            type_prefix_len(&value)
-        } else {
-            0
-        };
-        Arc::new(Obj {
-            value,
-            bytes,
-            type_prefix,
-            rv,
-        })
+        let type_prefix = if strip_type { type_prefix_len(&value) } else { 0 };
+        Arc::new(Obj { value, bytes, type_prefix, rv })
     }
 
     /// Append the object as a list item (without kind/apiVersion for built-ins).
@@ -123,9 +114,7 @@ pub struct Event {
 impl Event {
     /// `{"type":..,"object":..}\n`, computed once and shared by all watchers.
     pub fn line(&self) -> Bytes {
-        self.line
-            .get_or_init(|| encode_event(self.kind.as_str(), &self.obj.bytes))
-            .clone()
+        self.line.get_or_init(|| encode_event(self.kind.as_str(), &self.obj.bytes)).clone()
     }
 }
 
@@ -195,11 +184,7 @@ impl Table {
 
     /// One object.
     pub fn get(&self, ns: &str, name: &str) -> Option<Arc<Obj>> {
-        self.inner
-            .lock()
-            .objects
-            .get(&(ns.to_string(), name.to_string()))
-            .cloned()
+        self.inner.lock().objects.get(&(ns.to_string(), name.to_string())).cloned()
     }
 
     /// A consistent snapshot of the objects (of one namespace, or all) and the list's resourceVersion.
@@ -207,12 +192,9 @@ impl Table {
         let inner = self.inner.lock();
         let items = match ns {
             None => inner.objects.values().cloned().collect(),
-            Some(ns) => inner
-                .objects
-                .range((ns.to_string(), String::new())..)
-                .take_while(|((n, _), _)| n == ns)
-                .map(|(_, o)| o.clone())
-                .collect(),
+            Some(ns) => {
+                inner.objects.range((ns.to_string(), String::new())..).take_while(|((n, _), _)| n == ns).map(|(_, o)| o.clone()).collect()
+            }
         };
         (items, self.counter.load(Ordering::SeqCst))
     }
@@ -222,11 +204,7 @@ impl Table {
         let inner = self.inner.lock();
         match ns {
             None => inner.objects.len(),
-            Some(ns) => inner
-                .objects
-                .range((ns.to_string(), String::new())..)
-                .take_while(|((n, _), _)| n == ns)
-                .count(),
+            Some(ns) => inner.objects.range((ns.to_string(), String::new())..).take_while(|((n, _), _)| n == ns).count(),
         }
     }
 
@@ -265,11 +243,7 @@ impl Table {
                     ticket = Some(log.append(&self.key, ns, name, rv, Some(&obj.bytes[..])));
                 }
                 inner.objects.insert(key, obj.clone());
-                let kind = if current.is_some() {
-                    EventType::Modified
-                } else {
-                    EventType::Added
-                };
+                let kind = if current.is_some() { EventType::Modified } else { EventType::Added };
                 self.push(&mut inner, rv, kind, obj.clone(), current);
                 Some(Written::Stored(obj))
             }
@@ -296,21 +270,8 @@ impl Table {
         Ok((written, extra))
     }
 
-    fn push(
-        &self,
-        _inner: &mut Inner,
-        rv: u64,
-        kind: EventType,
-        obj: Arc<Obj>,
-        prev: Option<Arc<Obj>>,
-    ) {
-        let event = Arc::new(Event {
-            rv,
-            kind,
-            obj,
-            prev,
-            line: OnceLock::new(),
-        });
+    fn push(&self, _inner: &mut Inner, rv: u64, kind: EventType, obj: Arc<Obj>, prev: Option<Arc<Obj>>) {
+        let event = Arc::new(Event { rv, kind, obj, prev, line: OnceLock::new() });
         let dropped = {
             let mut h = self.history.write();
             h.events.push_back(event);
@@ -351,16 +312,9 @@ impl Table {
 
     /// Insert an object as loaded from disk (no event, rv kept).
     pub fn load(&self, value: Value) {
-        let rv = value
-            .get("metadata")
-            .and_then(|v| v.get("resourceVersion"))
-            .and_then(Value::as_str)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let key = (
-            crate::registry::namespace_of(&value).to_string(),
-            crate::registry::name_of(&value).to_string(),
-        );
+        let rv =
+            value.get("metadata").and_then(|v| v.get("resourceVersion")).and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let key = (crate::registry::namespace_of(&value).to_string(), crate::registry::name_of(&value).to_string());
         let obj = Obj::new(value, rv, self.strip_type);
         self.inner.lock().objects.insert(key, obj);
     }
@@ -384,12 +338,7 @@ pub struct Store {
 impl Store {
     /// An empty store starting at resourceVersion `start`, keeping `cap` events per table.
     pub fn new(start: u64, cap: usize, log: Option<Arc<Log>>) -> Self {
-        Store {
-            counter: Arc::new(AtomicU64::new(start)),
-            tables: RwLock::default(),
-            cap,
-            log,
-        }
+        Store { counter: Arc::new(AtomicU64::new(start)), tables: RwLock::default(), cap, log }
     }
 
     /// The table stored under `key`, created on first use.
@@ -404,13 +353,8 @@ impl Store {
                 let rv = self.counter.load(Ordering::SeqCst);
                 Arc::new(Table {
                     key: key.to_string(),
-                    inner: Mutex::new(Inner {
-                        objects: BTreeMap::new(),
-                    }),
-                    history: RwLock::new(History {
-                        events: VecDeque::new(),
-                        oldest: rv,
-                    }),
+                    inner: Mutex::new(Inner { objects: BTreeMap::new() }),
+                    history: RwLock::new(History { events: VecDeque::new(), oldest: rv }),
                     changed: watch::channel(rv).0,
                     counter: self.counter.clone(),
                     strip_type: builtin,
@@ -441,16 +385,10 @@ impl Store {
         let tables = self.tables.write();
         let mut sorted: Vec<&Arc<Table>> = tables.values().collect();
         sorted.sort_by(|a, b| a.key.cmp(&b.key));
-        let guards: Vec<_> = sorted
-            .iter()
-            .map(|t| (t.key.as_str(), t.inner.lock()))
-            .collect();
+        let guards: Vec<_> = sorted.iter().map(|t| (t.key.as_str(), t.inner.lock())).collect();
         let rv = self.counter.load(Ordering::SeqCst);
-        let objects = guards.iter().flat_map(|(key, g)| {
-            g.objects
-                .iter()
-                .map(move |((ns, n), o)| (*key, ns.as_str(), n.as_str(), &o.bytes[..]))
-        });
+        let objects =
+            guards.iter().flat_map(|(key, g)| g.objects.iter().map(move |((ns, n), o)| (*key, ns.as_str(), n.as_str(), &o.bytes[..])));
         if let Err(e) = log.compact(rv, objects) {
             tracing::error!("cannot compact the data directory: {e}");
         }
@@ -474,11 +412,7 @@ mod tests {
 
     #[test]
     fn list_items_of_builtins_leave_out_kind_and_api_version() {
-        let obj = Obj::new(
-            json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "a"}}),
-            1,
-            true,
-        );
+        let obj = Obj::new(json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "a"}}), 1, true);
         let mut out = BytesMut::new();
         obj.write_item(&mut out);
         assert_eq!(&out[..], br#"{"metadata":{"name":"a"}}"#);
@@ -489,10 +423,7 @@ mod tests {
         let store = Store::new(10, 2, None);
         let t = store.table("/configmaps", true);
         for i in 0..3 {
-            t.write("ns", &format!("c{i}"), |_| {
-                Ok((Write::Put(json!({"metadata": {}})), ()))
-            })
-            .unwrap();
+            t.write("ns", &format!("c{i}"), |_| Ok((Write::Put(json!({"metadata": {}})), ()))).unwrap();
         }
         assert_eq!(store.current_rv(), 13);
         assert!(t.events_after(10).is_err(), "history keeps only 2 events");
@@ -504,12 +435,9 @@ mod tests {
     fn a_keep_decision_changes_nothing() {
         let store = Store::new(0, 10, None);
         let t = store.table("/configmaps", true);
-        t.write("ns", "a", |_| Ok((Write::Put(json!({"metadata": {}})), ())))
-            .unwrap();
+        t.write("ns", "a", |_| Ok((Write::Put(json!({"metadata": {}})), ()))).unwrap();
         let (w, _) = t.write("ns", "a", |_| Ok((Write::Keep, ()))).unwrap();
-        let Some(Written::Stored(obj)) = w else {
-            panic!("kept object")
-        };
+        let Some(Written::Stored(obj)) = w else { panic!("kept object") };
         assert_eq!(obj.rv, 1);
         assert_eq!(store.current_rv(), 1);
     }

@@ -21,10 +21,8 @@ pub fn dns_label(s: &str) -> Result<(), String> {
     if s.len() > 63 {
         return Err("must be no more than 63 characters".into());
     }
-    let ok = !s.is_empty()
-        && s.chars().all(|c| is_alnum_lower(c) || c == '-')
-        && s.starts_with(is_alnum_lower)
-        && s.ends_with(is_alnum_lower);
+    let ok =
+        !s.is_empty() && s.chars().all(|c| is_alnum_lower(c) || c == '-') && s.starts_with(is_alnum_lower) && s.ends_with(is_alnum_lower);
     if ok { Ok(()) } else { Err(LABEL_MSG.into()) }
 }
 
@@ -40,18 +38,13 @@ pub fn dns_subdomain(s: &str) -> Result<(), String> {
                 && p.starts_with(is_alnum_lower)
                 && p.ends_with(is_alnum_lower)
         });
-    if ok {
-        Ok(())
-    } else {
-        Err(SUBDOMAIN_MSG.into())
-    }
+    if ok { Ok(()) } else { Err(SUBDOMAIN_MSG.into()) }
 }
 
 fn name_part(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         && s.starts_with(|c: char| c.is_ascii_alphanumeric())
         && s.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
@@ -71,54 +64,28 @@ pub fn qualified_name(s: &str) -> Result<(), String> {
     if name.len() > 63 {
         return Err("name part must be no more than 63 characters".into());
     }
-    if name_part(name) {
-        Ok(())
-    } else {
-        Err(NAME_PART_MSG.into())
-    }
+    if name_part(name) { Ok(()) } else { Err(NAME_PART_MSG.into()) }
 }
 
 /// A label value: empty or a name part.
 pub fn label_value(s: &str) -> Result<(), String> {
-    if s.is_empty() || name_part(s) {
-        Ok(())
-    } else {
-        Err(LABEL_VALUE_MSG.into())
-    }
+    if s.is_empty() || name_part(s) { Ok(()) } else { Err(LABEL_VALUE_MSG.into()) }
 }
 
 /// Validate an object's metadata (name rule given by `name_check`), labels and annotations.
 pub fn metadata(obj: &Value, name_check: fn(&str) -> Result<(), String>) -> Vec<Cause> {
     let mut causes = Vec::new();
     let meta = obj.get("metadata");
-    let name = meta
-        .and_then(|m| m.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
     if name.is_empty() {
-        causes.push(Cause::new(
-            "FieldValueRequired",
-            "Required value: name or generateName is required",
-            "metadata.name",
-        ));
+        causes.push(Cause::new("FieldValueRequired", "Required value: name or generateName is required", "metadata.name"));
     } else if let Err(msg) = name_check(name) {
-        causes.push(Cause::new(
-            "FieldValueInvalid",
-            format!("Invalid value: \"{name}\": {msg}"),
-            "metadata.name",
-        ));
+        causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: \"{name}\": {msg}"), "metadata.name"));
     }
-    if let Some(labels) = meta
-        .and_then(|m| m.get("labels"))
-        .and_then(Value::as_object)
-    {
+    if let Some(labels) = meta.and_then(|m| m.get("labels")).and_then(Value::as_object) {
         for (k, v) in labels {
             if let Err(msg) = qualified_name(k) {
-                causes.push(Cause::new(
-                    "FieldValueInvalid",
-                    format!("Invalid value: \"{k}\": {msg}"),
-                    "metadata.labels",
-                ));
+                causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: \"{k}\": {msg}"), "metadata.labels"));
             }
             match v.as_str() {
                 Some(s) => {
@@ -138,22 +105,9 @@ pub fn metadata(obj: &Value, name_check: fn(&str) -> Result<(), String>) -> Vec<
             }
         }
     }
-    for r in meta
-        .and_then(|m| m.get("ownerReferences"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        if r.get("uid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .is_empty()
-        {
-            causes.push(Cause::new(
-                "FieldValueInvalid",
-                "Invalid value: \"\": must not be empty",
-                "metadata.ownerReferences.uid",
-            ));
+    for r in meta.and_then(|m| m.get("ownerReferences")).and_then(Value::as_array).into_iter().flatten() {
+        if r.get("uid").and_then(Value::as_str).unwrap_or("").is_empty() {
+            causes.push(Cause::new("FieldValueInvalid", "Invalid value: \"\": must not be empty", "metadata.ownerReferences.uid"));
         }
         for (k, field) in [
             ("apiVersion", "metadata.ownerReferences.apiVersion"),
@@ -161,25 +115,14 @@ pub fn metadata(obj: &Value, name_check: fn(&str) -> Result<(), String>) -> Vec<
             ("name", "metadata.ownerReferences.name"),
         ] {
             if r.get(k).and_then(Value::as_str).unwrap_or("").is_empty() {
-                causes.push(Cause::new(
-                    "FieldValueInvalid",
-                    "Invalid value: \"\": must not be empty",
-                    field,
-                ));
+                causes.push(Cause::new("FieldValueInvalid", "Invalid value: \"\": must not be empty", field));
             }
         }
     }
-    if let Some(ann) = meta
-        .and_then(|m| m.get("annotations"))
-        .and_then(Value::as_object)
-    {
+    if let Some(ann) = meta.and_then(|m| m.get("annotations")).and_then(Value::as_object) {
         for k in ann.keys() {
             if let Err(msg) = qualified_name(&k.to_ascii_lowercase()) {
-                causes.push(Cause::new(
-                    "FieldValueInvalid",
-                    format!("Invalid value: \"{k}\": {msg}"),
-                    "metadata.annotations",
-                ));
+                causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: \"{k}\": {msg}"), "metadata.annotations"));
             }
         }
     }

@@ -18,10 +18,7 @@ async fn create_then_get_returns_the_stored_object_with_server_metadata() {
     let got = api.get("a").await.unwrap();
     assert_eq!(created.metadata.uid, got.metadata.uid);
     assert!(got.metadata.creation_timestamp.is_some());
-    assert_eq!(
-        got.metadata.resource_version,
-        created.metadata.resource_version
-    );
+    assert_eq!(got.metadata.resource_version, created.metadata.resource_version);
     dc.shutdown().await;
 }
 
@@ -30,13 +27,8 @@ async fn creating_an_existing_name_is_already_exists() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
     api.create(&PostParams::default(), &cm("a")).await.unwrap();
-    let err = api
-        .create(&PostParams::default(), &cm("a"))
-        .await
-        .unwrap_err();
-    let kube::Error::Api(status) = err else {
-        panic!("expected an API error")
-    };
+    let err = api.create(&PostParams::default(), &cm("a")).await.unwrap_err();
+    let kube::Error::Api(status) = err else { panic!("expected an API error") };
     assert_eq!(status.code, 409);
     assert_eq!(status.reason, "AlreadyExists");
 }
@@ -48,18 +40,10 @@ async fn update_with_a_stale_resource_version_is_a_conflict() {
     let first = api.create(&PostParams::default(), &cm("a")).await.unwrap();
     let mut second = first.clone();
     second.data.as_mut().unwrap().insert("a".into(), "2".into());
-    api.replace("a", &PostParams::default(), &second)
-        .await
-        .unwrap();
+    api.replace("a", &PostParams::default(), &second).await.unwrap();
     let mut stale = first.clone();
     stale.data.as_mut().unwrap().insert("a".into(), "3".into());
-    let kube::Error::Api(status) = api
-        .replace("a", &PostParams::default(), &stale)
-        .await
-        .unwrap_err()
-    else {
-        panic!()
-    };
+    let kube::Error::Api(status) = api.replace("a", &PostParams::default(), &stale).await.unwrap_err() else { panic!() };
     assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
 }
 
@@ -68,34 +52,10 @@ async fn a_no_op_patch_keeps_the_resource_version() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
     let created = api.create(&PostParams::default(), &cm("a")).await.unwrap();
-    let patched = api
-        .patch(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"a": "1"}})),
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        created.metadata.resource_version,
-        patched.metadata.resource_version
-    );
-    let changed = api
-        .patch(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"a": "2"}})),
-        )
-        .await
-        .unwrap();
-    let rv = |c: &ConfigMap| {
-        c.metadata
-            .resource_version
-            .clone()
-            .unwrap()
-            .parse::<u64>()
-            .unwrap()
-    };
+    let patched = api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"a": "1"}}))).await.unwrap();
+    assert_eq!(created.metadata.resource_version, patched.metadata.resource_version);
+    let changed = api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"a": "2"}}))).await.unwrap();
+    let rv = |c: &ConfigMap| c.metadata.resource_version.clone().unwrap().parse::<u64>().unwrap();
     assert!(rv(&changed) > rv(&created));
 }
 
@@ -103,8 +63,7 @@ async fn a_no_op_patch_keeps_the_resource_version() {
 async fn generate_name_makes_a_unique_name() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
-    let obj: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"generateName": "x-"}})).unwrap();
+    let obj: ConfigMap = serde_json::from_value(json!({"metadata": {"generateName": "x-"}})).unwrap();
     let a = api.create(&PostParams::default(), &obj).await.unwrap();
     let b = api.create(&PostParams::default(), &obj).await.unwrap();
     let (a, b) = (a.metadata.name.unwrap(), b.metadata.name.unwrap());
@@ -122,13 +81,7 @@ async fn a_failing_json_patch_test_changes_nothing() {
         {"op": "replace", "path": "/data/a", "value": "2"}
     ]))
     .unwrap();
-    let kube::Error::Api(status) = api
-        .patch("a", &PatchParams::default(), &Patch::<()>::Json(ops))
-        .await
-        .unwrap_err()
-    else {
-        panic!()
-    };
+    let kube::Error::Api(status) = api.patch("a", &PatchParams::default(), &Patch::<()>::Json(ops)).await.unwrap_err() else { panic!() };
     assert_eq!(status.code, 422);
     assert_eq!(api.get("a").await.unwrap().data.unwrap()["a"], "1");
 }
@@ -137,13 +90,7 @@ async fn a_failing_json_patch_test_changes_nothing() {
 async fn creating_in_a_missing_namespace_is_not_found() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "nowhere");
-    let kube::Error::Api(status) = api
-        .create(&PostParams::default(), &cm("a"))
-        .await
-        .unwrap_err()
-    else {
-        panic!()
-    };
+    let kube::Error::Api(status) = api.create(&PostParams::default(), &cm("a")).await.unwrap_err() else { panic!() };
     assert_eq!(status.code, 404);
     assert_eq!(status.message, "namespaces \"nowhere\" not found");
 }
@@ -152,37 +99,17 @@ async fn creating_in_a_missing_namespace_is_not_found() {
 async fn dry_run_create_stores_nothing() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
-    let pp = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
+    let pp = PostParams { dry_run: true, ..Default::default() };
     api.create(&pp, &cm("a")).await.unwrap();
     assert!(api.get_opt("a").await.unwrap().is_none());
 }
 
-async fn raw(
-    dc: &DevCluster,
-    method: &str,
-    path: &str,
-    content_type: &str,
-    body: Vec<u8>,
-) -> (u16, serde_json::Value) {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", content_type)
-        .body(body)
-        .unwrap();
+async fn raw(dc: &DevCluster, method: &str, path: &str, content_type: &str, body: Vec<u8>) -> (u16, serde_json::Value) {
+    let req = http::Request::builder().method(method).uri(path).header("content-type", content_type).body(body).unwrap();
     let resp = dc.client().send(req.map(Into::into)).await.unwrap();
     let code = resp.status().as_u16();
-    let bytes = http_body_util::BodyExt::collect(resp.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    (
-        code,
-        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
-    )
+    let bytes = http_body_util::BodyExt::collect(resp.into_body()).await.unwrap().to_bytes();
+    (code, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
 }
 
 #[tokio::test]
@@ -190,70 +117,20 @@ async fn bad_input_gets_a_clear_4xx_and_stores_nothing() {
     let dc = DevCluster::start_local().await.unwrap();
     let path = "/api/v1/namespaces/default/configmaps";
     let table = [
-        (
-            "malformed json",
-            b"{\"metadata\": {".to_vec(),
-            "application/json",
-            400,
-            "BadRequest",
-        ),
-        (
-            "wrong kind",
-            br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}"#.to_vec(),
-            "application/json",
-            400,
-            "BadRequest",
-        ),
-        (
-            "missing name",
-            br#"{"metadata":{}}"#.to_vec(),
-            "application/json",
-            422,
-            "Invalid",
-        ),
-        (
-            "invalid label key",
-            br#"{"metadata":{"name":"x","labels":{"bad key":"v"}}}"#.to_vec(),
-            "application/json",
-            422,
-            "Invalid",
-        ),
-        (
-            "not an object",
-            b"[1,2]".to_vec(),
-            "application/json",
-            400,
-            "BadRequest",
-        ),
-        (
-            "unknown media type",
-            b"x".to_vec(),
-            "text/plain",
-            415,
-            "UnsupportedMediaType",
-        ),
+        ("malformed json", b"{\"metadata\": {".to_vec(), "application/json", 400, "BadRequest"),
+        ("wrong kind", br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}"#.to_vec(), "application/json", 400, "BadRequest"),
+        ("missing name", br#"{"metadata":{}}"#.to_vec(), "application/json", 422, "Invalid"),
+        ("invalid label key", br#"{"metadata":{"name":"x","labels":{"bad key":"v"}}}"#.to_vec(), "application/json", 422, "Invalid"),
+        ("not an object", b"[1,2]".to_vec(), "application/json", 400, "BadRequest"),
+        ("unknown media type", b"x".to_vec(), "text/plain", 415, "UnsupportedMediaType"),
     ];
     for (what, body, ct, code, reason) in table {
         let (got, status) = raw(&dc, "POST", path, ct, body).await;
-        assert_eq!(
-            (got, status["reason"].as_str().unwrap_or("")),
-            (code, reason),
-            "{what}: {status}"
-        );
+        assert_eq!((got, status["reason"].as_str().unwrap_or("")), (code, reason), "{what}: {status}");
     }
-    let big = format!(
-        r#"{{"metadata":{{"name":"big"}},"data":{{"a":"{}"}}}}"#,
-        "x".repeat(4 * 1024 * 1024)
-    );
+    let big = format!(r#"{{"metadata":{{"name":"big"}},"data":{{"a":"{}"}}}}"#, "x".repeat(4 * 1024 * 1024));
     let (got, _) = raw(&dc, "POST", path, "application/json", big.into_bytes()).await;
     assert_eq!(got, 413, "oversized body");
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
-    assert!(
-        api.list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty(),
-        "nothing was stored"
-    );
+    assert!(api.list(&Default::default()).await.unwrap().items.is_empty(), "nothing was stored");
 }

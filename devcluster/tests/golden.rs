@@ -12,9 +12,7 @@ use bosun_devcluster::DevCluster;
 async fn every_golden_scenario_passes() {
     let dir = std::env::var("BOSUN_GOLDEN_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/apiserver-golden")
-        });
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/apiserver-golden"));
     let script = dir.join("golden.py");
     if !script.exists() {
         eprintln!("no golden transcripts at {}; skipping", dir.display());
@@ -23,11 +21,7 @@ async fn every_golden_scenario_passes() {
     let dc = DevCluster::start_local().await.unwrap();
     let url = dc.url();
     let out = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
-            .arg(&script)
-            .args(["check", "--server", &url, "--golden"])
-            .arg(dir.join("v1.36"))
-            .output()
+        Command::new("python3").arg(&script).args(["check", "--server", &url, "--golden"]).arg(dir.join("v1.36")).output()
     })
     .await
     .unwrap();
@@ -35,11 +29,7 @@ async fn every_golden_scenario_passes() {
         eprintln!("python3 not available; skipping");
         return;
     };
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "golden scenarios differ:\n{text}");
     dc.shutdown().await;
 }

@@ -40,36 +40,21 @@ spec: {duration: 1m}
 fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String) {
     let mut cmd = Command::new("kubectl");
     cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
-    cmd.stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+    cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().expect("kubectl runs");
     if let Some(input) = stdin {
         use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
     } else {
         drop(child.stdin.take());
     }
     let out = child.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.success(), text)
 }
 
 fn have_kubectl() -> bool {
-    Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output()
-        .is_ok_and(|o| o.status.success())
+    Command::new("kubectl").arg("version").arg("--client").output().is_ok_and(|o| o.status.success())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,71 +75,21 @@ async fn kubectl_applies_gets_labels_patches_and_deletes_a_custom_resource() {
             out
         };
         assert!(run(&["apply", "-f", "-"], Some(CRD)).contains("created"));
-        assert!(
-            run(&["apply", "-f", "-"], Some(OBJ)).contains("kopfexample.kopf.dev/kex1 created")
-        );
+        assert!(run(&["apply", "-f", "-"], Some(OBJ)).contains("kopfexample.kopf.dev/kex1 created"));
         let table = run(&["get", "kex"], None);
-        assert!(
-            table.contains("DURATION") && table.contains("kex1") && table.contains("1m"),
-            "{table}"
-        );
+        assert!(table.contains("DURATION") && table.contains("kex1") && table.contains("1m"), "{table}");
         let yaml = run(&["get", "kopfexamples", "kex1", "-o", "yaml"], None);
-        assert!(
-            yaml.contains("uid:") && yaml.contains("resourceVersion:"),
-            "{yaml}"
-        );
+        assert!(yaml.contains("uid:") && yaml.contains("resourceVersion:"), "{yaml}");
         run(&["label", "kex", "kex1", "color=red"], None);
         run(&["annotate", "kex", "kex1", "note=hi"], None);
-        run(
-            &[
-                "patch",
-                "kex",
-                "kex1",
-                "--type",
-                "merge",
-                "-p",
-                r#"{"spec":{"duration":"2m"}}"#,
-            ],
-            None,
-        );
-        let labels = run(
-            &[
-                "get",
-                "kex",
-                "kex1",
-                "-o",
-                "jsonpath={.metadata.labels.color} {.metadata.annotations.note} {.spec.duration}",
-            ],
-            None,
-        );
+        run(&["patch", "kex", "kex1", "--type", "merge", "-p", r#"{"spec":{"duration":"2m"}}"#], None);
+        let labels =
+            run(&["get", "kex", "kex1", "-o", "jsonpath={.metadata.labels.color} {.metadata.annotations.note} {.spec.duration}"], None);
         assert_eq!(labels.trim(), "red hi 2m");
         run(&["delete", "kex", "kex1", "--wait=false"], None);
-        let ts = run(
-            &[
-                "get",
-                "kex",
-                "kex1",
-                "-o",
-                "jsonpath={.metadata.deletionTimestamp}",
-            ],
-            None,
-        );
-        assert!(
-            !ts.trim().is_empty(),
-            "the object stays with a deletionTimestamp"
-        );
-        run(
-            &[
-                "patch",
-                "kex",
-                "kex1",
-                "--type",
-                "json",
-                "-p",
-                r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
-            ],
-            None,
-        );
+        let ts = run(&["get", "kex", "kex1", "-o", "jsonpath={.metadata.deletionTimestamp}"], None);
+        assert!(!ts.trim().is_empty(), "the object stays with a deletionTimestamp");
+        run(&["patch", "kex", "kex1", "--type", "json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#], None);
         let (ok, out) = kubectl(&kc2, &["get", "kex", "kex1"], None);
         assert!(!ok && out.contains("NotFound"), "{out}");
     })
@@ -180,68 +115,15 @@ async fn kubectl_create_commands_send_protobuf_and_are_understood() {
             out
         };
         run(&["create", "namespace", "team"]);
-        run(&[
-            "-n",
-            "team",
-            "create",
-            "configmap",
-            "c1",
-            "--from-literal=x=y",
-        ]);
-        run(&[
-            "-n",
-            "team",
-            "create",
-            "secret",
-            "generic",
-            "s1",
-            "--from-literal=a=b",
-        ]);
-        run(&[
-            "-n",
-            "team",
-            "create",
-            "deployment",
-            "d1",
-            "--image=nginx:1.25",
-        ]);
+        run(&["-n", "team", "create", "configmap", "c1", "--from-literal=x=y"]);
+        run(&["-n", "team", "create", "secret", "generic", "s1", "--from-literal=a=b"]);
+        run(&["-n", "team", "create", "deployment", "d1", "--image=nginx:1.25"]);
         run(&["-n", "team", "scale", "deployment", "d1", "--replicas=3"]);
-        let out = run(&[
-            "-n",
-            "team",
-            "get",
-            "deployment",
-            "d1",
-            "-o",
-            "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}",
-        ]);
+        let out =
+            run(&["-n", "team", "get", "deployment", "d1", "-o", "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}"]);
         assert_eq!(out.trim(), "3 nginx:1.25");
-        assert_eq!(
-            run(&[
-                "-n",
-                "team",
-                "get",
-                "secret",
-                "s1",
-                "-o",
-                "jsonpath={.data.a}"
-            ])
-            .trim(),
-            "Yg=="
-        );
-        assert_eq!(
-            run(&[
-                "-n",
-                "team",
-                "get",
-                "configmap",
-                "c1",
-                "-o",
-                "jsonpath={.data.x}"
-            ])
-            .trim(),
-            "y"
-        );
+        assert_eq!(run(&["-n", "team", "get", "secret", "s1", "-o", "jsonpath={.data.a}"]).trim(), "Yg==");
+        assert_eq!(run(&["-n", "team", "get", "configmap", "c1", "-o", "jsonpath={.data.x}"]).trim(), "y");
     })
     .await
     .unwrap();

@@ -12,10 +12,7 @@ fn python() -> String {
 }
 
 fn has_module(module: &str) -> bool {
-    Command::new(python())
-        .args(["-c", &format!("import {module}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
+    Command::new(python()).args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success())
 }
 
 const CLIENT_SCRIPT: &str = r#"
@@ -48,25 +45,10 @@ async fn the_python_client_creates_patches_watches_and_sees_conflicts() {
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kubeconfig");
     dc.write_kubeconfig(&kc).unwrap();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python())
-            .arg("-c")
-            .arg(CLIENT_SCRIPT)
-            .arg(&kc)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && text.contains("python client ok"),
-        "{text}"
-    );
+    let out =
+        tokio::task::spawn_blocking(move || Command::new(python()).arg("-c").arg(CLIENT_SCRIPT).arg(&kc).output().unwrap()).await.unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("python client ok"), "{text}");
 }
 
 const CRD: &str = r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -96,15 +78,9 @@ async fn kopfs_minimal_operator_handles_a_created_object() {
     let client = dc.client();
     let crds: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
         client.clone(),
-        &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
-            "apiextensions.k8s.io",
-            "v1",
-            "CustomResourceDefinition",
-        )),
+        &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition")),
     );
-    crds.create(&Default::default(), &serde_json::from_str(CRD).unwrap())
-        .await
-        .unwrap();
+    crds.create(&Default::default(), &serde_json::from_str(CRD).unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kubeconfig");
     dc.write_kubeconfig(&kc).unwrap();
@@ -121,16 +97,11 @@ async fn kopfs_minimal_operator_handles_a_created_object() {
     let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
         client,
         "default",
-        &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
-            "kopf.dev",
-            "v1",
-            "KopfExample",
-        )),
+        &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk("kopf.dev", "v1", "KopfExample")),
     );
-    let obj = serde_json::json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "kex1"}, "spec": {"field": "value"}});
-    api.create(&Default::default(), &serde_json::from_value(obj).unwrap())
-        .await
-        .unwrap();
+    let obj =
+        serde_json::json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "kex1"}, "spec": {"field": "value"}});
+    api.create(&Default::default(), &serde_json::from_value(obj).unwrap()).await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let handled = loop {
         let o = api.get("kex1").await.unwrap();
@@ -144,11 +115,7 @@ async fn kopfs_minimal_operator_handles_a_created_object() {
     };
     let _ = kopf.kill();
     let out = kopf.wait_with_output().unwrap();
-    let log = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(handled, "Kopf did not handle the object: {log}");
     assert!(log.contains("Handler 'create_fn' succeeded."), "{log}");
 }

@@ -6,9 +6,7 @@ use std::time::Duration;
 use bosun_devcluster::{Config, DevCluster};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{
-    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
-};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
 fn cm(name: &str, color: &str) -> ConfigMap {
@@ -16,27 +14,16 @@ fn cm(name: &str, color: &str) -> ConfigMap {
 }
 
 /// Collect `n` events (or fail after a deadline).
-async fn take(
-    api: &Api<ConfigMap>,
-    wp: &WatchParams,
-    rv: &str,
-    n: usize,
-) -> Vec<WatchEvent<ConfigMap>> {
+async fn take(api: &Api<ConfigMap>, wp: &WatchParams, rv: &str, n: usize) -> Vec<WatchEvent<ConfigMap>> {
     let stream = api.watch(wp, rv).await.unwrap();
-    tokio::time::timeout(
-        Duration::from_secs(10),
-        stream.take(n).try_collect::<Vec<_>>(),
-    )
-    .await
-    .expect("events arrive before the deadline")
-    .unwrap()
+    tokio::time::timeout(Duration::from_secs(10), stream.take(n).try_collect::<Vec<_>>())
+        .await
+        .expect("events arrive before the deadline")
+        .unwrap()
 }
 
 fn no_bookmarks() -> WatchParams {
-    WatchParams {
-        bookmarks: false,
-        ..WatchParams::default()
-    }
+    WatchParams { bookmarks: false, ..WatchParams::default() }
 }
 
 fn kind(e: &WatchEvent<ConfigMap>) -> String {
@@ -53,23 +40,9 @@ fn kind(e: &WatchEvent<ConfigMap>) -> String {
 async fn watch_from_a_list_version_sees_every_later_change_in_order() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    api.create(&PostParams::default(), &cm("a", "red"))
-        .await
-        .unwrap();
-    api.patch(
-        "a",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"x": "1"}})),
-    )
-    .await
-    .unwrap();
+    let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    api.create(&PostParams::default(), &cm("a", "red")).await.unwrap();
+    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"x": "1"}}))).await.unwrap();
     api.delete("a", &DeleteParams::default()).await.unwrap();
     let events = take(&api, &no_bookmarks(), &rv, 3).await;
     let kinds: Vec<String> = events.iter().map(kind).collect();
@@ -80,9 +53,7 @@ async fn watch_from_a_list_version_sees_every_later_change_in_order() {
 async fn watch_without_version_starts_with_current_objects_as_added() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
-    api.create(&PostParams::default(), &cm("a", "red"))
-        .await
-        .unwrap();
+    api.create(&PostParams::default(), &cm("a", "red")).await.unwrap();
     let events = take(&api, &no_bookmarks(), "0", 1).await;
     assert_eq!(kind(&events[0]), "ADDED a");
 }
@@ -90,27 +61,11 @@ async fn watch_without_version_starts_with_current_objects_as_added() {
 #[tokio::test]
 async fn watch_from_a_version_older_than_the_history_is_gone() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let dc = DevCluster::start(
-        listener,
-        Config {
-            watch_history: 2,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let dc = DevCluster::start(listener, Config { watch_history: 2, ..Default::default() }).await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
     for i in 0..5 {
-        api.create(&PostParams::default(), &cm(&format!("c{i}"), "red"))
-            .await
-            .unwrap();
+        api.create(&PostParams::default(), &cm(&format!("c{i}"), "red")).await.unwrap();
     }
     let events = take(&api, &no_bookmarks(), &rv, 1).await;
     assert_eq!(kind(&events[0]), "ERROR 410");
@@ -120,23 +75,8 @@ async fn watch_from_a_version_older_than_the_history_is_gone() {
 async fn a_bookmark_arrives_when_bookmarks_are_allowed() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    let events = take(
-        &api,
-        &WatchParams {
-            bookmarks: true,
-            ..WatchParams::default()
-        },
-        &rv,
-        1,
-    )
-    .await;
+    let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let events = take(&api, &WatchParams { bookmarks: true, ..WatchParams::default() }, &rv, 1).await;
     assert_eq!(kind(&events[0]), "BOOKMARK");
 }
 
@@ -144,26 +84,12 @@ async fn a_bookmark_arrives_when_bookmarks_are_allowed() {
 async fn a_label_selector_watch_sees_objects_leave_and_enter_the_selection() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
-    api.create(&PostParams::default(), &cm("a", "red"))
-        .await
-        .unwrap();
-    api.create(&PostParams::default(), &cm("b", "blue"))
-        .await
-        .unwrap();
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    api.create(&PostParams::default(), &cm("a", "red")).await.unwrap();
+    api.create(&PostParams::default(), &cm("b", "blue")).await.unwrap();
+    let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
     let relabel = |c: &str| Patch::Merge(json!({"metadata": {"labels": {"color": c}}}));
-    api.patch("a", &PatchParams::default(), &relabel("blue"))
-        .await
-        .unwrap();
-    api.patch("b", &PatchParams::default(), &relabel("red"))
-        .await
-        .unwrap();
+    api.patch("a", &PatchParams::default(), &relabel("blue")).await.unwrap();
+    api.patch("b", &PatchParams::default(), &relabel("red")).await.unwrap();
     let events = take(&api, &no_bookmarks().labels("color=red"), &rv, 2).await;
     let kinds: Vec<String> = events.iter().map(kind).collect();
     assert_eq!(kinds, ["DELETED a", "ADDED b"]);
@@ -173,57 +99,29 @@ async fn a_label_selector_watch_sees_objects_leave_and_enter_the_selection() {
 async fn a_watch_ends_after_its_timeout() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
-    let stream = api
-        .watch(&WatchParams::default().timeout(1), "0")
-        .await
-        .unwrap();
+    let stream = api.watch(&WatchParams::default().timeout(1), "0").await.unwrap();
     let all = tokio::time::timeout(Duration::from_secs(10), stream.collect::<Vec<_>>()).await;
-    assert!(
-        all.is_ok(),
-        "the server closes the watch after timeoutSeconds"
-    );
+    assert!(all.is_ok(), "the server closes the watch after timeoutSeconds");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_watchers_each_see_every_change() {
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
-    api.create(&PostParams::default(), &cm("a", "red"))
-        .await
-        .unwrap();
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    api.create(&PostParams::default(), &cm("a", "red")).await.unwrap();
+    let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
     let mut watchers = Vec::new();
     for _ in 0..100 {
         let stream = api.watch(&no_bookmarks(), &rv).await.unwrap();
-        watchers.push(tokio::spawn(async move {
-            tokio::time::timeout(
-                Duration::from_secs(20),
-                stream.take(50).try_collect::<Vec<_>>(),
-            )
-            .await
-        }));
+        watchers.push(tokio::spawn(
+            async move { tokio::time::timeout(Duration::from_secs(20), stream.take(50).try_collect::<Vec<_>>()).await },
+        ));
     }
     for i in 0..50 {
-        api.patch(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"n": i.to_string()}})),
-        )
-        .await
-        .unwrap();
+        api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"n": i.to_string()}}))).await.unwrap();
     }
     for w in watchers {
-        let events = w
-            .await
-            .unwrap()
-            .expect("all events before the deadline")
-            .unwrap();
+        let events = w.await.unwrap().expect("all events before the deadline").unwrap();
         let last = events.last().map(kind).unwrap();
         assert_eq!((events.len(), last.as_str()), (50, "MODIFIED a"));
     }
@@ -234,43 +132,25 @@ async fn kube_runtime_watchers_see_objects_with_both_initial_list_strategies() {
     use kube::runtime::watcher::{self, Event, InitialListStrategy};
     let dc = DevCluster::start_local().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
-    api.create(&PostParams::default(), &cm("before", "red"))
-        .await
-        .unwrap();
-    for (i, strategy) in [
-        InitialListStrategy::ListWatch,
-        InitialListStrategy::StreamingList,
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let config = watcher::Config {
-            initial_list_strategy: strategy.clone(),
-            ..Default::default()
-        };
+    api.create(&PostParams::default(), &cm("before", "red")).await.unwrap();
+    for (i, strategy) in [InitialListStrategy::ListWatch, InitialListStrategy::StreamingList].into_iter().enumerate() {
+        let config = watcher::Config { initial_list_strategy: strategy.clone(), ..Default::default() };
         let mut stream = watcher::watcher(api.clone(), config).boxed();
         let mut seen = Vec::new();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         let mut created = false;
         let after = format!("after-{i}");
         while !seen.contains(&after) {
-            let next = tokio::time::timeout_at(deadline, stream.next())
-                .await
-                .expect("events before the deadline");
+            let next = tokio::time::timeout_at(deadline, stream.next()).await.expect("events before the deadline");
             match next.unwrap().unwrap() {
                 Event::InitApply(o) | Event::Apply(o) => seen.push(o.metadata.name.unwrap()),
                 Event::InitDone if !created => {
                     created = true;
-                    api.create(&PostParams::default(), &cm(&after, "red"))
-                        .await
-                        .unwrap();
+                    api.create(&PostParams::default(), &cm(&after, "red")).await.unwrap();
                 }
                 _ => {}
             }
         }
-        assert!(
-            seen.contains(&"before".to_string()),
-            "{strategy:?}: {seen:?}"
-        );
+        assert!(seen.contains(&"before".to_string()), "{strategy:?}: {seen:?}");
     }
 }

@@ -18,8 +18,5 @@ async fn create_fn(cause: Cause) -> Result<(), HandlerError> {
 
 #[tokio::main]
 async fn main() -> Result<(), bosun_sdk::ServeError> {
-    Operator::new()
-        .on_create("kopf.dev/v1/kopfexamples", create_fn)
-        .serve_default()
-        .await
+    Operator::new().on_create("kopf.dev/v1/kopfexamples", create_fn).serve_default().await
 }

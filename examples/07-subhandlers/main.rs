@@ -24,9 +24,5 @@ async fn create_item_fn(cause: Cause) -> Result<(), HandlerError> {
 
 #[tokio::main]
 async fn main() -> Result<(), bosun_sdk::ServeError> {
-    Operator::new()
-        .on_create("kopf.dev/v1/kopfexamples", create_fn)
-        .subhandlers(create_item_fn)
-        .serve_default()
-        .await
+    Operator::new().on_create("kopf.dev/v1/kopfexamples", create_fn).subhandlers(create_item_fn).serve_default().await
 }

@@ -20,9 +20,5 @@ async fn normal_event_fn(cause: Cause) -> Result<(), HandlerError> {
 
 #[tokio::main]
 async fn main() -> Result<(), bosun_sdk::ServeError> {
-    Operator::new()
-        .on_event(KOPFEXAMPLES, event_fn_with_error)
-        .on_event(KOPFEXAMPLES, normal_event_fn)
-        .serve_default()
-        .await
+    Operator::new().on_event(KOPFEXAMPLES, event_fn_with_error).on_event(KOPFEXAMPLES, normal_event_fn).serve_default().await
 }

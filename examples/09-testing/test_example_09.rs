@@ -44,9 +44,7 @@ async fn the_minimal_example_stores_its_result_in_the_status() -> anyhow::Result
     runner.apply_file(file("crd.yaml")).await?;
     runner.apply_file(file("obj.yaml")).await?;
 
-    let object = runner
-        .wait_for("kex/kopf-example-1", |o| o["status"]["create_fn"]["message"] == "hello world", TIMEOUT)
-        .await?;
+    let object = runner.wait_for("kex/kopf-example-1", |o| o["status"]["create_fn"]["message"] == "hello world", TIMEOUT).await?;
     runner.wait_log("Handler 'create_fn' succeeded.", TIMEOUT).await?;
     assert_eq!(runner.count_logs("Handler 'create_fn' succeeded."), 1, "{}", runner.output());
     assert_eq!(object["spec"]["field"], "value");

@@ -52,7 +52,8 @@ async fn start(example: &str) -> Run {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let controller = Controller::start(client.clone(), Settings { handlers: vec![format!("http://127.0.0.1:{port}")], ..Default::default() });
+    let controller =
+        Controller::start(client.clone(), Settings { handlers: vec![format!("http://127.0.0.1:{port}")], ..Default::default() });
     controller.wait_log("registered", T).await;
     Run { _cluster: cluster, client, controller, _child: child }
 }

@@ -147,7 +147,10 @@ async fn example_02_children_creates_an_owned_pod_that_goes_with_its_owner() {
     let refs = pod["metadata"]["ownerReferences"].as_array().unwrap();
     assert_eq!(refs.len(), 1, "{pod:#}");
     assert_eq!(refs[0]["uid"], owner["metadata"]["uid"]);
-    assert_eq!((&refs[0]["kind"], &refs[0]["controller"], &refs[0]["blockOwnerDeletion"]), (&json!("KopfExample"), &json!(true), &json!(true)));
+    assert_eq!(
+        (&refs[0]["kind"], &refs[0]["controller"], &refs[0]["blockOwnerDeletion"]),
+        (&json!("KopfExample"), &json!(true), &json!(true))
+    );
     assert_eq!(pod["metadata"]["labels"]["somelabel"], "somevalue", "the owner's labels are copied");
     let container = &pod["spec"]["containers"][0];
     assert_eq!(container["env"], json!([{"name": "FIELD", "value": "value"}]));
@@ -192,7 +195,9 @@ async fn example_07_subhandlers_handle_each_item_with_its_own_subhandler() {
 
 /// The spies' lines for one event type: `null` for the initial listing.
 fn events_of(run: &Run, event_type: &str) -> usize {
-    run.controller.count(&format!("{OBJ} Event received: {{\"type\":{event_type},\"object\":{{\"apiVersion\":\"kopf.dev/v1\",\"kind\":\"KopfExample\""))
+    run.controller.count(&format!(
+        "{OBJ} Event received: {{\"type\":{event_type},\"object\":{{\"apiVersion\":\"kopf.dev/v1\",\"kind\":\"KopfExample\""
+    ))
 }
 
 #[tokio::test]
@@ -323,17 +328,29 @@ async fn example_11_filtering_runs_only_the_handlers_whose_filters_match() {
     ] {
         assert_eq!(said(line), 1, "{line}\n{}", run.dump());
     }
-    for line in ["Annotation callback mismatch.", "Filter not satisfied.", "Field value is not satisfied.", "Field presence is not satisfied."] {
+    for line in
+        ["Annotation callback mismatch.", "Filter not satisfied.", "Field value is not satisfied.", "Field presence is not satisfied."]
+    {
         assert_eq!(said(line), 0, "{line}\n{}", run.dump());
     }
-    for id in ["create_with_labels_matching", "create_with_filter_satisfied", "create_with_field_value_satisfied/spec.field", "update_with_field_change_satisfied/spec.field"] {
+    for id in [
+        "create_with_labels_matching",
+        "create_with_filter_satisfied",
+        "create_with_field_value_satisfied/spec.field",
+        "update_with_field_change_satisfied/spec.field",
+    ] {
         assert_eq!(run.succeeded(id), 1, "{id}");
     }
     // `when` predicates run in the handler server: it answers "skipped", and nothing is recorded.
     for id in ["create_with_annotations_callback_matching", "create_with_filter_not_satisfied"] {
         assert_eq!(c.count(&format!("{OBJ} Handler '{id}' is skipped: its `when` filter does not match.")), 1, "{id}\n{}", run.dump());
     }
-    for id in ["create_with_annotations_callback_matching", "create_with_filter_not_satisfied", "create_with_field_value_not_satisfied/spec.field", "create_with_field_presence_not_satisfied/spec.inexistent"] {
+    for id in [
+        "create_with_annotations_callback_matching",
+        "create_with_filter_not_satisfied",
+        "create_with_field_value_not_satisfied/spec.field",
+        "create_with_field_presence_not_satisfied/spec.inexistent",
+    ] {
         assert_eq!(c.count(&format!("Handler '{id}' succeeded")) + c.count(&format!("Handler '{id}' failed")), 0, "{id}\n{}", run.dump());
     }
     // Field filters are the controller's: such handlers are never called.
@@ -344,16 +361,20 @@ async fn example_11_filtering_runs_only_the_handlers_whose_filters_match() {
     // Without labels and annotations, only the absence, `when` and field filters match.
     kex::create(&run.client, "default", "kopf-example-2", json!({})).await;
     c.wait_log("[default/kopf-example-2] Creation is processed: 5 succeeded; 0 failed.", T).await;
-    let other: Vec<String> = c.log().into_iter().filter(|l| l.contains("[default/kopf-example-2] Handler '") && l.ends_with("' succeeded.")).collect();
+    let other: Vec<String> =
+        c.log().into_iter().filter(|l| l.contains("[default/kopf-example-2] Handler '") && l.ends_with("' succeeded.")).collect();
     let mut ids: Vec<&str> = other.iter().filter_map(|l| l.split('\'').nth(1)).collect();
     ids.sort_unstable();
-    assert_eq!(ids, [
-        "create_with_annotations_absent",
-        "create_with_field_presence_satisfied/spec.field",
-        "create_with_field_value_satisfied/spec.field",
-        "create_with_filter_satisfied",
-        "create_with_labels_absent",
-    ]);
+    assert_eq!(
+        ids,
+        [
+            "create_with_annotations_absent",
+            "create_with_field_presence_satisfied/spec.field",
+            "create_with_field_value_satisfied/spec.field",
+            "create_with_filter_satisfied",
+            "create_with_labels_absent",
+        ]
+    );
 
     run.delete_obj().await;
     run.assert_clean();

@@ -16,8 +16,8 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::json;
 use crate::daemon::{Live, Stopped};
+use crate::json;
 use crate::outputs::Outputs;
 use crate::patch::Patch;
 
@@ -194,13 +194,8 @@ impl Cause {
             new: json_opt("new", &request.new)?,
             diff,
             retry: request.retry,
-            started: request
-                .started
-                .and_then(|t| DateTime::from_timestamp(t.seconds, t.nanos.clamp(0, 999_999_999) as u32)),
-            runtime: request
-                .runtime
-                .and_then(|d| Duration::try_from(d).ok())
-                .unwrap_or_default(),
+            started: request.started.and_then(|t| DateTime::from_timestamp(t.seconds, t.nanos.clamp(0, 999_999_999) as u32)),
+            runtime: request.runtime.and_then(|d| Duration::try_from(d).ok()).unwrap_or_default(),
             param: json_opt("param", &request.param)?,
             memo: json_opt("memo", &request.memo)?,
             event_type: Some(request.event_type.clone()).filter(|t| !t.is_empty()),
@@ -410,7 +405,6 @@ impl Cause {
     pub fn event_type(&self) -> Option<&str> {
         self.data.event_type.as_deref()
     }
-
 }
 
 fn json_opt(field: &'static str, bytes: &[u8]) -> Result<Option<Value>, Error> {
@@ -418,10 +412,7 @@ fn json_opt(field: &'static str, bytes: &[u8]) -> Result<Option<Value>, Error> {
 }
 
 fn string_map(value: &Value) -> BTreeMap<&str, &str> {
-    value
-        .as_object()
-        .map(|map| map.iter().filter_map(|(k, v)| Some((k.as_str(), v.as_str()?))).collect())
-        .unwrap_or_default()
+    value.as_object().map(|map| map.iter().filter_map(|(k, v)| Some((k.as_str(), v.as_str()?))).collect()).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -97,15 +97,12 @@ impl Operator {
         Fut: Future<Output = Result<T, HandlerError>> + Send + 'static,
         T: Serialize + 'static,
     {
-        self.register(pb::HandlerKind::Daemon, Some(resource), None, f)
-            .with("on_daemon", |h| h.daemon = Some(pb::DaemonOptions::default()))
+        self.register(pb::HandlerKind::Daemon, Some(resource), None, f).with("on_daemon", |h| h.daemon = Some(pb::DaemonOptions::default()))
     }
 
     /// For daemons: how long the daemon may take to exit once asked to stop.
     pub fn cancellation_timeout(self, timeout: Duration) -> Self {
-        self.with("cancellation_timeout", |h| {
-            h.daemon.get_or_insert_default().cancellation_timeout_seconds = timeout.as_secs_f64()
-        })
+        self.with("cancellation_timeout", |h| h.daemon.get_or_insert_default().cancellation_timeout_seconds = timeout.as_secs_f64())
     }
 }
 
@@ -117,8 +114,7 @@ impl Dispatcher {
         let func = handler.func.clone();
         let (tx, rx) = mpsc::unbounded_channel();
         let (stop, stopped) = Stopped::new();
-        let cause = Cause::from_daemon(&request, Live { tx: tx.clone() }, stopped)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let cause = Cause::from_daemon(&request, Live { tx: tx.clone() }, stopped).map_err(|e| Status::invalid_argument(e.to_string()))?;
         tokio::spawn(async move {
             let daemon = run(&func, &cause);
             tokio::pin!(daemon);

@@ -70,10 +70,7 @@ impl Dispatcher {
             Some(child) => {
                 cause = cause.with_subhandler(child);
                 handler.children.as_ref().ok_or_else(|| {
-                    Status::not_found(format!(
-                        "handler {:?} has no `.subhandlers(...)` function for its sub-handler {child:?}",
-                        handler.id
-                    ))
+                    Status::not_found(format!("handler {:?} has no `.subhandlers(...)` function for its sub-handler {child:?}", handler.id))
                 })?
             }
         };
@@ -170,10 +167,9 @@ pub(crate) async fn run(func: &HandlerFn, cause: &Cause) -> Ran {
         Ok(Err(error)) => {
             let message = error.message();
             match error {
-                HandlerError::Temporary(e) => Ran {
-                    delay_seconds: e.retry_delay().map(|d| d.as_secs_f64()),
-                    ..failed(pb::Outcome::TemporaryError, message)
-                },
+                HandlerError::Temporary(e) => {
+                    Ran { delay_seconds: e.retry_delay().map(|d| d.as_secs_f64()), ..failed(pb::Outcome::TemporaryError, message) }
+                }
                 HandlerError::Permanent(_) => failed(pb::Outcome::PermanentError, message),
                 HandlerError::Unexpected(_) => failed(pb::Outcome::UnexpectedError, message),
             }

@@ -66,22 +66,14 @@ impl Operator {
 
     /// Only objects whose label `key` satisfies this callback, given the label's value (`None`
     /// when absent) and the cause (Kopf's `labels={key: callback}`).
-    pub fn label_when(
-        self,
-        key: &str,
-        callback: impl Fn(Option<&str>, &Cause) -> bool + Send + Sync + 'static,
-    ) -> Self {
+    pub fn label_when(self, key: &str, callback: impl Fn(Option<&str>, &Cause) -> bool + Send + Sync + 'static) -> Self {
         let key = key.to_string();
         self.and_when("label_when", move |cause| callback(cause.label(&key), cause))
     }
 
     /// Only objects whose annotation `key` satisfies this callback (Kopf's
     /// `annotations={key: callback}`).
-    pub fn annotation_when(
-        self,
-        key: &str,
-        callback: impl Fn(Option<&str>, &Cause) -> bool + Send + Sync + 'static,
-    ) -> Self {
+    pub fn annotation_when(self, key: &str, callback: impl Fn(Option<&str>, &Cause) -> bool + Send + Sync + 'static) -> Self {
         let key = key.to_string();
         self.and_when("annotation_when", move |cause| callback(cause.annotation(&key), cause))
     }

@@ -74,14 +74,14 @@ mod serve;
 pub mod testing;
 
 pub use cause::{Cause, Change, Error as CauseError, Operation, Reason, Resource};
-pub use outputs::{EventRecord, Level, LogRecord, OwnedRecord, SubhandlerRecord};
 pub use daemon::{DaemonStream, Stopped};
 pub use dispatch::Dispatcher;
 #[cfg(feature = "anyhow")]
 pub use error::from_anyhow;
 pub use error::{BoxError, HandlerError, PermanentError, ResultExt, TemporaryError};
-pub use patch::{Patch, PatchRef};
 pub use operator::Operator;
+pub use outputs::{EventRecord, Level, LogRecord, OwnedRecord, SubhandlerRecord};
+pub use patch::{Patch, PatchRef};
 pub use registry::{Error as RegistryError, ErrorsMode, Match};
 pub use resource::{Error as SelectorError, Selector};
 pub use serve::{DEFAULT_LISTEN, Error as ServeError, LISTEN_ENV, ListenAddr, init_logging, shutdown_signal};

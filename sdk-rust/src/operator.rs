@@ -337,9 +337,8 @@ where
         let fut = f(cause);
         Box::pin(async move {
             let result = fut.await?;
-            serde_json::to_value(result).map_err(|e| {
-                HandlerError::unexpected(format!("the handler's result cannot be serialized to JSON: {e}"))
-            })
+            serde_json::to_value(result)
+                .map_err(|e| HandlerError::unexpected(format!("the handler's result cannot be serialized to JSON: {e}")))
         })
     })
 }
@@ -348,9 +347,8 @@ where
 fn fn_name<F>() -> Option<&'static str> {
     let full = type_name::<F>();
     let last = full.rsplit("::").next().unwrap_or(full);
-    let is_ident = !last.is_empty()
-        && last.chars().all(|c| c.is_alphanumeric() || c == '_')
-        && !last.starts_with(|c: char| c.is_ascii_digit());
+    let is_ident =
+        !last.is_empty() && last.chars().all(|c| c.is_alphanumeric() || c == '_') && !last.starts_with(|c: char| c.is_ascii_digit());
     is_ident.then_some(last)
 }
 
@@ -403,15 +401,7 @@ mod tests {
             .field("spec.size");
         assert_eq!(
             ids(operator),
-            [
-                "create_fn",
-                "create_fn_2",
-                "create_fn_3",
-                "update_fn",
-                "field_fn/spec.field",
-                "other_fn/spec.other",
-                "narrow_fn/spec.size",
-            ]
+            ["create_fn", "create_fn_2", "create_fn_3", "update_fn", "field_fn/spec.field", "other_fn/spec.other", "narrow_fn/spec.size",]
         );
     }
 

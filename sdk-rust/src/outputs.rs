@@ -85,11 +85,8 @@ impl Outputs {
         if let Some(memo) = self.memo {
             response.memo = json::encode(&memo);
         }
-        response.subhandlers = self
-            .subhandlers
-            .into_iter()
-            .map(|s| pb::SubHandler { id: s.id, param: json::encode(&s.param), options: None })
-            .collect();
+        response.subhandlers =
+            self.subhandlers.into_iter().map(|s| pb::SubHandler { id: s.id, param: json::encode(&s.param), options: None }).collect();
         response.owned = self
             .owned
             .into_iter()
@@ -173,12 +170,7 @@ impl Cause {
     }
 
     /// Posts an `Error` event with the error appended to the message (Kopf's `kopf.exception`).
-    pub fn exception_event(
-        &self,
-        reason: impl Into<String>,
-        message: impl Into<String>,
-        error: &dyn std::fmt::Display,
-    ) {
+    pub fn exception_event(&self, reason: impl Into<String>, message: impl Into<String>, error: &dyn std::fmt::Display) {
         self.event("Error", reason, format!("{} {error}", message.into()));
     }
 

@@ -252,9 +252,6 @@ mod tests {
     fn a_patch_ref_changes_the_shared_patch() {
         let shared = Mutex::new(Patch::new());
         PatchRef::new(&shared, None).status("a", 1).label("k", "v");
-        assert_eq!(
-            shared.lock().merge_patch(),
-            json!({"status": {"a": 1}, "metadata": {"labels": {"k": "v"}}})
-        );
+        assert_eq!(shared.lock().merge_patch(), json!({"status": {"a": 1}, "metadata": {"labels": {"k": "v"}}}));
     }
 }

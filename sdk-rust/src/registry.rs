@@ -267,10 +267,7 @@ fn check_options(handler: &Handler) -> Result<(), Error> {
 }
 
 fn default_server_name() -> String {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "bosun-sdk".into())
+    std::env::current_exe().ok().and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned())).unwrap_or_else(|| "bosun-sdk".into())
 }
 
 #[cfg(test)]
@@ -280,13 +277,8 @@ mod tests {
     #[test]
     fn calls_route_to_the_handler_or_to_the_longest_registered_parent() {
         let noop = |_: Cause| async { Ok(()) };
-        let registry = Operator::new()
-            .on_create("kex", noop)
-            .id("create_fn")
-            .on_field("kex", "spec.field", noop)
-            .id("create_fn")
-            .build()
-            .unwrap();
+        let registry =
+            Operator::new().on_create("kex", noop).id("create_fn").on_field("kex", "spec.field", noop).id("create_fn").build().unwrap();
         let table = [
             ("create_fn", Some(("create_fn", None))),
             ("create_fn/spec.field", Some(("create_fn/spec.field", None))),

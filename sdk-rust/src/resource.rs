@@ -43,11 +43,7 @@ impl Selector {
         if parts.iter().any(|p| p.is_empty() || p.contains(char::is_whitespace)) {
             return Err(invalid());
         }
-        let sel = |group: &str, version: &str, name: &str| Selector {
-            group: group.into(),
-            version: version.into(),
-            name: name.into(),
-        };
+        let sel = |group: &str, version: &str, name: &str| Selector { group: group.into(), version: version.into(), name: name.into() };
         match parts.as_slice() {
             [group, version, name] => Ok(sel(group, version, name)),
             [first, name] if looks_like_version(first) => Ok(sel("", first, name)),
@@ -55,9 +51,7 @@ impl Selector {
             [dotted] => match dotted.split_once('.') {
                 None => Ok(sel("", "", dotted)),
                 Some((name, rest)) => match rest.split_once('.') {
-                    Some((version, group)) if looks_like_version(version) => {
-                        Ok(sel(group, version, name))
-                    }
+                    Some((version, group)) if looks_like_version(version) => Ok(sel(group, version, name)),
                     _ if rest.split('.').any(str::is_empty) => Err(invalid()),
                     _ => Ok(sel(rest, "", name)),
                 },
@@ -68,11 +62,7 @@ impl Selector {
 
     /// The contract's message for this selector.
     pub fn to_proto(&self) -> pb::ResourceSelector {
-        pb::ResourceSelector {
-            group: self.group.clone(),
-            version: self.version.clone(),
-            name: self.name.clone(),
-        }
+        pb::ResourceSelector { group: self.group.clone(), version: self.version.clone(), name: self.name.clone() }
     }
 }
 
@@ -96,10 +86,9 @@ fn looks_like_version(s: &str) -> bool {
     }
     let tail = &rest[digits..];
     tail.is_empty()
-        || ["alpha", "beta"].iter().any(|stage| {
-            tail.strip_prefix(stage)
-                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
-        })
+        || ["alpha", "beta"]
+            .iter()
+            .any(|stage| tail.strip_prefix(stage).is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit())))
 }
 
 #[cfg(test)]
@@ -123,11 +112,7 @@ mod tests {
         ];
         for (input, group, version, name) in table {
             let sel = Selector::parse(input).unwrap();
-            assert_eq!(
-                (sel.group.as_str(), sel.version.as_str(), sel.name.as_str()),
-                (group, version, name),
-                "{input}"
-            );
+            assert_eq!((sel.group.as_str(), sel.version.as_str(), sel.name.as_str()), (group, version, name), "{input}");
         }
     }
 

@@ -160,11 +160,7 @@ impl Operator {
 
     /// Serves on a listener of yours until `shutdown` resolves: for tests (bind
     /// `127.0.0.1:0`) and embedding. Does not touch logging or signals.
-    pub async fn serve_with_listener(
-        self,
-        listener: TcpListener,
-        shutdown: impl Future<Output = ()> + Send,
-    ) -> Result<(), Error> {
+    pub async fn serve_with_listener(self, listener: TcpListener, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
         serve_dispatcher(self.into_dispatcher()?, listener, shutdown).await
     }
 }
@@ -260,14 +256,9 @@ pub async fn shutdown_signal() {
 
 /// Logs to stderr with `RUST_LOG` (default `info`), unless a subscriber is already set.
 pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .try_init();
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
 }
 
 #[cfg(test)]

@@ -111,11 +111,7 @@ async fn describe_lists_handlers_in_registration_order_with_their_options() {
     let listed: Vec<(&str, pb::HandlerKind)> = described.handlers.iter().map(|h| (h.id.as_str(), h.kind())).collect();
     assert_eq!(
         listed,
-        [
-            ("create_fn", pb::HandlerKind::Create),
-            ("field_fn/spec.field", pb::HandlerKind::Field),
-            ("delete_fn", pb::HandlerKind::Delete),
-        ]
+        [("create_fn", pb::HandlerKind::Create), ("field_fn/spec.field", pb::HandlerKind::Field), ("delete_fn", pb::HandlerKind::Delete),]
     );
     assert_eq!(described.server_name, "test-server");
     assert_eq!(described.handlers[0].options.unwrap().retries, Some(3));
@@ -129,10 +125,7 @@ async fn handle_sends_back_the_result_patch_events_and_logs() {
     let response = handle(&mut served, request("create_fn")).await;
     assert_eq!(response.outcome(), Outcome::Success);
     assert_eq!(json_of(&response.result), json!({"message": "hello world"}));
-    assert_eq!(
-        json_of(&response.merge_patch),
-        json!({"status": {"phase": "Created"}, "metadata": {"labels": {"handled": "yes"}}})
-    );
+    assert_eq!(json_of(&response.merge_patch), json!({"status": {"phase": "Created"}, "metadata": {"labels": {"handled": "yes"}}}));
     assert!(response.json_patch.is_empty());
     let events: Vec<_> = response.events.iter().map(|e| (e.r#type.as_str(), e.reason.as_str(), e.message.as_str())).collect();
     assert_eq!(events, [("Normal", "SomeReason", "Some message")]);
@@ -182,20 +175,15 @@ async fn an_unknown_handler_id_is_not_found_with_the_known_ids() {
 #[tokio::test]
 async fn an_object_that_is_not_json_is_an_invalid_argument() {
     let mut served = serve(Operator::new().on_create(KEX, create_fn)).await;
-    let status = served
-        .client
-        .handle(HandleRequest { object: b"{oops".to_vec(), ..request("create_fn") })
-        .await
-        .unwrap_err();
+    let status = served.client.handle(HandleRequest { object: b"{oops".to_vec(), ..request("create_fn") }).await.unwrap_err();
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     assert!(status.message().contains("field `object`"), "{}", status.message());
 }
 
 #[tokio::test]
 async fn field_handlers_get_the_fields_old_and_new_values() {
-    let operator = Operator::new().on_field(KEX, "spec.field", |cause: Cause| async move {
-        Ok(format!("{} -> {}", cause.old().unwrap(), cause.new().unwrap()))
-    });
+    let operator = Operator::new()
+        .on_field(KEX, "spec.field", |cause: Cause| async move { Ok(format!("{} -> {}", cause.old().unwrap(), cause.new().unwrap())) });
     let mut served = serve(operator).await;
     let response = handle(
         &mut served,
@@ -218,12 +206,7 @@ async fn health_reports_serving_for_the_server_and_the_contract() {
     let channel = Channel::from_shared(served.endpoint.clone()).unwrap().connect().await.unwrap();
     let mut health = HealthClient::new(channel);
     for service in ["", "bosun.v1.HandlerServer"] {
-        let status = health
-            .check(HealthCheckRequest { service: service.into() })
-            .await
-            .unwrap()
-            .into_inner()
-            .status();
+        let status = health.check(HealthCheckRequest { service: service.into() }).await.unwrap().into_inner().status();
         assert_eq!(status, ServingStatus::Serving, "service {service:?}");
     }
 }
@@ -253,9 +236,7 @@ async fn sub_handlers_are_declared_by_the_parent_and_routed_to_its_subhandlers_f
             Ok(())
         })
         .id("create_fn")
-        .subhandlers(|cause: Cause| async move {
-            Ok(format!("{} got {}", cause.subhandler_id().unwrap(), cause.param().unwrap()["item"]))
-        })
+        .subhandlers(|cause: Cause| async move { Ok(format!("{} got {}", cause.subhandler_id().unwrap(), cause.param().unwrap()["item"])) })
         .on_field(KEX, "spec.field", |_| async { Ok(()) })
         .subhandlers(|cause: Cause| async move { Ok(cause.handler_id().to_string()) });
     let mut served = serve(operator).await;
@@ -332,12 +313,9 @@ async fn a_server_on_a_unix_socket_answers_and_removes_its_socket_when_stopped()
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("handlers.sock");
     let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(Operator::new().on_create(KEX, create_fn).serve_until(
-        &format!("unix://{}", path.display()),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let server = tokio::spawn(Operator::new().on_create(KEX, create_fn).serve_until(&format!("unix://{}", path.display()), async {
+        let _ = stopped.await;
+    }));
     // The socket appears once the server listens; nothing else tells when that is.
     while !path.exists() {
         tokio::task::yield_now().await;
@@ -376,7 +354,10 @@ async fn activities_answer_with_their_outcome_result_and_logs() {
     let activity = |id: &str, retry| pb::ActivityRequest { handler_id: id.into(), retry, ..Default::default() };
 
     let first = served.client.activity(activity("startup_fn", 0)).await.unwrap().into_inner();
-    assert_eq!((first.outcome(), first.message.as_str(), first.delay_seconds), (Outcome::TemporaryError, "Going to succeed soon", Some(1.0)));
+    assert_eq!(
+        (first.outcome(), first.message.as_str(), first.delay_seconds),
+        (Outcome::TemporaryError, "Going to succeed soon", Some(1.0))
+    );
     assert_eq!(first.logs[0].message, "Initialising the task-lock...");
     let second = served.client.activity(activity("startup_fn", 1)).await.unwrap().into_inner();
     assert_eq!(second.outcome(), Outcome::Success);
@@ -390,22 +371,15 @@ async fn activities_answer_with_their_outcome_result_and_logs() {
 
 #[tokio::test]
 async fn activities_and_handlers_are_not_called_through_each_others_rpc() {
-    let operator = Operator::new()
-        .on_startup(|_| async { Ok(()) })
-        .id("startup_fn")
-        .on_daemon(KEX, |_| async { Ok(()) })
-        .on_create(KEX, create_fn);
+    let operator =
+        Operator::new().on_startup(|_| async { Ok(()) }).id("startup_fn").on_daemon(KEX, |_| async { Ok(()) }).on_create(KEX, create_fn);
     let mut served = serve(operator).await;
     for (id, rpc) in [("startup_fn", "Activity"), ("daemon_fn", "Daemon")] {
         let status = served.client.handle(request(id)).await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::InvalidArgument, "{}", status.message());
         assert!(status.message().contains(&format!("called through {rpc}, not Handle")), "{}", status.message());
     }
-    let status = served
-        .client
-        .activity(pb::ActivityRequest { handler_id: "create_fn".into(), ..Default::default() })
-        .await
-        .unwrap_err();
+    let status = served.client.activity(pb::ActivityRequest { handler_id: "create_fn".into(), ..Default::default() }).await.unwrap_err();
     assert_eq!(status.code(), tonic::Code::NotFound);
     assert!(status.message().contains(r#"has no activity "create_fn"; it has: startup_fn"#), "{}", status.message());
 }
@@ -421,10 +395,7 @@ async fn timers_describe_their_schedule() {
     let described = served.client.describe(pb::DescribeRequest::default()).await.unwrap().into_inner();
     let timer = &described.handlers[0];
     assert_eq!((timer.id.as_str(), timer.kind()), ("timer_fn", pb::HandlerKind::Timer));
-    assert_eq!(
-        timer.timer,
-        Some(pb::TimerOptions { interval_seconds: 10.0, idle_seconds: 5.0, initial_delay_seconds: 0.5, sharp: true })
-    );
+    assert_eq!(timer.timer, Some(pb::TimerOptions { interval_seconds: 10.0, idle_seconds: 5.0, initial_delay_seconds: 0.5, sharp: true }));
 }
 
 #[tokio::test]
@@ -472,10 +443,7 @@ async fn admission_handlers_allow_deny_and_mutate() {
     assert_eq!(status.code(), tonic::Code::NotFound);
 }
 
-async fn daemon_messages(
-    served: &mut Served,
-    id: &str,
-) -> tonic::Streaming<pb::DaemonMessage> {
+async fn daemon_messages(served: &mut Served, id: &str) -> tonic::Streaming<pb::DaemonMessage> {
     let request = pb::DaemonRequest { handler_id: id.into(), object: serde_json::to_vec(&object()).unwrap(), ..Default::default() };
     served.client.daemon(request).await.unwrap().into_inner()
 }

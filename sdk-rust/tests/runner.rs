@@ -102,10 +102,7 @@ async fn deleted_objects_are_awaited_until_gone_and_absent_ones_are_fine() -> Re
 #[tokio::test]
 async fn unknown_resources_and_bad_targets_are_clear_errors() -> Result<(), Error> {
     let runner = Runner::start(operator()).await?;
-    let table = [
-        ("nothings/x", "no resource named nothings is served"),
-        ("kex", "invalid target \"kex\""),
-    ];
+    let table = [("nothings/x", "no resource named nothings is served"), ("kex", "invalid target \"kex\"")];
     for (target, expected) in table {
         let error = runner.get(target).await.unwrap_err().to_string();
         assert!(error.contains(expected), "{target}: {error}");
@@ -128,9 +125,7 @@ async fn sub_handlers_run_through_the_controller_with_their_parameters() -> Resu
             Ok(())
         })
         .id("parent")
-        .subhandlers(|cause: Cause| async move {
-            Ok(json!({"child": cause.subhandler_id(), "n": cause.param().unwrap()["n"]}))
-        });
+        .subhandlers(|cause: Cause| async move { Ok(json!({"child": cause.subhandler_id(), "n": cause.param().unwrap()["n"]})) });
     let runner = Runner::start(operator).await?;
     runner.apply(CRD).await?;
     runner.apply(&object("one", "a")).await?;

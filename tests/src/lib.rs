@@ -163,7 +163,11 @@ type DaemonStream = Pin<Box<dyn futures::Stream<Item = Result<pb::DaemonMessage,
 #[tonic::async_trait]
 impl HandlerServer for Scripted {
     async fn describe(&self, _: tonic::Request<pb::DescribeRequest>) -> Answer<pb::DescribeResponse> {
-        Ok(tonic::Response::new(pb::DescribeResponse { handlers: self.specs.clone(), server_name: "scripted".into(), resources: self.resources.clone() }))
+        Ok(tonic::Response::new(pb::DescribeResponse {
+            handlers: self.specs.clone(),
+            server_name: "scripted".into(),
+            resources: self.resources.clone(),
+        }))
     }
 
     async fn handle(&self, req: tonic::Request<pb::HandleRequest>) -> Answer<pb::HandleResponse> {
@@ -362,9 +366,6 @@ pub mod kex {
 
     /// Deletes one.
     pub async fn delete(client: &kube::Client, ns: &str, name: &str) {
-        Cluster::new(client.clone())
-            .call(http::Method::DELETE, &format!("{}/{name}", path(ns)), None, None)
-            .await
-            .expect("delete");
+        Cluster::new(client.clone()).call(http::Method::DELETE, &format!("{}/{name}", path(ns)), None, None).await.expect("delete");
     }
 }

@@ -106,14 +106,22 @@ async fn a_conflict_on_the_finalizer_write_is_reread_and_retried() {
     )
     .await;
     let log = seen.lock().unwrap();
-    let main: Vec<(Method, u16)> =
-        log.iter().filter(|(_, m, p, _)| p.ends_with("/kopfexamples/obj") && *m != Method::DELETE).map(|(_, m, _, s)| (m.clone(), *s)).collect();
+    let main: Vec<(Method, u16)> = log
+        .iter()
+        .filter(|(_, m, p, _)| p.ends_with("/kopfexamples/obj") && *m != Method::DELETE)
+        .map(|(_, m, _, s)| (m.clone(), *s))
+        .collect();
     assert_eq!(main, vec![(Method::PATCH, 409), (Method::GET, 200), (Method::PATCH, 200)], "{main:?}");
 }
 
 #[tokio::test]
 async fn a_silent_watch_is_restarted_after_the_inactivity_timeout() {
-    let silent = Fault { hang: true, status: StatusCode::OK, query_contains: Some("watch=true".into()), ..Fault::new(Method::GET, "/kopfexamples", StatusCode::OK) };
+    let silent = Fault {
+        hang: true,
+        status: StatusCode::OK,
+        query_contains: Some("watch=true".into()),
+        ..Fault::new(Method::GET, "/kopfexamples", StatusCode::OK)
+    };
     let settings = Settings { inactivity_timeout: Duration::from_secs(1), ..Default::default() };
     let (seen, log) = run_with_settings(vec![silent], vec![(spec("create_fn", pb::HandlerKind::Create), ok())], settings, true).await;
     assert!(log.iter().any(|l| l.contains("Watch of kopfexamples.v1.kopf.dev was silent for 1s; restarting it.")), "{log:#?}");
@@ -129,7 +137,8 @@ async fn a_gone_watch_relists_and_nothing_is_lost() {
         query_contains: Some("watch=true".into()),
         ..Fault::new(Method::GET, "/kopfexamples", StatusCode::OK)
     };
-    let (seen, _) = run_with_settings(vec![gone], vec![(spec("create_fn", pb::HandlerKind::Create), ok())], Settings::default(), true).await;
+    let (seen, _) =
+        run_with_settings(vec![gone], vec![(spec("create_fn", pb::HandlerKind::Create), ok())], Settings::default(), true).await;
     let lists = seen.lock().unwrap().iter().filter(|(_, m, p, _)| *m == Method::GET && p.ends_with("/kopfexamples")).count();
     assert!(lists >= 3, "list, the expired watch, a relist: {lists}");
 }

@@ -141,11 +141,8 @@ async fn temporary_errors_retry_after_their_delay_and_permanent_errors_stop() {
             success(json!({"attempts": 3}))
         }
     });
-    let doomed: Behaviour = Arc::new(|_| pb::HandleResponse {
-        outcome: pb::Outcome::PermanentError as i32,
-        message: "never".into(),
-        ..Default::default()
-    });
+    let doomed: Behaviour =
+        Arc::new(|_| pb::HandleResponse { outcome: pb::Outcome::PermanentError as i32, message: "never".into(), ..Default::default() });
     let server = Scripted::new(vec![(spec("flaky", pb::HandlerKind::Create), flaky), (spec("doomed", pb::HandlerKind::Create), doomed)]);
     let (addr, stopper) = server.clone().spawn().await;
     let controller = Controller::start(client.clone(), settings(&addr));
@@ -200,7 +197,9 @@ async fn garbage_from_a_handler_is_a_clear_failure_and_other_objects_go_on() {
     let controller = Controller::start(client.clone(), settings(&addr));
     kex::create(&client, "default", "bad", json!({})).await;
     kex::create(&client, "default", "good", json!({})).await;
-    controller.wait_log("[default/bad] Handler 'create_fn' failed permanently: the handler server returned invalid JSON in `result`", T).await;
+    controller
+        .wait_log("[default/bad] Handler 'create_fn' failed permanently: the handler server returned invalid JSON in `result`", T)
+        .await;
     wait_obj(&client, "good", "good result", |o| o["status"]["create_fn"]["fine"] == true).await;
     controller.stop().await;
     stopper.stop().await;
@@ -295,11 +294,8 @@ async fn deletion_supersedes_an_unfinished_creation_and_failures_post_warning_ev
         delay_seconds: Some(3600.0),
         ..Default::default()
     });
-    let doomed: Behaviour = Arc::new(|_| pb::HandleResponse {
-        outcome: pb::Outcome::PermanentError as i32,
-        message: "cannot".into(),
-        ..Default::default()
-    });
+    let doomed: Behaviour =
+        Arc::new(|_| pb::HandleResponse { outcome: pb::Outcome::PermanentError as i32, message: "cannot".into(), ..Default::default() });
     let server = Scripted::new(vec![
         (spec("create_fn", pb::HandlerKind::Create), stuck),
         (spec("doomed", pb::HandlerKind::Create), doomed),
@@ -403,7 +399,12 @@ async fn sub_handlers_are_tracked_retried_alone_and_finish_their_parent() {
     let b = b_attempts.clone();
     let item_b: Behaviour = Arc::new(move |_| {
         if b.fetch_add(1, Ordering::SeqCst) == 0 {
-            pb::HandleResponse { outcome: pb::Outcome::TemporaryError as i32, message: "b is not ready".into(), delay_seconds: Some(0.2), ..Default::default() }
+            pb::HandleResponse {
+                outcome: pb::Outcome::TemporaryError as i32,
+                message: "b is not ready".into(),
+                delay_seconds: Some(0.2),
+                ..Default::default()
+            }
         } else {
             success(json!({"item": "b"}))
         }
@@ -443,7 +444,10 @@ async fn an_object_that_stops_matching_a_pushed_down_label_filter_gets_its_final
     kex::create(&client, "default", "obj", json!({"metadata": {"labels": {"handled": "yes"}}})).await;
     wait_obj(&client, "obj", "finalizer added", |o| o["metadata"]["finalizers"] == json!(["bosun.dev/finalizer"])).await;
     kex::patch(&client, "default", "obj", json!({"metadata": {"labels": {"handled": "no"}}})).await;
-    wait_obj(&client, "obj", "finalizer released", |o| o["metadata"].get("finalizers").is_none_or(|f| f.as_array().is_some_and(|a| a.is_empty()))).await;
+    wait_obj(&client, "obj", "finalizer released", |o| {
+        o["metadata"].get("finalizers").is_none_or(|f| f.as_array().is_some_and(|a| a.is_empty()))
+    })
+    .await;
     kex::delete(&client, "default", "obj").await;
     kex::wait_gone(&client, "default", "obj").await;
     assert_eq!(server.count("delete_fn"), 0);
@@ -484,11 +488,8 @@ async fn handlers_on_built_ins_keep_state_and_results_in_annotations() {
 #[tokio::test]
 async fn a_memo_returned_by_one_call_reaches_the_next_calls_for_the_same_object() {
     let (_cluster, client) = setup().await;
-    let remember: Behaviour = Arc::new(|_| pb::HandleResponse {
-        outcome: pb::Outcome::Success as i32,
-        memo: b"{\"counter\":1}".to_vec(),
-        ..Default::default()
-    });
+    let remember: Behaviour =
+        Arc::new(|_| pb::HandleResponse { outcome: pb::Outcome::Success as i32, memo: b"{\"counter\":1}".to_vec(), ..Default::default() });
     let server = Scripted::new(vec![
         (spec("create_fn", pb::HandlerKind::Create), remember),
         (spec("update_fn", pb::HandlerKind::Update), ok(Value::Null)),
@@ -528,13 +529,18 @@ async fn owned_objects_are_created_adopted_not_duplicated_and_collected_with_the
     let (addr, stopper) = server.clone().spawn().await;
     let controller = Controller::start(client.clone(), settings(&addr));
     kex::create(&client, "default", "ex", json!({"metadata": {"labels": {"team": "blue"}}})).await;
-    let obj = wait_obj(&client, "ex", "children recorded", |o| o["status"]["create_fn"]["children"].as_array().is_some_and(|c| c.len() == 2)).await;
+    let obj =
+        wait_obj(&client, "ex", "children recorded", |o| o["status"]["create_fn"]["children"].as_array().is_some_and(|c| c.len() == 2))
+            .await;
     assert_eq!(obj["status"]["create_fn"]["note"], "made");
     let cluster = bosun_controller::cluster::Cluster::new(client.clone());
     let pod = cluster.get("/api/v1/namespaces/default/pods/ex-pod").await.expect("the pod exists");
     assert_eq!(pod["metadata"]["labels"]["team"], "blue");
     let owner_ref = &pod["metadata"]["ownerReferences"][0];
-    assert_eq!((owner_ref["kind"].as_str(), owner_ref["uid"].as_str(), owner_ref["controller"].as_bool()), (Some("KopfExample"), obj["metadata"]["uid"].as_str(), Some(true)));
+    assert_eq!(
+        (owner_ref["kind"].as_str(), owner_ref["uid"].as_str(), owner_ref["controller"].as_bool()),
+        (Some("KopfExample"), obj["metadata"]["uid"].as_str(), Some(true))
+    );
     let cm = cluster.get("/api/v1/namespaces/default/configmaps/ex-configmap").await.expect("the configmap exists");
     assert_eq!(obj["status"]["create_fn"]["children"], json!([pod["metadata"]["uid"], cm["metadata"]["uid"]]));
 
@@ -547,14 +553,18 @@ async fn owned_objects_are_created_adopted_not_duplicated_and_collected_with_the
     })
     .await
     .unwrap();
-    let again = wait_obj(&client, "ex", "children recorded again", |o| o["status"]["create_fn"]["children"].as_array().is_some_and(|c| c.len() == 2)).await;
+    let again = wait_obj(&client, "ex", "children recorded again", |o| {
+        o["status"]["create_fn"]["children"].as_array().is_some_and(|c| c.len() == 2)
+    })
+    .await;
     assert_eq!(again["status"]["create_fn"]["children"], obj["status"]["create_fn"]["children"], "same children, no duplicates");
 
     kex::delete(&client, "default", "ex").await;
     wait_for("the children collected", T, || {
         let cluster = cluster.clone();
         async move {
-            cluster.get("/api/v1/namespaces/default/pods/ex-pod").await.is_err() && cluster.get("/api/v1/namespaces/default/configmaps/ex-configmap").await.is_err()
+            cluster.get("/api/v1/namespaces/default/pods/ex-pod").await.is_err()
+                && cluster.get("/api/v1/namespaces/default/configmaps/ex-configmap").await.is_err()
         }
     })
     .await
@@ -583,7 +593,10 @@ async fn field_handlers_watch_labels_and_status_and_ignored_fields_change_nothin
     let controller = Controller::start(client.clone(), settings(&addr));
     kex::create(&client, "default", "obj", json!({"spec": {"replicas": 1}})).await;
     let obj = wait_obj(&client, "obj", "diffbase", |o| o["status"]["bosun.dev"]["last-handled-configuration"].is_string()).await;
-    assert!(!obj["status"]["bosun.dev"]["last-handled-configuration"].as_str().unwrap().contains("replicas"), "ignored fields stay out of the diffbase");
+    assert!(
+        !obj["status"]["bosun.dev"]["last-handled-configuration"].as_str().unwrap().contains("replicas"),
+        "ignored fields stay out of the diffbase"
+    );
 
     kex::patch(&client, "default", "obj", json!({"spec": {"replicas": 5}})).await; // ignored: nothing happens
     kex::patch(&client, "default", "obj", json!({"metadata": {"labels": {"tier": "gold"}}})).await;
@@ -608,7 +621,10 @@ async fn a_diffbase_too_large_for_annotations_is_a_clear_error_and_handlers_do_n
     s.resource = Some(pb::ResourceSelector { group: String::new(), version: "v1".into(), name: "configmaps".into() });
     let server = Scripted::new(vec![(s, ok(Value::Null))]);
     let (addr, stopper) = server.clone().spawn().await;
-    let controller = Controller::start(client.clone(), Settings { namespaces: bosun_controller::Namespaces::Patterns(vec!["default".into()]), ..settings(&addr) });
+    let controller = Controller::start(
+        client.clone(),
+        Settings { namespaces: bosun_controller::Namespaces::Patterns(vec!["default".into()]), ..settings(&addr) },
+    );
     let cluster = bosun_controller::cluster::Cluster::new(client.clone());
     let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"blob": "x".repeat(300_000)}});
     cluster.create("/api/v1/namespaces/default/configmaps", &big).await.unwrap();
@@ -637,11 +653,8 @@ async fn namespace_patterns_choose_which_objects_are_served() {
     }
     let server = Scripted::new(vec![(spec("create_fn", pb::HandlerKind::Create), ok(json!({"ok": true})))]);
     let (addr, stopper) = server.clone().spawn().await;
-    let cases: [(&[&str], &[&str]); 3] = [
-        (&["team-a"], &["team-a"]),
-        (&["team-*", "!team-secret"], &["team-a", "team-b"]),
-        (&["!team-*"], &["default", "other"]),
-    ];
+    let cases: [(&[&str], &[&str]); 3] =
+        [(&["team-a"], &["team-a"]), (&["team-*", "!team-secret"], &["team-a", "team-b"]), (&["!team-*"], &["default", "other"])];
     for (round, (patterns, served)) in cases.iter().enumerate() {
         let ns_settings = Settings {
             namespaces: bosun_controller::Namespaces::Patterns(patterns.iter().map(|p| p.to_string()).collect()),
@@ -681,7 +694,12 @@ async fn startup_activities_succeed_before_watching_and_cleanups_run_at_exit() {
     let t = tries.clone();
     let boot: Behaviour = Arc::new(move |_| {
         if t.fetch_add(1, Ordering::SeqCst) == 0 {
-            pb::HandleResponse { outcome: pb::Outcome::TemporaryError as i32, message: "not yet".into(), delay_seconds: Some(0.1), ..Default::default() }
+            pb::HandleResponse {
+                outcome: pb::Outcome::TemporaryError as i32,
+                message: "not yet".into(),
+                delay_seconds: Some(0.1),
+                ..Default::default()
+            }
         } else {
             success(Value::Null)
         }
@@ -707,10 +725,18 @@ async fn startup_activities_succeed_before_watching_and_cleanups_run_at_exit() {
 #[tokio::test]
 async fn a_permanently_failing_startup_activity_stops_the_controller_with_a_clear_error() {
     let (_cluster, client) = setup().await;
-    let doomed: Behaviour = Arc::new(|_| pb::HandleResponse { outcome: pb::Outcome::PermanentError as i32, message: "no database".into(), ..Default::default() });
-    let server = Scripted::new(vec![(activity("boot", pb::HandlerKind::Startup), doomed), (spec("create_fn", pb::HandlerKind::Create), ok(Value::Null))]);
+    let doomed: Behaviour = Arc::new(|_| pb::HandleResponse {
+        outcome: pb::Outcome::PermanentError as i32,
+        message: "no database".into(),
+        ..Default::default()
+    });
+    let server = Scripted::new(vec![
+        (activity("boot", pb::HandlerKind::Startup), doomed),
+        (spec("create_fn", pb::HandlerKind::Create), ok(Value::Null)),
+    ]);
     let (addr, stopper) = server.clone().spawn().await;
-    let result = tokio::time::timeout(T, bosun_controller::run(client.clone(), settings(&addr), std::future::pending())).await.expect("run returns");
+    let result =
+        tokio::time::timeout(T, bosun_controller::run(client.clone(), settings(&addr), std::future::pending())).await.expect("run returns");
     let err = result.expect_err("the controller does not start");
     assert_eq!(err.to_string(), "startup handler 'boot' failed permanently: no database");
     stopper.stop().await;
@@ -763,7 +789,10 @@ async fn daemons_run_while_the_object_lives_and_are_cancelled_when_it_is_deleted
         let obj: Value = serde_json::from_slice(&req.object).unwrap();
         vec![
             pb::DaemonMessage {
-                message: Some(pb::daemon_message::Message::Log(pb::LogLine { level: 0, message: format!("watching {}", obj["metadata"]["name"]) })),
+                message: Some(pb::daemon_message::Message::Log(pb::LogLine {
+                    level: 0,
+                    message: format!("watching {}", obj["metadata"]["name"]),
+                })),
             },
             pb::DaemonMessage { message: Some(pb::daemon_message::Message::MergePatch(br#"{"status":{"watcher":"alive"}}"#.to_vec())) },
         ]

@@ -108,13 +108,15 @@ async fn apply_one(cluster: &Cluster, file: &Path, index: usize, mut doc: Value)
     let api_version = s(&doc, "/apiVersion").ok_or_else(|| incomplete("apiVersion"))?;
     let kind = s(&doc, "/kind").ok_or_else(|| incomplete("kind"))?;
     let name = s(&doc, "/metadata/name").ok_or_else(|| incomplete("metadata.name"))?;
-    let (group, version) = api_version.rsplit_once('/').map(|(g, v)| (g.to_string(), v.to_string())).unwrap_or((String::new(), api_version.clone()));
+    let (group, version) =
+        api_version.rsplit_once('/').map(|(g, v)| (g.to_string(), v.to_string())).unwrap_or((String::new(), api_version.clone()));
     let sel = ResourceSelector { group: group.clone(), version, name: kind.clone() };
     let api_err = |source| Error::Api { path: file.into(), source: Box::new(source) };
-    let resource = discovery::resolve(cluster, &sel)
-        .await
-        .map_err(api_err)?
-        .ok_or_else(|| Error::UnknownKind { path: file.into(), kind: kind.clone(), api_version: api_version.clone() })?;
+    let resource = discovery::resolve(cluster, &sel).await.map_err(api_err)?.ok_or_else(|| Error::UnknownKind {
+        path: file.into(),
+        kind: kind.clone(),
+        api_version: api_version.clone(),
+    })?;
     let namespace = if resource.namespaced { s(&doc, "/metadata/namespace").unwrap_or_else(|| "default".into()) } else { String::new() };
     if resource.namespaced {
         doc["metadata"]["namespace"] = Value::String(namespace.clone());
@@ -139,9 +141,10 @@ async fn wait_established(cluster: &Cluster, name: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while tokio::time::Instant::now() < deadline {
         if let Ok(crd) = cluster.get(&path).await {
-            let established = crd.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| {
-                cs.iter().any(|c| c["type"] == "Established" && c["status"] == "True")
-            });
+            let established = crd
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Established" && c["status"] == "True"));
             if established {
                 return;
             }
@@ -156,12 +159,7 @@ mod tests {
 
     #[test]
     fn documents_split_and_skip_empty_ones() {
-        let cases = [
-            ("a: 1\n---\nb: 2\n", 2),
-            ("---\na: 1\n---\n", 1),
-            ("", 0),
-            ("{\"json\": true}", 1),
-        ];
+        let cases = [("a: 1\n---\nb: 2\n", 2), ("---\na: 1\n---\n", 1), ("", 0), ("{\"json\": true}", 1)];
         for (text, n) in cases {
             assert_eq!(parse_documents(text, Path::new("x.yaml")).unwrap().len(), n, "{text:?}");
         }

@@ -50,7 +50,11 @@ impl ResolvedResource {
 
     /// A short name for logs: `kopfexamples.v1.kopf.dev`.
     pub fn display(&self) -> String {
-        if self.group.is_empty() { format!("{}.{}", self.plural, self.version) } else { format!("{}.{}.{}", self.plural, self.version, self.group) }
+        if self.group.is_empty() {
+            format!("{}.{}", self.plural, self.version)
+        } else {
+            format!("{}.{}.{}", self.plural, self.version, self.group)
+        }
     }
 
     /// kube-rs' description of it, for watchers.
@@ -113,7 +117,9 @@ pub async fn resolve(cluster: &Cluster, sel: &ResourceSelector) -> Result<Option
         None => {
             candidates.push((String::new(), "v1".into()));
             for g in &group_list {
-                if let (Some(n), Some(v)) = (g.get("name").and_then(Value::as_str), g.pointer("/preferredVersion/version").and_then(Value::as_str)) {
+                if let (Some(n), Some(v)) =
+                    (g.get("name").and_then(Value::as_str), g.pointer("/preferredVersion/version").and_then(Value::as_str))
+                {
                     candidates.push((n.to_string(), v.to_string()));
                 }
             }
@@ -187,7 +193,15 @@ mod tests {
     #[test]
     fn names_match_plural_singular_kind_short_names_and_categories() {
         let r = json!({"name": "kopfexamples", "singularName": "kopfexample", "kind": "KopfExample", "shortNames": ["kex"], "categories": ["all"]});
-        for (name, want) in [("kopfexamples", true), ("kopfexample", true), ("KopfExample", true), ("kopfExample", true), ("kex", true), ("all", true), ("pods", false)] {
+        for (name, want) in [
+            ("kopfexamples", true),
+            ("kopfexample", true),
+            ("KopfExample", true),
+            ("kopfExample", true),
+            ("kex", true),
+            ("all", true),
+            ("pods", false),
+        ] {
             assert_eq!(names_match(&r, name), want, "{name}");
         }
     }

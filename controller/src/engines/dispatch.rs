@@ -6,9 +6,9 @@ use std::time::Duration;
 use bosun_proto::v1 as pb;
 use pb::handler_server_client::HandlerServerClient;
 use tonic::transport::{Channel, Endpoint};
+use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-use tonic_health::pb::HealthCheckRequest;
 
 use crate::logs::Logger;
 
@@ -111,11 +111,7 @@ impl Server {
     pub async fn describe(&self) -> Result<pb::DescribeResponse, Error> {
         let mut client = HandlerServerClient::new(self.channel.clone());
         let req = pb::DescribeRequest { controller_version: env!("CARGO_PKG_VERSION").into() };
-        client
-            .describe(req)
-            .await
-            .map(tonic::Response::into_inner)
-            .map_err(|status| Error::Describe { addr: self.addr.clone(), status })
+        client.describe(req).await.map(tonic::Response::into_inner).map_err(|status| Error::Describe { addr: self.addr.clone(), status })
     }
 
     /// Runs one handler attempt with a deadline.

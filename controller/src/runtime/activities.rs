@@ -39,7 +39,9 @@ pub fn judge(h: &Handler, answer: Result<&pb::ActivityResponse, &CallFailure>, r
         if limit_hit { Step::Failed(format!("{message} (retries exhausted)")) } else { Step::Retry(delay, message) }
     };
     match answer {
-        Err(CallFailure::Unreachable(why)) => Step::Retry(h.backoff.min(Duration::from_secs(5)), format!("handler server unreachable: {why}")),
+        Err(CallFailure::Unreachable(why)) => {
+            Step::Retry(h.backoff.min(Duration::from_secs(5)), format!("handler server unreachable: {why}"))
+        }
         Err(CallFailure::Rejected(why)) => retry_or_fail(h.backoff, why.clone()),
         Ok(a) => match pb::Outcome::try_from(a.outcome).unwrap_or(pb::Outcome::UnexpectedError) {
             pb::Outcome::Success | pb::Outcome::Skipped => Step::Succeeded,

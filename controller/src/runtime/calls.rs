@@ -257,7 +257,10 @@ impl<'a> Round<'a> {
                 })
                 .collect(),
             retry: prev.and_then(|r| r.retries).unwrap_or(0),
-            started: Some(bosun_proto::prost_types::Timestamp { seconds: started.timestamp(), nanos: started.timestamp_subsec_nanos() as i32 }),
+            started: Some(bosun_proto::prost_types::Timestamp {
+                seconds: started.timestamp(),
+                nanos: started.timestamp_subsec_nanos() as i32,
+            }),
             runtime: Some(bosun_proto::prost_types::Duration { seconds: runtime.as_secs() as i64, nanos: runtime.subsec_nanos() as i32 }),
             param: param.map(to_json).unwrap_or_default(),
             memo,
@@ -279,7 +282,14 @@ impl<'a> Round<'a> {
 
     /// Turns an answer into a progress record (`None`: skipped) and a call, logging its
     /// lines and verdict (`final_`: no sub-handlers follow, so success is final).
-    fn digest(&self, h: &Handler, id: &str, prev: Option<&ProgressRecord>, answer: pb::HandleResponse, final_: bool) -> (Option<ProgressRecord>, Call) {
+    fn digest(
+        &self,
+        h: &Handler,
+        id: &str,
+        prev: Option<&ProgressRecord>,
+        answer: pb::HandleResponse,
+        final_: bool,
+    ) -> (Option<ProgressRecord>, Call) {
         let obj = &self.obj;
         self.ctx.log_lines(obj, &answer.logs);
         if !answer.memo.is_empty() {
@@ -293,7 +303,8 @@ impl<'a> Round<'a> {
             }
             let jp = parse_bytes(&answer.json_patch, "json_patch")?;
             if let Some(p) = &jp {
-                serde_json::from_value::<json_patch::Patch>(p.clone()).map_err(|e| format!("the handler server returned an invalid `json_patch`: {e}"))?;
+                serde_json::from_value::<json_patch::Patch>(p.clone())
+                    .map_err(|e| format!("the handler server returned an invalid `json_patch`: {e}"))?;
             }
             Ok((result, merge, jp))
         })();

@@ -174,8 +174,7 @@ impl ResourceContext {
         let deleting = body.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
         let background = |k: pb::HandlerKind| matches!(k, pb::HandlerKind::Timer | pb::HandlerKind::Daemon);
         if self.handlers.iter().any(|h| background(h.kind)) {
-            let timers: Vec<Arc<Handler>> =
-                relevant.iter().filter(|h| background(h.kind) && !deleting).map(|h| (*h).clone()).collect();
+            let timers: Vec<Arc<Handler>> = relevant.iter().filter(|h| background(h.kind) && !deleting).map(|h| (*h).clone()).collect();
             self.timers.sync(self, &key, body, &essence(body, &self.rules), &timers);
         }
         if relevant.is_empty() && !has_finalizer {
@@ -202,10 +201,8 @@ impl ResourceContext {
         }
         let diff_items = if reason == Reason::Update { diff(old_essence.as_ref(), Some(&new_essence)) } else { Vec::new() };
         let old_for_handlers = if reason == Reason::Update { old_essence.as_ref() } else { None };
-        let due: Vec<(&Arc<Handler>, Option<Value>, Option<Value>)> = relevant
-            .iter()
-            .filter_map(|h| h.due(reason, old_for_handlers, &new_essence, &diff_items).map(|(o, n)| (*h, o, n)))
-            .collect();
+        let due: Vec<(&Arc<Handler>, Option<Value>, Option<Value>)> =
+            relevant.iter().filter_map(|h| h.due(reason, old_for_handlers, &new_essence, &diff_items).map(|(o, n)| (*h, o, n))).collect();
 
         // Call every due handler (and sub-handler) that is neither finished nor delayed.
         let purpose = reason.purpose();
@@ -219,7 +216,12 @@ impl ResourceContext {
             diff: &diff_items,
             now,
             // Records of an older cause are superseded: they are dropped (and purged below).
-            records: state.progress.iter().filter(|(_, r)| r.purpose.as_deref() == Some(purpose)).map(|(k, r)| (k.clone(), r.clone())).collect(),
+            records: state
+                .progress
+                .iter()
+                .filter(|(_, r)| r.purpose.as_deref() == Some(purpose))
+                .map(|(k, r)| (k.clone(), r.clone()))
+                .collect(),
             calls: Vec::new(),
             skipped: HashSet::new(),
             wake: None,
@@ -312,7 +314,8 @@ impl ResourceContext {
                     self.log.info(Some(&obj), "Removing the finalizer, as there are no handlers requiring it.");
                 }
             }
-            let json_patches: Vec<(&str, &Value)> = round.calls.iter().filter_map(|c| c.json_patch.as_ref().map(|p| (c.id.as_str(), p))).collect();
+            let json_patches: Vec<(&str, &Value)> =
+                round.calls.iter().filter_map(|c| c.json_patch.as_ref().map(|p| (c.id.as_str(), p))).collect();
             let throttled = CycleEnd { next: Next::Throttled(None), written: None };
             match self.write(body, main, status, finalizers_change.then_some(finalizer_wanted), &json_patches).await {
                 Ok(written) => {

@@ -85,7 +85,9 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
 
     // Group resource handlers by their selector, keeping registration order.
     let mut groups: Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> = Vec::new();
-    for h in handlers.into_iter().filter(|h| !matches!(h.kind, pb::HandlerKind::Startup | pb::HandlerKind::Cleanup | pb::HandlerKind::Probe)) {
+    for h in
+        handlers.into_iter().filter(|h| !matches!(h.kind, pb::HandlerKind::Startup | pb::HandlerKind::Cleanup | pb::HandlerKind::Probe))
+    {
         if matches!(h.kind, pb::HandlerKind::Validate | pb::HandlerKind::Mutate) {
             log.warn(None, &format!("Handler '{}' is of a kind this controller does not run yet ({:?}); it is ignored.", h.id, h.kind));
             continue;
@@ -162,7 +164,9 @@ impl ResourceJob {
             };
             match attempt {
                 Ok(Some(r)) => break r,
-                Ok(None) => self.log.warn(None, &format!("Resource '{name}' is not served by the API server (yet); retrying in {delay:?}.")),
+                Ok(None) => {
+                    self.log.warn(None, &format!("Resource '{name}' is not served by the API server (yet); retrying in {delay:?}."))
+                }
                 Err(e) => self.log.warn(None, &format!("Resource '{name}' could not be resolved: {e}; retrying in {delay:?}.")),
             }
             tokio::select! {
@@ -177,12 +181,8 @@ impl ResourceJob {
             let in_status = resource.has_status && resource.status_keeps_unknown && self.settings.storage != StorageMode::Annotations;
             Storage::bosun(&self.settings.prefix, if in_status { StorageKind::Status } else { StorageKind::Annotations })
         };
-        let extra: Vec<Vec<String>> = self
-            .handlers
-            .iter()
-            .filter_map(|h| h.field.clone())
-            .filter(|f| f.first().map(String::as_str) == Some("status"))
-            .collect();
+        let extra: Vec<Vec<String>> =
+            self.handlers.iter().filter_map(|h| h.field.clone()).filter(|f| f.first().map(String::as_str) == Some("status")).collect();
         let mut own_prefixes = vec![format!("{}/", storage.prefix)];
         if !own_prefixes.contains(&"kopf.zalando.org/".to_string()) {
             own_prefixes.push("kopf.zalando.org/".into());

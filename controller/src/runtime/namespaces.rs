@@ -46,7 +46,16 @@ mod tests {
 
     #[test]
     fn globs_match_like_a_shell() {
-        let cases = [("*", "x", true), ("a*", "abc", true), ("a*", "ba", false), ("a?c", "abc", true), ("a?c", "ac", false), ("*-dev", "team-dev", true), ("exact", "exact", true), ("exact", "exac", false)];
+        let cases = [
+            ("*", "x", true),
+            ("a*", "abc", true),
+            ("a*", "ba", false),
+            ("a?c", "abc", true),
+            ("a?c", "ac", false),
+            ("*-dev", "team-dev", true),
+            ("exact", "exact", true),
+            ("exact", "exac", false),
+        ];
         for (p, t, want) in cases {
             assert_eq!(glob(p, t), want, "{p} {t}");
         }

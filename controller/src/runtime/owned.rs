@@ -116,7 +116,14 @@ mod tests {
         let cases = [
             (json!({"apiVersion": "v1", "kind": "Pod"}), 0, false, "ns", "ex-pod", None),
             (json!({"apiVersion": "v1", "kind": "Pod"}), 2, true, "ns", "ex-pod-2", Some("a")),
-            (json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "given", "namespace": "other", "labels": {"app": "mine"}}}), 0, true, "other", "given", Some("mine")),
+            (
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "given", "namespace": "other", "labels": {"app": "mine"}}}),
+                0,
+                true,
+                "other",
+                "given",
+                Some("mine"),
+            ),
             (json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "x-"}}), 0, false, "ns", "ex-pod", None),
         ];
         for (child, index, copy, ns, name, label) in cases {
@@ -127,13 +134,20 @@ mod tests {
             assert!(got["metadata"].get("generateName").is_none());
             let refs = got["metadata"]["ownerReferences"].as_array().unwrap();
             assert_eq!(refs.len(), 1);
-            assert_eq!(refs[0], json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "name": "ex", "uid": "u1", "controller": true, "blockOwnerDeletion": true}));
+            assert_eq!(
+                refs[0],
+                json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "name": "ex", "uid": "u1", "controller": true, "blockOwnerDeletion": true})
+            );
         }
     }
 
     #[test]
     fn malformed_children_are_refused_with_a_reason() {
-        let cases = [(json!([1]), "an owned object is not a JSON object"), (json!({"kind": "Pod"}), "an owned object has no apiVersion"), (json!({"apiVersion": "v1"}), "an owned object has no kind")];
+        let cases = [
+            (json!([1]), "an owned object is not a JSON object"),
+            (json!({"kind": "Pod"}), "an owned object has no apiVersion"),
+            (json!({"apiVersion": "v1"}), "an owned object has no kind"),
+        ];
         for (child, want) in cases {
             assert_eq!(prepare(&owner(), child, 0, false).unwrap_err(), want);
         }

@@ -28,13 +28,15 @@ impl ResourceContext {
         for attempt in 0..3 {
             let mut main_now = main.clone();
             if let Some(want) = finalizer {
-                let mut list: Vec<Value> =
-                    current.pointer("/metadata/finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
+                let mut list: Vec<Value> = current.pointer("/metadata/finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
                 list.retain(|f| f.as_str() != Some(self.storage.finalizer.as_str()));
                 if want {
                     list.push(Value::String(self.storage.finalizer.clone()));
                 }
-                compose(&mut main_now, &json!({"metadata": {"finalizers": list, "resourceVersion": meta_str(&current, "resourceVersion")}}));
+                compose(
+                    &mut main_now,
+                    &json!({"metadata": {"finalizers": list, "resourceVersion": meta_str(&current, "resourceVersion")}}),
+                );
             }
             if is_empty_patch(&main_now) {
                 break;

@@ -116,8 +116,7 @@ mod tests {
             ),
         ];
         for (old, new, want) in cases {
-            let got: Vec<(DiffOp, Vec<String>)> =
-                diff(old.as_ref(), new.as_ref()).into_iter().map(|d| (d.op, d.path)).collect();
+            let got: Vec<(DiffOp, Vec<String>)> = diff(old.as_ref(), new.as_ref()).into_iter().map(|d| (d.op, d.path)).collect();
             let want: Vec<(DiffOp, Vec<String>)> = want.into_iter().map(|(o, s)| (o, p(s))).collect();
             assert_eq!(got, want, "diff({old:?}, {new:?})");
         }

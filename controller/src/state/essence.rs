@@ -72,9 +72,7 @@ pub fn essence(body: &Value, rules: &EssenceRules) -> Value {
     if let Some(annotations) = body.pointer("/metadata/annotations").and_then(Value::as_object) {
         let kept: Map<String, Value> = annotations
             .iter()
-            .filter(|(k, _)| {
-                k.as_str() != KUBECTL_LAST_APPLIED && !rules.own_prefixes.iter().any(|p| k.starts_with(p.as_str()))
-            })
+            .filter(|(k, _)| k.as_str() != KUBECTL_LAST_APPLIED && !rules.own_prefixes.iter().any(|p| k.starts_with(p.as_str())))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         if !kept.is_empty() {
@@ -119,13 +117,19 @@ mod tests {
     #[test]
     fn essence_keeps_spec_labels_and_foreign_annotations_only() {
         let cases = vec![
-            (json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "n", "uid": "u"}, "spec": {"a": 1}, "status": {"s": 1}}),
-             json!({"spec": {"a": 1}})),
-            (json!({"metadata": {"labels": {"l": "1"}, "annotations": {"x": "1", "bosun.dev/h": "p", "kopf.zalando.org/h": "p",
+            (
+                json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "n", "uid": "u"}, "spec": {"a": 1}, "status": {"s": 1}}),
+                json!({"spec": {"a": 1}}),
+            ),
+            (
+                json!({"metadata": {"labels": {"l": "1"}, "annotations": {"x": "1", "bosun.dev/h": "p", "kopf.zalando.org/h": "p",
                      "kubectl.kubernetes.io/last-applied-configuration": "{}"}}, "spec": {}}),
-             json!({"metadata": {"labels": {"l": "1"}, "annotations": {"x": "1"}}, "spec": {}})),
-            (json!({"metadata": {"labels": {}, "annotations": {"bosun.dev/last-handled-configuration": "{}"}}, "data": {"k": "v"}}),
-             json!({"data": {"k": "v"}})),
+                json!({"metadata": {"labels": {"l": "1"}, "annotations": {"x": "1"}}, "spec": {}}),
+            ),
+            (
+                json!({"metadata": {"labels": {}, "annotations": {"bosun.dev/last-handled-configuration": "{}"}}, "data": {"k": "v"}}),
+                json!({"data": {"k": "v"}}),
+            ),
             (json!("not an object"), json!({})),
         ];
         for (body, want) in cases {

@@ -94,8 +94,8 @@ pub fn annotation_key(prefix: &str, id: &str) -> String {
         hasher.update(safe.as_bytes());
         let mut digest = [0u8; 4];
         hasher.finalize_variable(&mut digest).expect("buffer has the digest size");
-        let alphabet = base64::alphabet::Alphabet::new("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-.")
-            .expect("valid alphabet");
+        let alphabet =
+            base64::alphabet::Alphabet::new("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-.").expect("valid alphabet");
         let engine = base64::engine::GeneralPurpose::new(&alphabet, base64::engine::general_purpose::PAD);
         format!("-{}", engine.encode(digest)).trim_end_matches(['=', '-', '.']).to_string()
     };

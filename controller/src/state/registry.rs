@@ -160,20 +160,14 @@ impl Handler {
         }
         let f = spec.filters.clone().unwrap_or_default();
         let checks = |m: &std::collections::HashMap<String, pb::ValueFilter>| {
-            let mut v: Vec<(String, ValueCheck)> =
-                m.iter().filter_map(|(k, c)| ValueCheck::from_pb(c).map(|c| (k.clone(), c))).collect();
+            let mut v: Vec<(String, ValueCheck)> = m.iter().filter_map(|(k, c)| ValueCheck::from_pb(c).map(|c| (k.clone(), c))).collect();
             v.sort_by(|a, b| a.0.cmp(&b.0));
             v
         };
         let filters = Filters {
             labels: checks(&f.labels),
             annotations: checks(&f.annotations),
-            value: f
-                .value
-                .as_ref()
-                .and_then(ValueCheck::from_pb)
-                .filter(|_| !f.field.is_empty())
-                .map(|c| (parse_path(&f.field), c)),
+            value: f.value.as_ref().and_then(ValueCheck::from_pb).filter(|_| !f.field.is_empty()).map(|c| (parse_path(&f.field), c)),
             old: f.old.as_ref().and_then(ValueCheck::from_pb),
             new: f.new.as_ref().and_then(ValueCheck::from_pb),
         };
@@ -210,8 +204,7 @@ impl Handler {
 
     /// Whether this handler makes the object need a finalizer.
     pub fn requires_finalizer(&self) -> bool {
-        (self.kind == pb::HandlerKind::Delete && !self.optional)
-            || matches!(self.kind, pb::HandlerKind::Timer | pb::HandlerKind::Daemon)
+        (self.kind == pb::HandlerKind::Delete && !self.optional) || matches!(self.kind, pb::HandlerKind::Timer | pb::HandlerKind::Daemon)
     }
 
     /// Whether the object's labels, annotations and field value satisfy the filters.
@@ -358,7 +351,8 @@ mod tests {
         f.value = Some(eq(json!("on")));
         s.filters = Some(f);
         let h = Handler::from_spec(&s, 0).unwrap();
-        let body = |labels: Value, ann: Value, mode: Value| json!({"metadata": {"labels": labels, "annotations": ann}, "spec": {"mode": mode}});
+        let body =
+            |labels: Value, ann: Value, mode: Value| json!({"metadata": {"labels": labels, "annotations": ann}, "spec": {"mode": mode}});
         let cases = [
             (body(json!({"app": "web"}), json!({"note": ""}), json!("on")), true),
             (body(json!({"app": "db"}), json!({"note": ""}), json!("on")), false),

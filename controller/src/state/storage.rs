@@ -89,9 +89,7 @@ impl Storage {
                 .and_then(|p| p.get(id))
                 .and_then(|v| serde_json::from_value::<ProgressRecord>(v.clone()).ok());
             let record = from_status.or_else(|| {
-                ann.and_then(|a| a.get(&annotation_key(&self.prefix, id)))
-                    .and_then(Value::as_str)
-                    .and_then(ProgressRecord::decode)
+                ann.and_then(|a| a.get(&annotation_key(&self.prefix, id))).and_then(Value::as_str).and_then(ProgressRecord::decode)
             });
             if let Some(r) = record {
                 progress.insert(id.to_string(), r);
@@ -234,20 +232,42 @@ mod tests {
         let st_body = json!({"status": {"bosun.dev": {"progress": {"a": {"purpose": "create", "retries": 1}}}}});
         let done = ObjectState { diffbase: Some("{}\n".into()), progress: BTreeMap::new() };
         let cases = [
-            (StorageKind::Annotations, json!({}), done.clone(),
-             json!({"metadata": {"annotations": {"bosun.dev/last-handled-configuration": "{}\n"}}}), json!({})),
-            (StorageKind::Status, json!({}), done.clone(),
-             json!({}), json!({"status": {"bosun.dev": {"last-handled-configuration": "{}\n"}}})),
-            (StorageKind::Status, ann_body.clone(), done.clone(),
-             json!({"metadata": {"annotations": {"bosun.dev/a": null}}}),
-             json!({"status": {"bosun.dev": {"last-handled-configuration": "{}\n"}}})),
-            (StorageKind::Annotations, st_body.clone(), ObjectState { diffbase: None, progress: [("a".to_string(), rec("create"))].into() },
-             json!({"metadata": {"annotations": {"bosun.dev/a": rec("create").encode()}}}),
-             json!({"status": {"bosun.dev": {"progress": {"a": null}}}})),
-            (StorageKind::Status, st_body.clone(), ObjectState { diffbase: None, progress: [("a".to_string(), rec("create"))].into() },
-             json!({}), json!({})),
-            (StorageKind::Status, st_body.clone(), ObjectState::default(),
-             json!({}), json!({"status": {"bosun.dev": {"progress": null}}})),
+            (
+                StorageKind::Annotations,
+                json!({}),
+                done.clone(),
+                json!({"metadata": {"annotations": {"bosun.dev/last-handled-configuration": "{}\n"}}}),
+                json!({}),
+            ),
+            (
+                StorageKind::Status,
+                json!({}),
+                done.clone(),
+                json!({}),
+                json!({"status": {"bosun.dev": {"last-handled-configuration": "{}\n"}}}),
+            ),
+            (
+                StorageKind::Status,
+                ann_body.clone(),
+                done.clone(),
+                json!({"metadata": {"annotations": {"bosun.dev/a": null}}}),
+                json!({"status": {"bosun.dev": {"last-handled-configuration": "{}\n"}}}),
+            ),
+            (
+                StorageKind::Annotations,
+                st_body.clone(),
+                ObjectState { diffbase: None, progress: [("a".to_string(), rec("create"))].into() },
+                json!({"metadata": {"annotations": {"bosun.dev/a": rec("create").encode()}}}),
+                json!({"status": {"bosun.dev": {"progress": {"a": null}}}}),
+            ),
+            (
+                StorageKind::Status,
+                st_body.clone(),
+                ObjectState { diffbase: None, progress: [("a".to_string(), rec("create"))].into() },
+                json!({}),
+                json!({}),
+            ),
+            (StorageKind::Status, st_body.clone(), ObjectState::default(), json!({}), json!({"status": {"bosun.dev": {"progress": null}}})),
         ];
         for (kind, body, desired, want_main, want_status) in cases {
             let s = Storage::bosun("bosun.dev", kind);
@@ -260,11 +280,8 @@ mod tests {
     #[test]
     fn diffbases_too_large_for_annotations_are_caught_before_writing() {
         let body = json!({"metadata": {"annotations": {"big": "x".repeat(200_000)}}});
-        let cases = [
-            (StorageKind::Annotations, 1_000, true),
-            (StorageKind::Annotations, 70_000, false),
-            (StorageKind::Status, 70_000, true),
-        ];
+        let cases =
+            [(StorageKind::Annotations, 1_000, true), (StorageKind::Annotations, 70_000, false), (StorageKind::Status, 70_000, true)];
         for (kind, size, fits) in cases {
             let s = Storage::bosun("bosun.dev", kind);
             assert_eq!(s.diffbase_fits(&body, &"d".repeat(size)).is_ok(), fits, "{kind:?} {size}");

@@ -27,11 +27,7 @@ pub fn version() -> Value {
 
 /// `/api`.
 pub fn core_versions(ctx: &Ctx) -> Value {
-    let host = ctx
-        .headers
-        .get(http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("127.0.0.1");
+    let host = ctx.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
     json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}]})
 }
 
@@ -60,15 +56,13 @@ pub fn resource_list(cluster: &Cluster, group: &str, version: &str) -> Value {
             resources.push(json!({"name": "deployments/scale", "singularName": "", "namespaced": true, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
         }
         if info.builtin && info.plural == "namespaces" {
-            resources.push(json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false, "kind": "Namespace", "verbs": ["update"]}));
+            resources.push(
+                json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false, "kind": "Namespace", "verbs": ["update"]}),
+            );
         }
     }
     resources.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    let gv = if group.is_empty() {
-        version.to_string()
-    } else {
-        format!("{group}/{version}")
-    };
+    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
     if group.is_empty() {
         json!({"kind": "APIResourceList", "groupVersion": gv, "resources": resources})
     } else {
@@ -77,26 +71,14 @@ pub fn resource_list(cluster: &Cluster, group: &str, version: &str) -> Value {
 }
 
 fn group_json(name: &str, versions: &[String]) -> Value {
-    let vs: Vec<Value> = versions
-        .iter()
-        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
-        .collect();
+    let vs: Vec<Value> = versions.iter().map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v})).collect();
     json!({"name": name, "versions": vs, "preferredVersion": vs[0]})
 }
 
 /// `/apis`.
 pub fn groups(cluster: &Cluster, _ctx: &Ctx) -> Response {
-    let groups: Vec<Value> = cluster
-        .registry
-        .groups()
-        .iter()
-        .map(|(g, vs)| group_json(g, vs))
-        .collect();
-    json_response(
-        200,
-        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),
-        &[],
-    )
+    let groups: Vec<Value> = cluster.registry.groups().iter().map(|(g, vs)| group_json(g, vs)).collect();
+    json_response(200, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}), &[])
 }
 
 /// `/apis/G`.
@@ -120,34 +102,22 @@ pub fn openapi(cluster: &Cluster, rest: &[&str]) -> Response {
     match rest {
         ["v3"] => {
             let mut paths = serde_json::Map::new();
-            paths.insert(
-                "api/v1".into(),
-                json!({"serverRelativeURL": "/openapi/v3/api/v1?hash=0"}),
-            );
+            paths.insert("api/v1".into(), json!({"serverRelativeURL": "/openapi/v3/api/v1?hash=0"}));
             for (g, vs) in cluster.registry.groups() {
                 for v in vs {
-                    paths.insert(
-                        format!("apis/{g}/{v}"),
-                        json!({"serverRelativeURL": format!("/openapi/v3/apis/{g}/{v}?hash=0")}),
-                    );
+                    paths.insert(format!("apis/{g}/{v}"), json!({"serverRelativeURL": format!("/openapi/v3/apis/{g}/{v}?hash=0")}));
                 }
             }
             json_response(200, &json!({"paths": paths}), &[])
         }
         ["v3", "api", "v1"] => json_response(200, &gv_doc(cluster, "", "v1"), &[]),
-        ["v3", "apis", g, v] if cluster.registry.has_group(g, Some(v)) => {
-            json_response(200, &gv_doc(cluster, g, v), &[])
-        }
+        ["v3", "apis", g, v] if cluster.registry.has_group(g, Some(v)) => json_response(200, &gv_doc(cluster, g, v), &[]),
         _ => error(&ApiError::page_not_found()),
     }
 }
 
 fn gv_doc(cluster: &Cluster, group: &str, version: &str) -> Value {
-    let prefix = if group.is_empty() {
-        format!("/api/{version}")
-    } else {
-        format!("/apis/{group}/{version}")
-    };
+    let prefix = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
     let params = json!([
         {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
         {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},

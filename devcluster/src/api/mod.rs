@@ -59,10 +59,7 @@ impl Ctx {
 
     /// Whether the client asked for a Table.
     pub fn wants_table(&self) -> bool {
-        self.headers
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|a| a.contains("as=Table"))
+        self.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("as=Table"))
     }
 
     /// The field manager: `fieldManager` or the user agent's first word.
@@ -70,11 +67,7 @@ impl Ctx {
         if let Some(m) = self.q("fieldManager") {
             return Some(m.to_string());
         }
-        let ua = self
-            .headers
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("unknown");
+        let ua = self.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
         Some(ua.split('/').next().unwrap_or(ua).to_string())
     }
 }
@@ -110,15 +103,8 @@ async fn handle(State(cluster): State<Arc<Cluster>>, req: Request) -> Response {
                 .collect()
         })
         .unwrap_or_default();
-    let ctx = Ctx {
-        query,
-        headers: parts.headers.clone(),
-    };
-    let segs: Vec<String> = path
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(decode)
-        .collect();
+    let ctx = Ctx { query, headers: parts.headers.clone() };
+    let segs: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(decode).collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     let method = parts.method.clone();
     let raw = match axum::body::to_bytes(body, MAX_BODY).await {
@@ -149,15 +135,7 @@ async fn handle(State(cluster): State<Arc<Cluster>>, req: Request) -> Response {
 
 /// Run a resource request. With persistence, writes wait for the disk; they run on the
 /// blocking pool so that many can wait together and share one flush (group commit).
-async fn dispatch(
-    cluster: &Arc<Cluster>,
-    group: &str,
-    version: &str,
-    rest: &[&str],
-    method: Method,
-    ctx: Ctx,
-    raw: Bytes,
-) -> Response {
+async fn dispatch(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], method: Method, ctx: Ctx, raw: Bytes) -> Response {
     if method == Method::GET || !cluster.store.persistent() {
         return resource(cluster, group, version, rest, method, ctx, raw);
     }
@@ -182,9 +160,7 @@ fn decode(s: &str) -> String {
     while i < bytes.len() {
         if bytes[i] == b'%'
             && i + 2 < bytes.len()
-            && let Some(b) = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            && let Some(b) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())
         {
             out.push(b);
             i += 3;
@@ -196,15 +172,7 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn resource(
-    cluster: &Arc<Cluster>,
-    group: &str,
-    version: &str,
-    rest: &[&str],
-    method: Method,
-    ctx: Ctx,
-    raw: Bytes,
-) -> Response {
+fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], method: Method, ctx: Ctx, raw: Bytes) -> Response {
     let not_found = || {
         if group.is_empty() {
             let mut e = ApiError::not_found_raw("", "", "");
@@ -216,22 +184,10 @@ fn resource(
         }
     };
     let (namespace, res, name, sub) = match rest {
-        ["namespaces", ns, res, tail @ ..]
-            if !(tail.is_empty() && matches!(*res, "status" | "finalize")) =>
-        {
-            (
-                Some(ns.to_string()),
-                *res,
-                tail.first().map(|s| s.to_string()),
-                tail.get(1).map(|s| s.to_string()),
-            )
+        ["namespaces", ns, res, tail @ ..] if !(tail.is_empty() && matches!(*res, "status" | "finalize")) => {
+            (Some(ns.to_string()), *res, tail.first().map(|s| s.to_string()), tail.get(1).map(|s| s.to_string()))
         }
-        [res, tail @ ..] => (
-            None,
-            *res,
-            tail.first().map(|s| s.to_string()),
-            tail.get(1).map(|s| s.to_string()),
-        ),
+        [res, tail @ ..] => (None, *res, tail.first().map(|s| s.to_string()), tail.get(1).map(|s| s.to_string())),
         [] => return not_found(),
     };
     if rest.len() > 5 || (namespace.is_none() && rest.len() > 3) {
@@ -254,21 +210,9 @@ fn resource(
             return not_found();
         }
     }
-    let target = Target {
-        info: info.clone(),
-        namespace,
-        name,
-        sub,
-    };
-    let content_type = ctx
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json")
-        .to_string();
-    let raw = if matches!(method, Method::POST | Method::PUT)
-        && content_type.starts_with("application/vnd.kubernetes.protobuf")
-    {
+    let target = Target { info: info.clone(), namespace, name, sub };
+    let content_type = ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
+    let raw = if matches!(method, Method::POST | Method::PUT) && content_type.starts_with("application/vnd.kubernetes.protobuf") {
         match crate::protobuf::decode(&raw) {
             Ok(v) => Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
             Err(e) => {
@@ -280,16 +224,11 @@ fn resource(
     } else {
         raw
     };
-    let content_type = if content_type.starts_with("application/vnd.kubernetes.protobuf") {
-        "application/json".to_string()
-    } else {
-        content_type
-    };
+    let content_type =
+        if content_type.starts_with("application/vnd.kubernetes.protobuf") { "application/json".to_string() } else { content_type };
     if matches!(method, Method::POST | Method::PUT)
         && !raw.is_empty()
-        && !(content_type.starts_with("application/json")
-            || content_type.contains("yaml")
-            || content_type.is_empty())
+        && !(content_type.starts_with("application/json") || content_type.contains("yaml") || content_type.is_empty())
     {
         let mut e = ApiError::unsupported_media_type();
         e.message = format!(
@@ -301,9 +240,7 @@ fn resource(
         match serde_yaml::from_slice::<Value>(&raw) {
             Ok(v) => Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
             Err(e) => {
-                return error(&ApiError::bad_request(format!(
-                    "error converting YAML to JSON: {e}"
-                )));
+                return error(&ApiError::bad_request(format!("error converting YAML to JSON: {e}")));
             }
         }
     } else {
@@ -317,11 +254,7 @@ fn resource(
         (&Method::POST, _) => "POST",
         (&Method::PUT, _) => "PUT",
         (&Method::PATCH, _) => {
-            if ctx
-                .headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|c| c.starts_with("application/apply-patch"))
+            if ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|c| c.starts_with("application/apply-patch"))
             {
                 "APPLY"
             } else {
@@ -341,9 +274,7 @@ fn resource(
             "WATCH" => read::watch(cluster, &target, &ctx),
             "POST" if target.name.is_none() => write::create(cluster, &target, &ctx, &raw),
             "PUT" if target.name.is_some() => write::update(cluster, &target, &ctx, &raw),
-            "PATCH" | "APPLY" if target.name.is_some() => {
-                write::patch(cluster, &target, &ctx, &raw)
-            }
+            "PATCH" | "APPLY" if target.name.is_some() => write::patch(cluster, &target, &ctx, &raw),
             "DELETE" => write::delete(cluster, &target, &ctx, &raw),
             "DELETECOLLECTION" => write::delete_collection(cluster, &target, &ctx, &raw),
             _ => error(&ApiError::method_not_allowed(method.as_str(), &info)),
@@ -364,15 +295,9 @@ fn resource(
 pub fn bytes_response(code: u16, body: Bytes, warnings: &[String]) -> Response {
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     for w in warnings {
-        if let Ok(v) = HeaderValue::from_str(&format!(
-            "299 - {}",
-            serde_json::to_string(w).unwrap_or_default()
-        )) {
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", serde_json::to_string(w).unwrap_or_default())) {
             r.headers_mut().append(header::WARNING, v);
         }
     }
@@ -381,21 +306,14 @@ pub fn bytes_response(code: u16, body: Bytes, warnings: &[String]) -> Response {
 
 /// A JSON answer.
 pub fn json_response(code: u16, body: &Value, warnings: &[String]) -> Response {
-    bytes_response(
-        code,
-        Bytes::from(serde_json::to_vec(body).unwrap_or_default()),
-        warnings,
-    )
+    bytes_response(code, Bytes::from(serde_json::to_vec(body).unwrap_or_default()), warnings)
 }
 
 /// A plain-text answer.
 pub fn text(code: u16, body: &str) -> Response {
     let mut r = Response::new(Body::from(body.to_string()));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     r
 }
 

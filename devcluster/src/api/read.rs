@@ -26,9 +26,7 @@ use crate::store::{Event, EventType, Obj, Table, encode_event};
 /// The bytes of a stored object as the endpoint serves it (Event shapes converted).
 pub fn object_bytes(info: &ResourceInfo, obj: &Obj) -> Bytes {
     if info.is_events_v1() {
-        return Bytes::from(
-            serde_json::to_vec(&builtin::event_from_core(&obj.value)).unwrap_or_default(),
-        );
+        return Bytes::from(serde_json::to_vec(&builtin::event_from_core(&obj.value)).unwrap_or_default());
     }
     obj.bytes.clone()
 }
@@ -41,40 +39,32 @@ pub fn get(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
         None => error(&ApiError::not_found(&t.info, name)),
         Some(obj) if ctx.wants_table() => {
             let rv = obj.rv.to_string();
-            json_response(
-                200,
-                &table::render(&t.info, &[obj], &rv, ctx.q("includeObject"), None),
-                &[],
-            )
+            json_response(200, &table::render(&t.info, &[obj], &rv, ctx.q("includeObject"), None), &[])
         }
         Some(obj) => bytes_response(200, object_bytes(&t.info, &obj), &[]),
     }
 }
 
 fn selectors(info: &ResourceInfo, ctx: &Ctx) -> Result<(LabelSelector, FieldSelector), ApiError> {
-    let labels = LabelSelector::parse(ctx.q("labelSelector").unwrap_or(""))
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let fields = FieldSelector::parse(ctx.q("fieldSelector").unwrap_or(""), info.field_selectors())
-        .map_err(|e| {
-            if info.builtin {
-                ApiError::bad_request(e.to_string())
-            } else {
-                let text = ctx.q("fieldSelector").unwrap_or("");
-                let field = text
-                    .split(',')
-                    .map(|t| t.split(['=', '!']).next().unwrap_or("").trim())
-                    .find(|f| *f != "metadata.name" && *f != "metadata.namespace")
-                    .unwrap_or("");
-                ApiError::bad_request(format!("field label not supported: {field}"))
-            }
-        })?;
+    let labels = LabelSelector::parse(ctx.q("labelSelector").unwrap_or("")).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let fields = FieldSelector::parse(ctx.q("fieldSelector").unwrap_or(""), info.field_selectors()).map_err(|e| {
+        if info.builtin {
+            ApiError::bad_request(e.to_string())
+        } else {
+            let text = ctx.q("fieldSelector").unwrap_or("");
+            let field = text
+                .split(',')
+                .map(|t| t.split(['=', '!']).next().unwrap_or("").trim())
+                .find(|f| *f != "metadata.name" && *f != "metadata.namespace")
+                .unwrap_or("");
+            ApiError::bad_request(format!("field label not supported: {field}"))
+        }
+    })?;
     Ok((labels, fields))
 }
 
 fn matches(info: &ResourceInfo, labels: &LabelSelector, fields: &FieldSelector, obj: &Obj) -> bool {
-    if !labels.is_empty()
-        && !labels.matches(obj.value.get("metadata").and_then(|v| v.get("labels")))
-    {
+    if !labels.is_empty() && !labels.matches(obj.value.get("metadata").and_then(|v| v.get("labels"))) {
         return false;
     }
     if fields.is_empty() {
@@ -93,9 +83,7 @@ pub fn list(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
         Err(e) => return error(&e),
     };
     let info = &t.info;
-    if ctx.q("resourceVersionMatch").is_some_and(|m| !m.is_empty())
-        && ctx.q("resourceVersion").is_none_or(str::is_empty)
-    {
+    if ctx.q("resourceVersionMatch").is_some_and(|m| !m.is_empty()) && ctx.q("resourceVersion").is_none_or(str::is_empty) {
         return error(&ApiError::invalid(
             "ListOptions.meta.k8s.io",
             "meta.k8s.io",
@@ -119,16 +107,11 @@ pub fn list(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
                 start_after = Some((ns, name));
             }
             None => {
-                return error(&ApiError::bad_request(
-                    "invalid continue token: continue key is not valid",
-                ));
+                return error(&ApiError::bad_request("invalid continue token: continue key is not valid"));
             }
         }
     }
-    let limit = ctx
-        .q("limit")
-        .and_then(|l| l.parse::<usize>().ok())
-        .filter(|l| *l > 0);
+    let limit = ctx.q("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);
     let filtered_selectors = !labels.is_empty() || !fields.is_empty();
     let mut selected: Vec<Arc<Obj>> = Vec::new();
     let mut more = false;
@@ -152,28 +135,11 @@ pub fn list(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
         }
         selected.push(obj);
     }
-    let cont = if more {
-        selected
-            .last()
-            .map(|o| encode_continue(list_rv, o.namespace(), o.name()))
-    } else {
-        None
-    };
+    let cont = if more { selected.last().map(|o| encode_continue(list_rv, o.namespace(), o.name())) } else { None };
     if ctx.wants_table() {
-        return json_response(
-            200,
-            &table::render(
-                info,
-                &selected,
-                &list_rv.to_string(),
-                ctx.q("includeObject"),
-                cont.as_deref(),
-            ),
-            &[],
-        );
+        return json_response(200, &table::render(info, &selected, &list_rv.to_string(), ctx.q("includeObject"), cont.as_deref()), &[]);
     }
-    let mut out =
-        BytesMut::with_capacity(selected.iter().map(|o| o.bytes.len() + 1).sum::<usize>() + 256);
+    let mut out = BytesMut::with_capacity(selected.iter().map(|o| o.bytes.len() + 1).sum::<usize>() + 256);
     out.put_slice(b"{\"kind\":");
     out.put_slice(&serde_json::to_vec(&info.list_kind()).unwrap_or_default());
     out.put_slice(b",\"apiVersion\":");
@@ -214,17 +180,12 @@ pub fn list(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
 }
 
 fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
-    let raw = serde_json::to_vec(
-        &json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{ns}/{name}")}),
-    )
-    .unwrap_or_default();
+    let raw = serde_json::to_vec(&json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{ns}/{name}")})).unwrap_or_default();
     base64::engine::general_purpose::URL_SAFE.encode(raw)
 }
 
 fn decode_continue(token: &str) -> Option<(u64, String, String)> {
-    let raw = base64::engine::general_purpose::URL_SAFE
-        .decode(token)
-        .ok()?;
+    let raw = base64::engine::general_purpose::URL_SAFE.decode(token).ok()?;
     let v: Value = serde_json::from_slice(&raw).ok()?;
     let rv = v["rv"].as_u64()?;
     let (ns, name) = v["start"].as_str()?.split_once('/')?;
@@ -273,16 +234,9 @@ pub fn watch(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
             )));
         }
     };
-    let timeout = ctx
-        .q("timeoutSeconds")
-        .and_then(|s| s.parse::<u64>().ok())
-        .unwrap_or(1800);
-    let bookmarks = ctx
-        .q("allowWatchBookmarks")
-        .is_some_and(|b| b == "true" || b == "1");
-    let initial = ctx
-        .q("sendInitialEvents")
-        .is_some_and(|b| b == "true" || b == "1");
+    let timeout = ctx.q("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).unwrap_or(1800);
+    let bookmarks = ctx.q("allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
+    let initial = ctx.q("sendInitialEvents").is_some_and(|b| b == "true" || b == "1");
     let table = cluster.table(&t.info);
     let rx = table.subscribe();
     let now = Instant::now();
@@ -328,14 +282,8 @@ pub fn watch(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
         Some((Ok::<Bytes, std::io::Error>(chunk), w))
     });
     let mut resp = Response::new(Body::from_stream(stream));
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    resp.headers_mut().insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache, private"),
-    );
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
     resp
 }
 
@@ -346,12 +294,7 @@ impl Watcher {
             self.table_header_sent = true;
             let mut t = table::render(
                 &self.info,
-                &[Arc::new(Obj {
-                    value: obj.value.clone(),
-                    bytes: obj.bytes.clone(),
-                    type_prefix: 0,
-                    rv: obj.rv,
-                })],
+                &[Arc::new(Obj { value: obj.value.clone(), bytes: obj.bytes.clone(), type_prefix: 0, rv: obj.rv })],
                 &obj.rv.to_string(),
                 None,
                 None,
@@ -381,9 +324,7 @@ impl Watcher {
     }
 
     fn in_scope(&self, obj: &Obj) -> bool {
-        self.namespace
-            .as_deref()
-            .is_none_or(|ns| obj.namespace() == ns)
+        self.namespace.as_deref().is_none_or(|ns| obj.namespace() == ns)
     }
 
     fn sel(&self, obj: &Obj) -> bool {
@@ -395,15 +336,8 @@ impl Watcher {
         let events = match self.table.events_after(self.cursor) {
             Ok(e) => e,
             Err(too_old) => {
-                let status = ApiError::expired(format!(
-                    "too old resource version: {} ({})",
-                    self.cursor, too_old.oldest
-                ))
-                .to_status();
-                self.pending.push_back(encode_event(
-                    "ERROR",
-                    &serde_json::to_vec(&status).unwrap_or_default(),
-                ));
+                let status = ApiError::expired(format!("too old resource version: {} ({})", self.cursor, too_old.oldest)).to_status();
+                self.pending.push_back(encode_event("ERROR", &serde_json::to_vec(&status).unwrap_or_default()));
                 self.done = true;
                 return false;
             }
@@ -415,9 +349,7 @@ impl Watcher {
             let before = ev.prev.as_ref().is_some_and(|p| self.sel(p));
             let line = match ev.kind {
                 EventType::Added if now => Some(self.encode("ADDED", &ev.obj, Some(ev))),
-                EventType::Modified if now && before => {
-                    Some(self.encode("MODIFIED", &ev.obj, Some(ev)))
-                }
+                EventType::Modified if now && before => Some(self.encode("MODIFIED", &ev.obj, Some(ev))),
                 EventType::Modified if now => Some(self.encode("ADDED", &ev.obj, Some(ev))),
                 EventType::Modified if before => {
                     let prev = ev.prev.as_ref().expect("previous object");
@@ -426,9 +358,7 @@ impl Watcher {
                     let o = Obj::new(v, ev.rv, false);
                     Some(self.encode("DELETED", &o, None))
                 }
-                EventType::Deleted if now || before => {
-                    Some(self.encode("DELETED", &ev.obj, Some(ev)))
-                }
+                EventType::Deleted if now || before => Some(self.encode("DELETED", &ev.obj, Some(ev))),
                 _ => None,
             };
             if let Some(l) = line {
@@ -457,11 +387,7 @@ impl Watcher {
             if !self.pending.is_empty() {
                 continue;
             }
-            let wake = if self.bookmarks {
-                self.next_bookmark.min(self.deadline)
-            } else {
-                self.deadline
-            };
+            let wake = if self.bookmarks { self.next_bookmark.min(self.deadline) } else { self.deadline };
             enum Wake {
                 Stop,
                 Changed(bool),

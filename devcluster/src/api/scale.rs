@@ -18,12 +18,7 @@ fn scale_of(obj: &Value) -> Value {
         .and_then(|v| v.get("selector"))
         .and_then(|v| v.get("matchLabels"))
         .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
+        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
         .unwrap_or_default();
     json!({
         "kind": "Scale", "apiVersion": "autoscaling/v1",
@@ -34,60 +29,27 @@ fn scale_of(obj: &Value) -> Value {
 }
 
 /// GET, PUT or PATCH `/scale`.
-pub fn handle(
-    cluster: &Cluster,
-    t: &Target,
-    ctx: &Ctx,
-    method: &http::Method,
-    raw: &[u8],
-) -> Response {
+pub fn handle(cluster: &Cluster, t: &Target, ctx: &Ctx, method: &http::Method, raw: &[u8]) -> Response {
     let r = (|| -> ApiResult<Value> {
         let ns = t.namespace.as_deref().unwrap_or("");
         let name = t.name.as_deref().unwrap_or("");
-        let current = cluster
-            .table(&t.info)
-            .get(ns, name)
-            .ok_or_else(|| ApiError::not_found(&t.info, name))?;
+        let current = cluster.table(&t.info).get(ns, name).ok_or_else(|| ApiError::not_found(&t.info, name))?;
         let mut scale = scale_of(&current.value);
         match *method {
             http::Method::GET => return Ok(scale),
-            http::Method::PUT => {
-                scale =
-                    serde_json::from_slice(raw).map_err(|e| ApiError::bad_request(e.to_string()))?
-            }
+            http::Method::PUT => scale = serde_json::from_slice(raw).map_err(|e| ApiError::bad_request(e.to_string()))?,
             http::Method::PATCH => {
-                let ct = ctx
-                    .headers
-                    .get(header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("");
-                let format =
-                    Format::from_content_type(ct).ok_or_else(ApiError::unsupported_media_type)?;
+                let ct = ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+                let format = Format::from_content_type(ct).ok_or_else(ApiError::unsupported_media_type)?;
                 let p = patch::parse(format, raw)?;
                 patch::apply(format, &mut scale, &p)?;
             }
             _ => return Err(ApiError::method_not_allowed(method.as_str(), &t.info)),
         }
-        let replicas = scale
-            .get("spec")
-            .and_then(|v| v.get("replicas"))
-            .cloned()
-            .unwrap_or(json!(1));
+        let replicas = scale.get("spec").and_then(|v| v.get("replicas")).cloned().unwrap_or(json!(1));
         let body = serde_json::to_vec(&json!({"spec": {"replicas": replicas}})).unwrap_or_default();
-        let opts = WriteOpts {
-            manager: ctx.manager(),
-            ..Default::default()
-        };
-        let reply = ops::patch(
-            cluster,
-            &t.info,
-            ns,
-            name,
-            Subresource::Main,
-            Format::Merge,
-            &body,
-            &opts,
-        )?;
+        let opts = WriteOpts { manager: ctx.manager(), ..Default::default() };
+        let reply = ops::patch(cluster, &t.info, ns, name, Subresource::Main, Format::Merge, &body, &opts)?;
         let obj = match reply.body {
             ops::Body::Obj(o) => o.value.clone(),
             ops::Body::Value(v) => v,

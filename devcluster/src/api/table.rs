@@ -18,19 +18,13 @@ fn col(name: &str, type_: &str, format: &str, description: &str, priority: i64) 
 }
 
 fn age(v: &Value) -> Value {
-    let Some(ts) = v
-        .get("metadata")
-        .and_then(|v| v.get("creationTimestamp"))
-        .and_then(Value::as_str)
-    else {
+    let Some(ts) = v.get("metadata").and_then(|v| v.get("creationTimestamp")).and_then(Value::as_str) else {
         return json!("<unknown>");
     };
     let Ok(t) = chrono::DateTime::parse_from_rfc3339(ts) else {
         return json!("<unknown>");
     };
-    let secs = (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
-        .num_seconds()
-        .max(0);
+    let secs = (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds().max(0);
     json!(match secs {
         s if s < 120 => format!("{s}s"),
         s if s < 3600 => format!("{}m", s / 60),
@@ -44,18 +38,13 @@ fn s<'a>(v: &'a Value, p: &str) -> &'a str {
 }
 
 fn count(v: &Value, p: &str) -> usize {
-    v.pointer(p)
-        .and_then(Value::as_object)
-        .map_or(0, |m| m.len())
+    v.pointer(p).and_then(Value::as_object).map_or(0, |m| m.len())
 }
 
 /// Evaluate a simple JSONPath (`.a.b`, `.a[0].b`, `.a['x.y']`).
 fn json_path(v: &Value, path: &str) -> Value {
     let mut cur = v;
-    let mut rest = path
-        .trim_start_matches('{')
-        .trim_end_matches('}')
-        .trim_start_matches('.');
+    let mut rest = path.trim_start_matches('{').trim_end_matches('}').trim_start_matches('.');
     while !rest.is_empty() {
         if let Some(r) = rest.strip_prefix('[') {
             let end = r.find(']').unwrap_or(r.len());
@@ -90,69 +79,26 @@ fn builtin_columns(info: &ResourceInfo) -> (Vec<Value>, Row) {
     let name = col("Name", "string", "name", NAME_DESC, 0);
     let agec = col("Age", "string", "", AGE_DESC, 0);
     match (info.group.as_str(), info.plural.as_str()) {
-        ("", "configmaps") => (
-            vec![name, col("Data", "string", "", DATA_DESC, 0), agec],
-            |v| {
-                vec![
-                    json!(crate::registry::name_of(v)),
-                    json!(count(v, "/data") + count(v, "/binaryData")),
-                    age(v),
-                ]
-            },
-        ),
+        ("", "configmaps") => (vec![name, col("Data", "string", "", DATA_DESC, 0), agec], |v| {
+            vec![json!(crate::registry::name_of(v)), json!(count(v, "/data") + count(v, "/binaryData")), age(v)]
+        }),
         ("", "secrets") => (
             vec![
                 name,
-                col(
-                    "Type",
-                    "string",
-                    "",
-                    "Used to facilitate programmatic handling of secret data.",
-                    0,
-                ),
+                col("Type", "string", "", "Used to facilitate programmatic handling of secret data.", 0),
                 col("Data", "string", "", "Data contains the secret data.", 0),
                 agec,
             ],
-            |v| {
-                vec![
-                    json!(crate::registry::name_of(v)),
-                    json!(s(v, "/type")),
-                    json!(count(v, "/data")),
-                    age(v),
-                ]
-            },
+            |v| vec![json!(crate::registry::name_of(v)), json!(s(v, "/type")), json!(count(v, "/data")), age(v)],
         ),
-        ("", "namespaces") => (
-            vec![
-                name,
-                col("Status", "string", "", "The status of the namespace", 0),
-                agec,
-            ],
-            |v| {
-                vec![
-                    json!(crate::registry::name_of(v)),
-                    json!(s(v, "/status/phase")),
-                    age(v),
-                ]
-            },
-        ),
+        ("", "namespaces") => (vec![name, col("Status", "string", "", "The status of the namespace", 0), agec], |v| {
+            vec![json!(crate::registry::name_of(v)), json!(s(v, "/status/phase")), age(v)]
+        }),
         ("", "pods") => (
             vec![
                 name,
-                col(
-                    "Ready",
-                    "string",
-                    "",
-                    "The aggregate readiness state of this pod for accepting traffic.",
-                    0,
-                ),
-                col(
-                    "Status",
-                    "string",
-                    "",
-                    "The aggregate status of the containers in this pod.",
-                    0,
-                ),
+                col("Ready", "string", "", "The aggregate readiness state of this pod for accepting traffic.", 0),
+                col("Status", "string", "", "The aggregate status of the containers in this pod.", 0),
                 col(
                     "Restarts",
                     "string",
@@ -162,25 +108,11 @@ fn builtin_columns(info: &ResourceInfo) -> (Vec<Value>, Row) {
                 ),
                 agec,
                 col("IP", "string", "", "The IP address assigned to the pod", 1),
-                col(
-                    "Node",
-                    "string",
-                    "",
-                    "The name of the node assigned to the pod",
-                    1,
-                ),
+                col("Node", "string", "", "The name of the node assigned to the pod", 1),
             ],
             |v| {
-                let n = v
-                    .get("spec")
-                    .and_then(|v| v.get("containers"))
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len);
-                let status = if v
-                    .get("metadata")
-                    .and_then(|v| v.get("deletionTimestamp"))
-                    .is_some()
-                {
+                let n = v.get("spec").and_then(|v| v.get("containers")).and_then(Value::as_array).map_or(0, Vec::len);
+                let status = if v.get("metadata").and_then(|v| v.get("deletionTimestamp")).is_some() {
                     "Terminating"
                 } else {
                     s(v, "/status/phase")
@@ -191,16 +123,8 @@ fn builtin_columns(info: &ResourceInfo) -> (Vec<Value>, Row) {
                     json!(status),
                     json!("0"),
                     age(v),
-                    json!(if s(v, "/status/podIP").is_empty() {
-                        "<none>"
-                    } else {
-                        s(v, "/status/podIP")
-                    }),
-                    json!(if s(v, "/spec/nodeName").is_empty() {
-                        "<none>"
-                    } else {
-                        s(v, "/spec/nodeName")
-                    }),
+                    json!(if s(v, "/status/podIP").is_empty() { "<none>" } else { s(v, "/status/podIP") }),
+                    json!(if s(v, "/spec/nodeName").is_empty() { "<none>" } else { s(v, "/spec/nodeName") }),
                 ]
             },
         ),
@@ -208,20 +132,8 @@ fn builtin_columns(info: &ResourceInfo) -> (Vec<Value>, Row) {
             vec![
                 name,
                 col("Type", "string", "", "The type of the service.", 0),
-                col(
-                    "Cluster-IP",
-                    "string",
-                    "",
-                    "The IP address of the service.",
-                    0,
-                ),
-                col(
-                    "External-IP",
-                    "string",
-                    "",
-                    "The external IP address of the service.",
-                    0,
-                ),
+                col("Cluster-IP", "string", "", "The IP address of the service.", 0),
+                col("External-IP", "string", "", "The external IP address of the service.", 0),
                 col("Port(s)", "string", "", "The port(s) of the service.", 0),
                 agec,
             ],
@@ -239,39 +151,18 @@ fn builtin_columns(info: &ResourceInfo) -> (Vec<Value>, Row) {
                     json!(s(v, "/spec/type")),
                     json!(s(v, "/spec/clusterIP")),
                     json!("<none>"),
-                    json!(if ports.is_empty() {
-                        "<none>".to_string()
-                    } else {
-                        ports.join(",")
-                    }),
+                    json!(if ports.is_empty() { "<none>".to_string() } else { ports.join(",") }),
                     age(v),
                 ]
             },
         ),
-        ("coordination.k8s.io", "leases") => (
-            vec![
-                name,
-                col("Holder", "string", "", "The holder of the lease", 0),
-                agec,
-            ],
-            |v| {
-                vec![
-                    json!(crate::registry::name_of(v)),
-                    json!(s(v, "/spec/holderIdentity")),
-                    age(v),
-                ]
-            },
-        ),
+        ("coordination.k8s.io", "leases") => (vec![name, col("Holder", "string", "", "The holder of the lease", 0), agec], |v| {
+            vec![json!(crate::registry::name_of(v)), json!(s(v, "/spec/holderIdentity")), age(v)]
+        }),
         ("apps", "deployments") => (
             vec![
                 name,
-                col(
-                    "Ready",
-                    "string",
-                    "",
-                    "Number of the pod with ready state",
-                    0,
-                ),
+                col("Ready", "string", "", "Number of the pod with ready state", 0),
                 col(
                     "Up-to-date",
                     "string",
@@ -289,51 +180,21 @@ fn builtin_columns(info: &ResourceInfo) -> (Vec<Value>, Row) {
                 agec,
             ],
             |v| {
-                let want = v
-                    .get("spec")
-                    .and_then(|v| v.get("replicas"))
-                    .and_then(Value::as_i64)
-                    .unwrap_or(1);
-                let ready = v
-                    .get("status")
-                    .and_then(|v| v.get("readyReplicas"))
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
+                let want = v.get("spec").and_then(|v| v.get("replicas")).and_then(Value::as_i64).unwrap_or(1);
+                let ready = v.get("status").and_then(|v| v.get("readyReplicas")).and_then(Value::as_i64).unwrap_or(0);
                 vec![
                     json!(crate::registry::name_of(v)),
                     json!(format!("{ready}/{want}")),
-                    json!(
-                        v.get("status")
-                            .and_then(|v| v.get("updatedReplicas"))
-                            .and_then(Value::as_i64)
-                            .unwrap_or(0)
-                    ),
-                    json!(
-                        v.get("status")
-                            .and_then(|v| v.get("availableReplicas"))
-                            .and_then(Value::as_i64)
-                            .unwrap_or(0)
-                    ),
+                    json!(v.get("status").and_then(|v| v.get("updatedReplicas")).and_then(Value::as_i64).unwrap_or(0)),
+                    json!(v.get("status").and_then(|v| v.get("availableReplicas")).and_then(Value::as_i64).unwrap_or(0)),
                     age(v),
                 ]
             },
         ),
         ("", "events") | ("events.k8s.io", "events") => (
             vec![
-                col(
-                    "Last Seen",
-                    "string",
-                    "",
-                    "Time when this Event was last observed",
-                    0,
-                ),
-                col(
-                    "Type",
-                    "string",
-                    "",
-                    "Type of this event (Normal, Warning), new types could be added in the future.",
-                    0,
-                ),
+                col("Last Seen", "string", "", "Time when this Event was last observed", 0),
+                col("Type", "string", "", "Type of this event (Normal, Warning), new types could be added in the future.", 0),
                 col(
                     "Reason",
                     "string",
@@ -341,28 +202,12 @@ fn builtin_columns(info: &ResourceInfo) -> (Vec<Value>, Row) {
                     "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
                     0,
                 ),
-                col(
-                    "Object",
-                    "string",
-                    "",
-                    "The object that this event is about.",
-                    0,
-                ),
-                col(
-                    "Message",
-                    "string",
-                    "",
-                    "A human-readable description of the status of this operation.",
-                    0,
-                ),
+                col("Object", "string", "", "The object that this event is about.", 0),
+                col("Message", "string", "", "A human-readable description of the status of this operation.", 0),
                 name,
             ],
             |v| {
-                let obj = format!(
-                    "{}/{}",
-                    s(v, "/involvedObject/kind").to_lowercase(),
-                    s(v, "/involvedObject/name")
-                );
+                let obj = format!("{}/{}", s(v, "/involvedObject/kind").to_lowercase(), s(v, "/involvedObject/name"));
                 vec![
                     age(v),
                     json!(s(v, "/type")),
@@ -373,47 +218,24 @@ fn builtin_columns(info: &ResourceInfo) -> (Vec<Value>, Row) {
                 ]
             },
         ),
-        ("apiextensions.k8s.io", "customresourcedefinitions") => (
-            vec![name, col("Created At", "date", "", AGE_DESC, 0)],
-            |v| {
-                vec![
-                    json!(crate::registry::name_of(v)),
-                    json!(s(v, "/metadata/creationTimestamp")),
-                ]
-            },
-        ),
-        _ => (vec![name, agec], |v| {
-            vec![json!(crate::registry::name_of(v)), age(v)]
+        ("apiextensions.k8s.io", "customresourcedefinitions") => (vec![name, col("Created At", "date", "", AGE_DESC, 0)], |v| {
+            vec![json!(crate::registry::name_of(v)), json!(s(v, "/metadata/creationTimestamp"))]
         }),
+        _ => (vec![name, agec], |v| vec![json!(crate::registry::name_of(v)), age(v)]),
     }
 }
 
 /// Render objects as a Table.
-pub fn render(
-    info: &ResourceInfo,
-    objs: &[Arc<Obj>],
-    rv: &str,
-    include: Option<&str>,
-    cont: Option<&str>,
-) -> Value {
+pub fn render(info: &ResourceInfo, objs: &[Arc<Obj>], rv: &str, include: Option<&str>, cont: Option<&str>) -> Value {
     let (columns, rows): (Vec<Value>, Vec<Value>) = if info.builtin {
         let (cols, row) = builtin_columns(info);
-        let rows = objs
-            .iter()
-            .map(|o| json!({"cells": row(&o.value), "object": partial(&o.value, include)}))
-            .collect();
+        let rows = objs.iter().map(|o| json!({"cells": row(&o.value), "object": partial(&o.value, include)})).collect();
         (cols, rows)
     } else {
         let mut cols = vec![col("Name", "string", "name", NAME_DESC, 0)];
         let mut paths = Vec::new();
         for c in &info.columns {
-            cols.push(col(
-                &c.name,
-                &c.type_,
-                &c.format,
-                &c.description,
-                c.priority,
-            ));
+            cols.push(col(&c.name, &c.type_, &c.format, &c.description, c.priority));
             paths.push((c.json_path.clone(), c.type_.clone()));
         }
         if info.columns.is_empty() {

@@ -25,31 +25,15 @@ fn write_opts(ctx: &Ctx) -> ApiResult<WriteOpts> {
 }
 
 fn sub(t: &Target) -> Subresource {
-    if t.sub.as_deref() == Some("status") {
-        Subresource::Status
-    } else {
-        Subresource::Main
-    }
+    if t.sub.as_deref() == Some("status") { Subresource::Status } else { Subresource::Main }
 }
 
 fn reply(info: &ResourceInfo, r: ApiResult<Reply>) -> Response {
     match r {
         Err(e) => error(&e),
-        Ok(Reply {
-            code,
-            body: Body::Obj(obj),
-            warnings,
-        }) => bytes_response(code, object_bytes(info, &obj), &warnings),
-        Ok(Reply {
-            code,
-            body: Body::Value(v),
-            warnings,
-        }) => {
-            let v = if info.is_events_v1() && v["kind"] == "Event" && v["apiVersion"] == "v1" {
-                builtin::event_from_core(&v)
-            } else {
-                v
-            };
+        Ok(Reply { code, body: Body::Obj(obj), warnings }) => bytes_response(code, object_bytes(info, &obj), &warnings),
+        Ok(Reply { code, body: Body::Value(v), warnings }) => {
+            let v = if info.is_events_v1() && v["kind"] == "Event" && v["apiVersion"] == "v1" { builtin::event_from_core(&v) } else { v };
             json_response(code, &v, &warnings)
         }
     }
@@ -61,14 +45,7 @@ pub fn create(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response 
         let opts = write_opts(ctx)?;
         let body = ops::parse_body(&t.info, raw)?;
         let dup = ops::check_duplicates(&t.info, raw, opts.validation)?;
-        ops::create(
-            cluster,
-            &t.info,
-            t.namespace.as_deref().unwrap_or(""),
-            body,
-            &opts,
-        )
-        .map(|mut r| {
+        ops::create(cluster, &t.info, t.namespace.as_deref().unwrap_or(""), body, &opts).map(|mut r| {
             r.warnings.extend(dup);
             r
         })
@@ -83,25 +60,9 @@ pub fn update(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response 
         let body = ops::parse_body(&t.info, raw)?;
         ops::check_duplicates(&t.info, raw, opts.validation)?;
         if t.sub.as_deref() == Some("finalize") {
-            return ops::update(
-                cluster,
-                &t.info,
-                "",
-                t.name.as_deref().unwrap_or(""),
-                Subresource::Main,
-                body,
-                &opts,
-            );
+            return ops::update(cluster, &t.info, "", t.name.as_deref().unwrap_or(""), Subresource::Main, body, &opts);
         }
-        ops::update(
-            cluster,
-            &t.info,
-            t.namespace.as_deref().unwrap_or(""),
-            t.name.as_deref().unwrap_or(""),
-            sub(t),
-            body,
-            &opts,
-        )
+        ops::update(cluster, &t.info, t.namespace.as_deref().unwrap_or(""), t.name.as_deref().unwrap_or(""), sub(t), body, &opts)
     })();
     reply(&t.info, r)
 }
@@ -109,23 +70,10 @@ pub fn update(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response 
 /// PATCH.
 pub fn patch(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response {
     let r = (|| {
-        let ct = ctx
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
+        let ct = ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
         let format = Format::from_content_type(ct).ok_or_else(ApiError::unsupported_media_type)?;
         let opts = write_opts(ctx)?;
-        ops::patch(
-            cluster,
-            &t.info,
-            t.namespace.as_deref().unwrap_or(""),
-            t.name.as_deref().unwrap_or(""),
-            sub(t),
-            format,
-            raw,
-            &opts,
-        )
+        ops::patch(cluster, &t.info, t.namespace.as_deref().unwrap_or(""), t.name.as_deref().unwrap_or(""), sub(t), format, raw, &opts)
     })();
     reply(&t.info, r)
 }
@@ -134,23 +82,12 @@ fn delete_opts(ctx: &Ctx, raw: &[u8]) -> ApiResult<DeleteOpts> {
     let body: Value = if raw.iter().all(u8::is_ascii_whitespace) {
         Value::Null
     } else {
-        serde_json::from_slice(raw)
-            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+        serde_json::from_slice(raw).map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
     };
-    let policy = ctx.q("propagationPolicy").map(String::from).or_else(|| {
-        body.get("propagationPolicy")
-            .and_then(Value::as_str)
-            .map(String::from)
-    });
-    let mut propagation = policy
-        .as_deref()
-        .filter(|p| !p.is_empty())
-        .map(Propagation::parse)
-        .transpose()?;
-    let orphan = ctx
-        .q("orphanDependents")
-        .map(|o| o == "true")
-        .or_else(|| body.get("orphanDependents").and_then(Value::as_bool));
+    let policy =
+        ctx.q("propagationPolicy").map(String::from).or_else(|| body.get("propagationPolicy").and_then(Value::as_str).map(String::from));
+    let mut propagation = policy.as_deref().filter(|p| !p.is_empty()).map(Propagation::parse).transpose()?;
+    let orphan = ctx.q("orphanDependents").map(|o| o == "true").or_else(|| body.get("orphanDependents").and_then(Value::as_bool));
     if propagation.is_none() {
         propagation = match orphan {
             Some(true) => Some(Propagation::Orphan),
@@ -159,23 +96,12 @@ fn delete_opts(ctx: &Ctx, raw: &[u8]) -> ApiResult<DeleteOpts> {
         };
     }
     let dry = ctx.q("dryRun").is_some_and(|d| d == "All")
-        || body
-            .get("dryRun")
-            .and_then(Value::as_array)
-            .is_some_and(|a| a.iter().any(|d| d == "All"));
+        || body.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|d| d == "All"));
     Ok(DeleteOpts {
         dry_run: dry,
         propagation,
-        uid: body
-            .get("preconditions")
-            .and_then(|v| v.get("uid"))
-            .and_then(Value::as_str)
-            .map(String::from),
-        resource_version: body
-            .get("preconditions")
-            .and_then(|v| v.get("resourceVersion"))
-            .and_then(Value::as_str)
-            .map(String::from),
+        uid: body.get("preconditions").and_then(|v| v.get("uid")).and_then(Value::as_str).map(String::from),
+        resource_version: body.get("preconditions").and_then(|v| v.get("resourceVersion")).and_then(Value::as_str).map(String::from),
     })
 }
 
@@ -183,13 +109,7 @@ fn delete_opts(ctx: &Ctx, raw: &[u8]) -> ApiResult<DeleteOpts> {
 pub fn delete(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response {
     let r = (|| {
         let opts = delete_opts(ctx, raw)?;
-        ops::delete(
-            cluster,
-            &t.info,
-            t.namespace.as_deref().unwrap_or(""),
-            t.name.as_deref().unwrap_or(""),
-            &opts,
-        )
+        ops::delete(cluster, &t.info, t.namespace.as_deref().unwrap_or(""), t.name.as_deref().unwrap_or(""), &opts)
     })();
     reply(&t.info, r)
 }
@@ -198,21 +118,10 @@ pub fn delete(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response 
 pub fn delete_collection(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response {
     let r = (|| {
         let opts = delete_opts(ctx, raw)?;
-        let labels = LabelSelector::parse(ctx.q("labelSelector").unwrap_or(""))
+        let labels = LabelSelector::parse(ctx.q("labelSelector").unwrap_or("")).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let fields = FieldSelector::parse(ctx.q("fieldSelector").unwrap_or(""), t.info.field_selectors())
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let fields = FieldSelector::parse(
-            ctx.q("fieldSelector").unwrap_or(""),
-            t.info.field_selectors(),
-        )
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        ops::delete_collection(
-            cluster,
-            &t.info,
-            t.namespace.as_deref(),
-            &labels,
-            &fields,
-            &opts,
-        )
+        ops::delete_collection(cluster, &t.info, t.namespace.as_deref(), &labels, &fields, &opts)
     })();
     match r {
         Ok(v) => json_response(200, &v, &[]),

@@ -2,9 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{
-    Body, Reply, WriteOpts, check_type, has_generation, meta_mut, now, prune_unknown, random_suffix,
-};
+use super::{Body, Reply, WriteOpts, check_type, has_generation, meta_mut, now, prune_unknown, random_suffix};
 use crate::cluster::Cluster;
 use crate::registry::ResourceInfo;
 use crate::status::{ApiError, ApiResult};
@@ -12,13 +10,7 @@ use crate::store::{Write, Written};
 use crate::{builtin, crd, managed, validate};
 
 /// Create `body` in namespace `ns` ("" for cluster-scoped resources).
-pub fn create(
-    cluster: &Cluster,
-    info: &ResourceInfo,
-    ns: &str,
-    mut body: Value,
-    opts: &WriteOpts,
-) -> ApiResult<Reply> {
+pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value, opts: &WriteOpts) -> ApiResult<Reply> {
     check_type(info, &mut body)?;
     let mut warnings = Vec::new();
     if info.is_events_v1() {
@@ -29,9 +21,7 @@ pub fn create(
         let meta = meta_mut(&mut body);
         match meta.get("namespace").and_then(Value::as_str) {
             Some(n) if !n.is_empty() && info.namespaced && n != ns => {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
+                return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
             }
             _ => {}
         }
@@ -40,14 +30,8 @@ pub fn create(
         } else {
             meta.remove("namespace");
         }
-        if meta
-            .get("resourceVersion")
-            .and_then(Value::as_str)
-            .is_some_and(|s| !s.is_empty())
-        {
-            return Err(ApiError::internal(
-                "resourceVersion should not be set on objects to be created",
-            ));
+        if meta.get("resourceVersion").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+            return Err(ApiError::internal("resourceVersion should not be set on objects to be created"));
         }
     }
     if !info.is_events_v1() {
@@ -56,31 +40,20 @@ pub fn create(
     {
         let meta = meta_mut(&mut body);
         let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
-        let gen_name = meta
-            .get("generateName")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let gen_name = meta.get("generateName").and_then(Value::as_str).unwrap_or("");
         if name.is_empty() && !gen_name.is_empty() {
             let base: String = gen_name.chars().take(58).collect();
             meta.insert("name".into(), json!(format!("{base}{}", random_suffix())));
         }
     }
-    let name_rule = if info.plural == "namespaces" {
-        validate::dns_label
-    } else {
-        validate::dns_subdomain
-    };
+    let name_rule = if info.plural == "namespaces" { validate::dns_label } else { validate::dns_subdomain };
     let causes = validate::metadata(&body, name_rule);
     if !causes.is_empty() {
         let name = crate::registry::name_of(&body).to_string();
         return Err(ApiError::invalid_object(info, &name, causes));
     }
     if info.status_subresource
-        && !(info.builtin
-            && matches!(
-                info.plural.as_str(),
-                "namespaces" | "customresourcedefinitions"
-            ))
+        && !(info.builtin && matches!(info.plural.as_str(), "namespaces" | "customresourcedefinitions"))
         && let Some(m) = body.as_object_mut()
     {
         m.remove("status");
@@ -91,21 +64,13 @@ pub fn create(
         schema.apply_defaults(&mut body);
         let causes = schema.validate(&body);
         if !causes.is_empty() {
-            return Err(ApiError::invalid_object(
-                info,
-                crate::registry::name_of(&body),
-                causes,
-            ));
+            return Err(ApiError::invalid_object(info, crate::registry::name_of(&body), causes));
         }
     }
     if info.namespaced {
         match cluster.namespace(ns) {
             None => return Err(ApiError::not_found_raw("", "namespaces", ns)),
-            Some(n)
-                if n.get("metadata")
-                    .and_then(|v| v.get("deletionTimestamp"))
-                    .is_some_and(|t| !t.is_null()) =>
-            {
+            Some(n) if n.get("metadata").and_then(|v| v.get("deletionTimestamp")).is_some_and(|t| !t.is_null()) => {
                 let name = crate::registry::name_of(&body).to_string();
                 let mut e = ApiError::forbidden(
                     info,
@@ -145,11 +110,7 @@ pub fn create(
         if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
         }
-        return Ok(Reply {
-            code: 201,
-            body: Body::Value(body),
-            warnings,
-        });
+        return Ok(Reply { code: 201, body: Body::Value(body), warnings });
     }
     let table = cluster.table(info);
     let (written, ()) = table.write(ns, &name, |cur| {
@@ -161,18 +122,9 @@ pub fn create(
     let Some(Written::Stored(obj)) = written else {
         return Err(ApiError::internal("object was not stored"));
     };
-    if obj
-        .value
-        .get("metadata")
-        .and_then(|v| v.get("ownerReferences"))
-        .is_some()
-    {
+    if obj.value.get("metadata").and_then(|v| v.get("ownerReferences")).is_some() {
         cluster.kick();
     }
     crd::after_write(cluster, info, &obj.value);
-    Ok(Reply {
-        code: 201,
-        body: Body::Obj(obj),
-        warnings,
-    })
+    Ok(Reply { code: 201, body: Body::Obj(obj), warnings })
 }

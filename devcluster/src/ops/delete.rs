@@ -31,19 +31,13 @@ impl Propagation {
             "Foreground" => Ok(Propagation::Foreground),
             "Orphan" => Ok(Propagation::Orphan),
             other => {
-                let msg = format!(
-                    "Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
-                );
+                let msg = format!("Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"");
                 Err(ApiError::invalid(
                     "DeleteOptions.meta.k8s.io",
                     "meta.k8s.io",
                     "DeleteOptions",
                     "",
-                    vec![Cause::new(
-                        "FieldValueNotSupported",
-                        msg,
-                        "propagationPolicy",
-                    )],
+                    vec![Cause::new("FieldValueNotSupported", msg, "propagationPolicy")],
                 ))
             }
         }
@@ -64,19 +58,9 @@ pub struct DeleteOpts {
 }
 
 /// Delete one object.
-pub fn delete(
-    cluster: &Cluster,
-    info: &ResourceInfo,
-    ns: &str,
-    name: &str,
-    opts: &DeleteOpts,
-) -> ApiResult<Reply> {
+pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts: &DeleteOpts) -> ApiResult<Reply> {
     if info.plural == "namespaces" && matches!(name, "default" | "kube-system" | "kube-public") {
-        return Err(ApiError::forbidden(
-            info,
-            name,
-            format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"),
-        ));
+        return Err(ApiError::forbidden(info, name, format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted")));
     }
     let table = cluster.table(info);
     let label = info.kind_label();
@@ -165,28 +149,14 @@ pub fn delete(
         }
         (_, Some(v)) => Body::Value(v),
         (Some(Written::Deleted(obj)), None) => {
-            let uid = obj
-                .value
-                .get("metadata")
-                .and_then(|v| v.get("uid"))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            if info.builtin && info.plural == "namespaces" {
-                Body::Obj(obj)
-            } else {
-                Body::Value(success_status(info, name, &uid))
-            }
+            let uid = obj.value.get("metadata").and_then(|v| v.get("uid")).and_then(Value::as_str).unwrap_or("").to_string();
+            if info.builtin && info.plural == "namespaces" { Body::Obj(obj) } else { Body::Value(success_status(info, name, &uid)) }
         }
         (Some(Written::Stored(obj)), None) => Body::Obj(obj),
         (None, None) => return Err(ApiError::not_found(info, name)),
     };
     crate::crd::after_delete(cluster, info, name);
-    Ok(Reply {
-        code: 200,
-        body,
-        warnings: Vec::new(),
-    })
+    Ok(Reply { code: 200, body, warnings: Vec::new() })
 }
 
 fn precondition(info: &ResourceInfo, label: &str, name: &str, why: String) -> ApiError {
@@ -200,11 +170,7 @@ fn precondition(info: &ResourceInfo, label: &str, name: &str, why: String) -> Ap
     e
 }
 
-fn namespace_delete(
-    old: &Value,
-    terminating: bool,
-    dry_run: bool,
-) -> ApiResult<(Write, Option<Value>)> {
+fn namespace_delete(old: &Value, terminating: bool, dry_run: bool) -> ApiResult<(Write, Option<Value>)> {
     if terminating {
         return Ok((Write::Keep, None));
     }
@@ -230,9 +196,7 @@ pub fn delete_collection(
     let (items, rv) = table.list(ns);
     let mut deleted = Vec::new();
     for obj in items {
-        if !labels.matches(obj.value.get("metadata").and_then(|v| v.get("labels")))
-            || !fields.matches(&obj.value)
-        {
+        if !labels.matches(obj.value.get("metadata").and_then(|v| v.get("labels"))) || !fields.matches(&obj.value) {
             continue;
         }
         match delete(cluster, info, obj.namespace(), obj.name(), opts) {
@@ -257,18 +221,12 @@ pub fn delete_collection(
     if !info.builtin {
         meta["continue"] = json!("");
     }
-    Ok(
-        json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta, "items": items}),
-    )
+    Ok(json!({"kind": info.list_kind(), "apiVersion": info.api_version(), "metadata": meta, "items": items}))
 }
 
 /// The namespace controller's last step: release the `kubernetes` finalizer and remove the
 /// namespace once nothing else holds it.
-pub fn delete_namespace_finally(
-    cluster: &Cluster,
-    info: &ResourceInfo,
-    name: &str,
-) -> ApiResult<()> {
+pub fn delete_namespace_finally(cluster: &Cluster, info: &ResourceInfo, name: &str) -> ApiResult<()> {
     let table = cluster.table(info);
     table.write("", name, |cur| {
         let Some(cur) = cur else {
@@ -278,12 +236,7 @@ pub fn delete_namespace_finally(
             return Ok((Write::Delete, ()));
         }
         let mut new = cur.value.clone();
-        if new
-            .get("spec")
-            .and_then(|v| v.get("finalizers"))
-            .and_then(Value::as_array)
-            .is_some_and(|a| a.is_empty())
-        {
+        if new.get("spec").and_then(|v| v.get("finalizers")).and_then(Value::as_array).is_some_and(|a| a.is_empty()) {
             return Ok((Write::Keep, ()));
         }
         new["spec"] = json!({});

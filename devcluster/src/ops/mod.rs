@@ -38,9 +38,9 @@ impl Validation {
             None | Some("") | Some("Warn") => Ok(Validation::Warn),
             Some("Strict") => Ok(Validation::Strict),
             Some("Ignore") => Ok(Validation::Ignore),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "fieldValidation parameter unsupported: {other}, must be one of Strict, Warn, Ignore"
-            ))),
+            Some(other) => {
+                Err(ApiError::bad_request(format!("fieldValidation parameter unsupported: {other}, must be one of Strict, Warn, Ignore")))
+            }
         }
     }
 }
@@ -89,20 +89,12 @@ pub fn now() -> String {
 pub fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let u = uuid::Uuid::new_v4();
-    u.as_bytes()
-        .iter()
-        .take(5)
-        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
-        .collect()
+    u.as_bytes().iter().take(5).map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char).collect()
 }
 
 /// Whether objects of the resource carry `metadata.generation`.
 pub fn has_generation(info: &ResourceInfo) -> bool {
-    !info.builtin
-        || matches!(
-            info.plural.as_str(),
-            "deployments" | "jobs" | "customresourcedefinitions" | "pods"
-        )
+    !info.builtin || matches!(info.plural.as_str(), "deployments" | "jobs" | "customresourcedefinitions" | "pods")
 }
 
 /// Parse a request body as JSON, with the real server's error for malformed input.
@@ -115,11 +107,7 @@ pub fn parse_body(info: &ResourceInfo, raw: &[u8]) -> ApiResult<Value> {
         ))),
         Err(e) => {
             let snippet: String = String::from_utf8_lossy(raw).chars().take(30).collect();
-            let why = if e.is_eof() {
-                "unexpected end of JSON input".to_string()
-            } else {
-                e.to_string()
-            };
+            let why = if e.is_eof() { "unexpected end of JSON input".to_string() } else { e.to_string() };
             Err(ApiError::bad_request(format!(
                 "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: {why} ({snippet} ...)",
                 info.kind
@@ -131,19 +119,9 @@ pub fn parse_body(info: &ResourceInfo, raw: &[u8]) -> ApiResult<Value> {
 /// Check (and fill in) `apiVersion` and `kind` of a body sent to `info`'s endpoint.
 pub fn check_type(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
     let api_version = info.api_version();
-    let map = obj
-        .as_object_mut()
-        .ok_or_else(|| ApiError::bad_request("expected an object"))?;
-    let kind = map
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let av = map
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let map = obj.as_object_mut().ok_or_else(|| ApiError::bad_request("expected an object"))?;
+    let kind = map.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+    let av = map.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
     if !kind.is_empty() && kind != info.kind {
         if info.builtin {
             let v = av.rsplit('/').next().unwrap_or("v1");
@@ -152,14 +130,11 @@ pub fn check_type(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
                 info.kind, info.kind
             )));
         }
-        return Err(ApiError::bad_request(format!(
-            "invalid object type: {av}, Kind={kind}"
-        )));
+        return Err(ApiError::bad_request(format!("invalid object type: {av}, Kind={kind}")));
     }
     if !av.is_empty() && av != api_version {
-        let mut e = ApiError::bad_request(format!(
-            "the API version in the data ({av}) does not match the expected API version ({api_version})"
-        ));
+        let mut e =
+            ApiError::bad_request(format!("the API version in the data ({av}) does not match the expected API version ({api_version})"));
         if !info.builtin {
             // the real server decodes with an unknown schema first: every field is unknown
             e.warnings = map
@@ -183,11 +158,7 @@ fn builtin_fields(info: &ResourceInfo) -> &'static [&'static str] {
     match (info.group.as_str(), info.plural.as_str()) {
         ("", "configmaps") => &["data", "binaryData", "immutable"],
         ("", "secrets") => &["data", "stringData", "type", "immutable"],
-        ("", "serviceaccounts") => &[
-            "secrets",
-            "imagePullSecrets",
-            "automountServiceAccountToken",
-        ],
+        ("", "serviceaccounts") => &["secrets", "imagePullSecrets", "automountServiceAccountToken"],
         ("", "events") => &[
             "involvedObject",
             "reason",
@@ -225,11 +196,7 @@ fn builtin_fields(info: &ResourceInfo) -> &'static [&'static str] {
 }
 
 /// Drop unknown fields (per `fieldValidation`); returns the warnings to send.
-pub fn prune_unknown(
-    info: &ResourceInfo,
-    obj: &mut Value,
-    validation: Validation,
-) -> ApiResult<Vec<String>> {
+pub fn prune_unknown(info: &ResourceInfo, obj: &mut Value, validation: Validation) -> ApiResult<Vec<String>> {
     if info.is_events_v1() && obj["apiVersion"] == "v1" {
         return Ok(Vec::new());
     }
@@ -246,10 +213,7 @@ pub fn prune_unknown(
         if let Some(map) = obj.as_object_mut() {
             let extra: Vec<String> = map
                 .keys()
-                .filter(|k| {
-                    !matches!(k.as_str(), "kind" | "apiVersion" | "metadata")
-                        && !known.contains(&k.as_str())
-                })
+                .filter(|k| !matches!(k.as_str(), "kind" | "apiVersion" | "metadata") && !known.contains(&k.as_str()))
                 .cloned()
                 .collect();
             for k in extra {
@@ -261,10 +225,7 @@ pub fn prune_unknown(
     if unknown.is_empty() {
         return Ok(Vec::new());
     }
-    let texts: Vec<String> = unknown
-        .iter()
-        .map(|u| format!("unknown field \"{u}\""))
-        .collect();
+    let texts: Vec<String> = unknown.iter().map(|u| format!("unknown field \"{u}\"")).collect();
     match validation {
         Validation::Strict => Err(ApiError::bad_request(format!(
             "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
@@ -306,12 +267,7 @@ pub fn normalize_order(obj: Value) -> Value {
 /// `obj` without metadata and status: what a generation bump looks at.
 pub fn spec_part(obj: &Value) -> Map<String, Value> {
     obj.as_object()
-        .map(|m| {
-            m.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
+        .map(|m| m.iter().filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status")).map(|(k, v)| (k.clone(), v.clone())).collect())
         .unwrap_or_default()
 }
 
@@ -325,9 +281,7 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
     }
-    obj["metadata"]
-        .as_object_mut()
-        .expect("metadata is an object")
+    obj["metadata"].as_object_mut().expect("metadata is an object")
 }
 
 /// The finalizers of an object.
@@ -335,11 +289,7 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
     obj.get("metadata")
         .and_then(|v| v.get("finalizers"))
         .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|f| f.as_str().map(String::from))
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
         .unwrap_or_default()
 }
 
@@ -366,29 +316,16 @@ pub fn find_duplicate(raw: &[u8]) -> Option<String> {
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
             let mut seen = std::collections::HashSet::new();
             while let Some(key) = map.next_key::<String>()? {
-                let path = if self.path.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{}.{key}", self.path)
-                };
+                let path = if self.path.is_empty() { key.clone() } else { format!("{}.{key}", self.path) };
                 if !seen.insert(key) && self.found.borrow().is_none() {
                     *self.found.borrow_mut() = Some(path.clone());
                 }
-                map.next_value_seed(Seed {
-                    path,
-                    found: self.found,
-                })?;
+                map.next_value_seed(Seed { path, found: self.found })?;
             }
             Ok(())
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-            while seq
-                .next_element_seed(Seed {
-                    path: self.path.clone(),
-                    found: self.found,
-                })?
-                .is_some()
-            {}
+            while seq.next_element_seed(Seed { path: self.path.clone(), found: self.found })?.is_some() {}
             Ok(())
         }
         fn visit_bool<E>(self, _: bool) -> Result<(), E> {
@@ -412,21 +349,13 @@ pub fn find_duplicate(raw: &[u8]) -> Option<String> {
     }
     let found = RefCell::new(None);
     let mut de = serde_json::Deserializer::from_slice(raw);
-    let _ = Seed {
-        path: String::new(),
-        found: &found,
-    }
-    .deserialize(&mut de);
+    let _ = Seed { path: String::new(), found: &found }.deserialize(&mut de);
     let _ = IgnoredAny;
     found.into_inner()
 }
 
 /// Reject duplicate fields under `fieldValidation=Strict` (warn under Warn).
-pub fn check_duplicates(
-    info: &ResourceInfo,
-    raw: &[u8],
-    validation: Validation,
-) -> ApiResult<Vec<String>> {
+pub fn check_duplicates(info: &ResourceInfo, raw: &[u8], validation: Validation) -> ApiResult<Vec<String>> {
     let Some(path) = find_duplicate(raw) else {
         return Ok(Vec::new());
     };

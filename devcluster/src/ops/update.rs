@@ -4,10 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{
-    Body, Reply, WriteOpts, check_type, finalizers, has_generation, meta_mut, prune_unknown,
-    spec_part,
-};
+use super::{Body, Reply, WriteOpts, check_type, finalizers, has_generation, meta_mut, prune_unknown, spec_part};
 use crate::cluster::Cluster;
 use crate::patch::{self, Format};
 use crate::registry::ResourceInfo;
@@ -41,26 +38,13 @@ pub fn update(
     if info.is_events_v1() {
         body = builtin::event_to_core(info, body)?;
     }
-    let rv_missing = body
-        .get("metadata")
-        .and_then(|v| v.get("resourceVersion"))
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty);
+    let rv_missing = body.get("metadata").and_then(|v| v.get("resourceVersion")).and_then(Value::as_str).is_none_or(str::is_empty);
     let builtin = info.builtin;
     commit(cluster, info, ns, name, sub, opts, move |_| {
         if rv_missing && !builtin {
-            let causes = vec![Cause::new(
-                "FieldValueInvalid",
-                "Invalid value: 0: must be specified for an update",
-                "metadata.resourceVersion",
-            )];
-            return Err(ApiError::invalid(
-                &info.qualified(),
-                &info.group,
-                &info.plural,
-                name,
-                causes,
-            ));
+            let causes =
+                vec![Cause::new("FieldValueInvalid", "Invalid value: 0: must be specified for an update", "metadata.resourceVersion")];
+            return Err(ApiError::invalid(&info.qualified(), &info.group, &info.plural, name, causes));
         }
         Ok(body.clone())
     })
@@ -87,11 +71,7 @@ pub fn patch(
     }
     let events_v1 = info.is_events_v1();
     commit(cluster, info, ns, name, sub, opts, move |current| {
-        let mut target = if events_v1 {
-            builtin::event_from_core(current)
-        } else {
-            current.clone()
-        };
+        let mut target = if events_v1 { builtin::event_from_core(current) } else { current.clone() };
         patch::apply(format, &mut target, &parsed)?;
         if events_v1 {
             target = builtin::event_to_core(info, target)?;
@@ -148,14 +128,7 @@ fn commit_with(
         let old = &cur.value;
         let mut wanted = compute(old)?;
         check_type(info, &mut wanted)?;
-        let applied_fields = apply_mode
-            .then(|| {
-                wanted
-                    .get("metadata")
-                    .and_then(|v| v.get("managedFields"))
-                    .cloned()
-            })
-            .flatten();
+        let applied_fields = apply_mode.then(|| wanted.get("metadata").and_then(|v| v.get("managedFields")).cloned()).flatten();
         let (mut new, w) = reconcile(info, ns, name, sub, old, wanted, opts)?;
         warnings = w;
         if let Some(mf) = applied_fields {
@@ -166,21 +139,12 @@ fn commit_with(
         } else if same_content(&new, old) {
             return Ok((Write::Keep, None));
         }
-        managed::record_update(
-            info,
-            &mut new,
-            Some(old),
-            opts.manager.as_deref(),
-            (sub == Subresource::Status).then_some("status"),
-        );
+        managed::record_update(info, &mut new, Some(old), opts.manager.as_deref(), (sub == Subresource::Status).then_some("status"));
         let new = super::normalize_order(new);
         if opts.dry_run {
             return Ok((Write::Keep, Some(new)));
         }
-        let terminating = new
-            .get("metadata")
-            .and_then(|v| v.get("deletionTimestamp"))
-            .is_some_and(|t| !t.is_null());
+        let terminating = new.get("metadata").and_then(|v| v.get("deletionTimestamp")).is_some_and(|t| !t.is_null());
         if terminating && finalizers(&new).is_empty() {
             return Ok((Write::Delete, Some(new)));
         }
@@ -196,16 +160,8 @@ fn commit_with(
         (_, Some(v)) => Body::Value(v),
         (Some(Written::Stored(obj)), None) => {
             if changed
-                && (obj
-                    .value
-                    .get("metadata")
-                    .and_then(|v| v.get("ownerReferences"))
-                    .is_some()
-                    || obj
-                        .value
-                        .get("metadata")
-                        .and_then(|v| v.get("deletionTimestamp"))
-                        .is_some())
+                && (obj.value.get("metadata").and_then(|v| v.get("ownerReferences")).is_some()
+                    || obj.value.get("metadata").and_then(|v| v.get("deletionTimestamp")).is_some())
             {
                 cluster.kick();
             }
@@ -214,11 +170,7 @@ fn commit_with(
         }
         _ => return Err(ApiError::not_found(info, name)),
     };
-    Ok(Reply {
-        code: 200,
-        body,
-        warnings,
-    })
+    Ok(Reply { code: 200, body, warnings })
 }
 
 /// Whether two objects have the same managedFields apart from their times.
@@ -264,12 +216,8 @@ fn same_content(a: &Value, b: &Value) -> bool {
             return v == w;
         };
         let volatile = |k: &String| k == "resourceVersion" || k == "managedFields";
-        vm.iter().filter(|(k, _)| !volatile(k)).count()
-            == wm.iter().filter(|(k, _)| !volatile(k)).count()
-            && vm
-                .iter()
-                .filter(|(k, _)| !volatile(k))
-                .all(|(k, x)| wm.get(k) == Some(x))
+        vm.iter().filter(|(k, _)| !volatile(k)).count() == wm.iter().filter(|(k, _)| !volatile(k)).count()
+            && vm.iter().filter(|(k, _)| !volatile(k)).all(|(k, x)| wm.get(k) == Some(x))
     })
 }
 
@@ -283,49 +231,23 @@ fn reconcile(
     mut wanted: Value,
     opts: &WriteOpts,
 ) -> ApiResult<(Value, Vec<String>)> {
-    let body_name = wanted
-        .get("metadata")
-        .and_then(|v| v.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let body_name = wanted.get("metadata").and_then(|v| v.get("name")).and_then(Value::as_str).unwrap_or("");
     if !body_name.is_empty() && body_name != name {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object ({body_name}) does not match the name on the URL ({name})"
-        )));
+        return Err(ApiError::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));
     }
-    let body_ns = wanted
-        .get("metadata")
-        .and_then(|v| v.get("namespace"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let body_ns = wanted.get("metadata").and_then(|v| v.get("namespace")).and_then(Value::as_str).unwrap_or("");
     if info.namespaced && !body_ns.is_empty() && body_ns != ns {
-        return Err(ApiError::bad_request(
-            "the namespace of the provided object does not match the namespace sent on the request",
-        ));
+        return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
     }
-    let cur_rv = old
-        .get("metadata")
-        .and_then(|v| v.get("resourceVersion"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if let Some(rv) = wanted
-        .get("metadata")
-        .and_then(|v| v.get("resourceVersion"))
-        .and_then(Value::as_str)
+    let cur_rv = old.get("metadata").and_then(|v| v.get("resourceVersion")).and_then(Value::as_str).unwrap_or("");
+    if let Some(rv) = wanted.get("metadata").and_then(|v| v.get("resourceVersion")).and_then(Value::as_str)
         && !rv.is_empty()
         && rv != cur_rv
     {
         return Err(ApiError::conflict(info, name));
     }
-    let cur_uid = old
-        .get("metadata")
-        .and_then(|v| v.get("uid"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if let Some(uid) = wanted
-        .get("metadata")
-        .and_then(|v| v.get("uid"))
-        .and_then(Value::as_str)
+    let cur_uid = old.get("metadata").and_then(|v| v.get("uid")).and_then(Value::as_str).unwrap_or("");
+    if let Some(uid) = wanted.get("metadata").and_then(|v| v.get("uid")).and_then(Value::as_str)
         && !uid.is_empty()
         && uid != cur_uid
     {
@@ -367,11 +289,7 @@ fn reconcile(
         }
     };
     {
-        let old_meta = old
-            .get("metadata")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
+        let old_meta = old.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
         let meta = meta_mut(&mut new);
         for k in [
             "name",
@@ -391,50 +309,26 @@ fn reconcile(
         }
         meta.remove("selfLink");
         for k in ["labels", "annotations", "finalizers", "ownerReferences"] {
-            if meta.get(k).is_some_and(|v| {
-                v.is_null()
-                    || v.as_object().is_some_and(|m| m.is_empty())
-                    || v.as_array().is_some_and(|a| a.is_empty())
-            }) {
+            if meta
+                .get(k)
+                .is_some_and(|v| v.is_null() || v.as_object().is_some_and(|m| m.is_empty()) || v.as_array().is_some_and(|a| a.is_empty()))
+            {
                 meta.remove(k);
             }
         }
     }
-    let name_rule = if info.plural == "namespaces" {
-        crate::validate::dns_label
-    } else {
-        crate::validate::dns_subdomain
-    };
+    let name_rule = if info.plural == "namespaces" { crate::validate::dns_label } else { crate::validate::dns_subdomain };
     let mut causes = crate::validate::metadata(&new, name_rule);
-    if old
-        .get("metadata")
-        .and_then(|v| v.get("deletionTimestamp"))
-        .is_some_and(|t| !t.is_null())
-    {
+    if old.get("metadata").and_then(|v| v.get("deletionTimestamp")).is_some_and(|t| !t.is_null()) {
         let before = finalizers(old);
-        let added: Vec<String> = finalizers(&new)
-            .into_iter()
-            .filter(|f| !before.contains(f))
-            .collect();
+        let added: Vec<String> = finalizers(&new).into_iter().filter(|f| !before.contains(f)).collect();
         if !added.is_empty() {
-            let list = added
-                .iter()
-                .map(|f| format!("{f:?}"))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let list = added.iter().map(|f| format!("{f:?}")).collect::<Vec<_>>().join(", ");
             let msg = format!(
                 "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}"
             );
-            causes.push(Cause::new(
-                "FieldValueForbidden",
-                msg.clone(),
-                "metadata.finalizers",
-            ));
-            causes.push(Cause::new(
-                "FieldValueForbidden",
-                msg,
-                "metadata.finalizers",
-            ));
+            causes.push(Cause::new("FieldValueForbidden", msg.clone(), "metadata.finalizers"));
+            causes.push(Cause::new("FieldValueForbidden", msg, "metadata.finalizers"));
         }
     }
     if !causes.is_empty() {
@@ -450,11 +344,7 @@ fn reconcile(
         }
     }
     if has_generation(info) && spec_part(&new) != spec_part(old) {
-        let g = old
-            .get("metadata")
-            .and_then(|v| v.get("generation"))
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
+        let g = old.get("metadata").and_then(|v| v.get("generation")).and_then(Value::as_i64).unwrap_or(0);
         meta_mut(&mut new).insert("generation".into(), json!(g + 1));
     }
     Ok((new, warnings))

@@ -247,21 +247,13 @@ impl Runner {
         let (selector, name) = parse_target(target)?;
         let found = objects::resolve_or_fail(&self.client, &selector).await?;
         let api = found.api(&self.client, None);
-        let object = api
-            .get_opt(name)
-            .await
-            .map_err(|source| Error::Api { action: format!("get {target}"), source })?;
+        let object = api.get_opt(name).await.map_err(|source| Error::Api { action: format!("get {target}"), source })?;
         Ok(object.map(|o| serde_json::to_value(o).expect("objects always serialize")))
     }
 
     /// Waits until the object `resource/name` exists and `predicate` holds for it; returns it.
     /// Watches the object (no polling); waits for its resource to be served first.
-    pub async fn wait_for(
-        &self,
-        target: &str,
-        predicate: impl Fn(&Value) -> bool,
-        timeout: Duration,
-    ) -> Result<Value, Error> {
+    pub async fn wait_for(&self, target: &str, predicate: impl Fn(&Value) -> bool, timeout: Duration) -> Result<Value, Error> {
         let what = format!("{target} to match");
         let found = self.watch_until(target, timeout, &what, |object| object.is_some_and(&predicate)).await?;
         Ok(found.expect("only an existing object matches"))

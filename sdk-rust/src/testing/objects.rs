@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
+use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::Client;
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::time::Instant;

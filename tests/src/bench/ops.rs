@@ -145,7 +145,12 @@ async fn start_bosun(programs: &Programs, cluster: &DevCluster, with_delete: boo
     let addr = listener.local_addr()?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        if let Err(e) = operator.serve_with_listener(listener, async move { let _ = rx.await; }).await {
+        if let Err(e) = operator
+            .serve_with_listener(listener, async move {
+                let _ = rx.await;
+            })
+            .await
+        {
             eprintln!("bench: the SDK handler server failed: {e}");
         }
     });
@@ -230,9 +235,21 @@ fn read_record(path: &Path) -> Result<(HashMap<String, u64>, u64)> {
 /// Makes the venv with Kopf from PyPI unless it is there; returns Kopf's version.
 pub async fn ensure_kopf(venv: &Path) -> Result<String> {
     let run = |program: PathBuf, args: Vec<String>| async move {
-        let out = tokio::process::Command::new(&program).args(&args).kill_on_drop(true).output().await.with_context(|| format!("cannot run {}", program.display()))?;
+        let out = tokio::process::Command::new(&program)
+            .args(&args)
+            .kill_on_drop(true)
+            .output()
+            .await
+            .with_context(|| format!("cannot run {}", program.display()))?;
         if !out.status.success() {
-            bail!("{} {} failed ({}):\n{}{}", program.display(), args.join(" "), out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "{} {} failed ({}):\n{}{}",
+                program.display(),
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         anyhow::Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     };

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -39,7 +39,9 @@ impl Proc {
     /// Whether it is still running (not gone, not a zombie).
     pub fn alive(&self) -> bool {
         match std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) {
-            Ok(stat) => stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).is_some_and(|state| state != "Z" && state != "X"),
+            Ok(stat) => {
+                stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).is_some_and(|state| state != "Z" && state != "X")
+            }
             Err(_) => false,
         }
     }
@@ -139,9 +141,7 @@ pub fn usage(pid: u32) -> Result<Usage> {
 /// How many of `pid`'s file descriptors are sockets.
 pub fn sockets(pid: u32) -> usize {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return 0 };
-    dir.filter_map(|e| e.ok())
-        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().starts_with("socket:")))
-        .count()
+    dir.filter_map(|e| e.ok()).filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().starts_with("socket:"))).count()
 }
 
 /// Samples the socket count of a process every 50 ms, keeping the peak; stops when dropped.

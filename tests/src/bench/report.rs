@@ -86,11 +86,30 @@ impl Results {
             bar("backlog handled in < 1 s", backlog.map(|b| b.seconds), &|v| format!("{v:.3} s"), &|v| v < 1.0),
             bar("backlog CPU <= 0.3 ms per object", backlog.map(Backlog::cpu_ms_per_object), &|v| format!("{v:.3} ms"), &|v| v <= 0.3),
             bar("live p99 < 100 ms", worst(&|l| l.p99_ms, None), &|v| format!("{v:.1} ms"), &|v| v < 100.0),
-            bar("<= 1 API write per object without a delete handler", b.live.as_ref().ok().map(|l| l.writes_per_object), &|v| format!("{v:.2}"), &|v| v <= 1.0),
-            bar("<= 2 API writes per object with a delete handler", b.live_delete.as_ref().ok().map(|l| l.writes_per_object), &|v| format!("{v:.2}"), &|v| v <= 2.0),
-            bar("peak RSS < 64 MiB", worst(&|l| l.peak_rss as f64, backlog.map(|b| b.peak_rss as f64)), &|v| format!("{:.1} MiB", v / MIB), &|v| v < 64.0 * MIB),
             bar(
-                &format!("open connections bounded (<= 2 x {} API requests in flight = {})", bosun_controller::cluster::MAX_REQUESTS, self.socket_bound()),
+                "<= 1 API write per object without a delete handler",
+                b.live.as_ref().ok().map(|l| l.writes_per_object),
+                &|v| format!("{v:.2}"),
+                &|v| v <= 1.0,
+            ),
+            bar(
+                "<= 2 API writes per object with a delete handler",
+                b.live_delete.as_ref().ok().map(|l| l.writes_per_object),
+                &|v| format!("{v:.2}"),
+                &|v| v <= 2.0,
+            ),
+            bar(
+                "peak RSS < 64 MiB",
+                worst(&|l| l.peak_rss as f64, backlog.map(|b| b.peak_rss as f64)),
+                &|v| format!("{:.1} MiB", v / MIB),
+                &|v| v < 64.0 * MIB,
+            ),
+            bar(
+                &format!(
+                    "open connections bounded (<= 2 x {} API requests in flight = {})",
+                    bosun_controller::cluster::MAX_REQUESTS,
+                    self.socket_bound()
+                ),
                 worst(&|l| l.peak_sockets as f64, backlog.map(|b| b.peak_sockets as f64)),
                 &|v| format!("{v} at most"),
                 &|v| v <= bound,
@@ -116,7 +135,13 @@ impl Results {
 
         type Cell<T> = fn(&T) -> f64;
         type Row<'a, T> = (&'a str, Cell<T>, &'a dyn Fn(f64) -> String, bool);
-        fn cells<T>(b: &Result<T, String>, k: Option<&Result<T, String>>, f: Cell<T>, fmt: &dyn Fn(f64) -> String, ratio: bool) -> (String, Option<String>, Option<String>) {
+        fn cells<T>(
+            b: &Result<T, String>,
+            k: Option<&Result<T, String>>,
+            f: Cell<T>,
+            fmt: &dyn Fn(f64) -> String,
+            ratio: bool,
+        ) -> (String, Option<String>, Option<String>) {
             let show = |r: &Result<T, String>| r.as_ref().map(|x| fmt(f(x))).unwrap_or_else(|_| "failed".into());
             let rat = k.map(|k| match (b, k) {
                 (Ok(b), Ok(k)) if ratio && f(b) > 0.0 => format!("{:.1}x", f(k) / f(b)),
@@ -183,7 +208,11 @@ impl Results {
         }
         let mut errors = Vec::new();
         for (who, side) in std::iter::once(("Bosun", &self.bosun)).chain(kopf.map(|k| ("Kopf", k))) {
-            for (run, e) in [("backlog", side.backlog.as_ref().err()), ("live", side.live.as_ref().err()), ("live with delete", side.live_delete.as_ref().err())] {
+            for (run, e) in [
+                ("backlog", side.backlog.as_ref().err()),
+                ("live", side.live.as_ref().err()),
+                ("live with delete", side.live_delete.as_ref().err()),
+            ] {
                 if let Some(e) = e {
                     errors.push(format!("{who} {run} failed: {e}"));
                 }
@@ -201,8 +230,10 @@ impl Results {
     pub fn json(&self) -> Value {
         fn backlog(r: &Result<Backlog, String>) -> Value {
             match r {
-                Ok(b) => json!({"objects": b.objects, "seconds": b.seconds, "cpu_seconds": b.cpu_s, "cpu_ms_per_object": b.cpu_ms_per_object(),
-                    "peak_rss_bytes": b.peak_rss, "peak_sockets": b.peak_sockets, "api_writes_per_object": b.writes_per_object, "handler_calls": b.calls, "other_processes_cpu_seconds": b.others_cpu_s}),
+                Ok(b) => {
+                    json!({"objects": b.objects, "seconds": b.seconds, "cpu_seconds": b.cpu_s, "cpu_ms_per_object": b.cpu_ms_per_object(),
+                    "peak_rss_bytes": b.peak_rss, "peak_sockets": b.peak_sockets, "api_writes_per_object": b.writes_per_object, "handler_calls": b.calls, "other_processes_cpu_seconds": b.others_cpu_s})
+                }
                 Err(e) => json!({"error": e}),
             }
         }
@@ -216,7 +247,8 @@ impl Results {
                 Err(e) => json!({"error": e}),
             }
         }
-        let side = |s: &Side| json!({"backlog": backlog(&s.backlog), "live": live(&s.live), "live_with_delete_handler": live(&s.live_delete)});
+        let side =
+            |s: &Side| json!({"backlog": backlog(&s.backlog), "live": live(&s.live), "live_with_delete_handler": live(&s.live_delete)});
         let bars: Vec<Value> = self.bars().into_iter().map(|b| json!({"bar": b.name, "value": b.value, "pass": b.pass})).collect();
         json!({
             "objects": self.objects,

@@ -104,7 +104,13 @@ async fn fresh_cluster(programs: &Programs, dir: &Path) -> Result<DevCluster> {
 }
 
 /// Polls every 50 ms until `done` says so, failing at the deadline or when a process dies.
-async fn wait(what: &str, deadline: Duration, cluster: &DevCluster, op: &UnderTest, mut done: impl FnMut() -> Result<(bool, String)>) -> Result<()> {
+async fn wait(
+    what: &str,
+    deadline: Duration,
+    cluster: &DevCluster,
+    op: &UnderTest,
+    mut done: impl FnMut() -> Result<(bool, String)>,
+) -> Result<()> {
     let end = tokio::time::Instant::now() + deadline;
     loop {
         let (ok, progress) = done()?;

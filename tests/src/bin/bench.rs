@@ -92,10 +92,19 @@ async fn run(args: &Args) -> Result<bool> {
     if !args.no_build {
         build(release)?;
     }
-    let programs = Programs { bosun: bin_dir.join("bosun"), devcluster: bin_dir.join("bosun-devcluster"), venv: target.join("bench-venv"), max_workers: args.max_workers };
+    let programs = Programs {
+        bosun: bin_dir.join("bosun"),
+        devcluster: bin_dir.join("bosun-devcluster"),
+        venv: target.join("bench-venv"),
+        max_workers: args.max_workers,
+    };
     for p in [&programs.bosun, &programs.devcluster] {
         if !p.exists() {
-            bail!("{} is missing: cargo build {}-p bosun-controller -p bosun-devcluster --bins", p.display(), if release { "--release " } else { "" });
+            bail!(
+                "{} is missing: cargo build {}-p bosun-controller -p bosun-devcluster --bins",
+                p.display(),
+                if release { "--release " } else { "" }
+            );
         }
     }
     let kopf_version = if args.kopf { Some(ensure_kopf(&programs.venv).await?) } else { None };
@@ -121,7 +130,17 @@ fn build(release: bool) -> Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut cmd = std::process::Command::new(cargo);
-    cmd.current_dir(&root).args(["build", "-p", "bosun-controller", "--bin", "bosun", "-p", "bosun-devcluster", "--bin", "bosun-devcluster"]);
+    cmd.current_dir(&root).args([
+        "build",
+        "-p",
+        "bosun-controller",
+        "--bin",
+        "bosun",
+        "-p",
+        "bosun-devcluster",
+        "--bin",
+        "bosun-devcluster",
+    ]);
     if release {
         cmd.arg("--release");
     }
@@ -165,7 +184,10 @@ async fn side(flavor: Flavor, programs: &Programs, params: Params, work: &Path, 
         eprintln!("bench: {who}: {name}: {n} objects from {} clients", params.clients);
         let r = workloads::live(flavor, programs, params, with_delete, &dir(name)).await.map_err(|e| format!("{e:#}"));
         match &r {
-            Ok(l) => eprintln!("bench: {who}: {name}: p50 {:.1} ms, p99 {:.1} ms, {:.2} writes per object", l.p50_ms, l.p99_ms, l.writes_per_object),
+            Ok(l) => eprintln!(
+                "bench: {who}: {name}: p50 {:.1} ms, p99 {:.1} ms, {:.2} writes per object",
+                l.p50_ms, l.p99_ms, l.writes_per_object
+            ),
             Err(e) => eprintln!("bench: {who}: {name} failed: {e}"),
         }
         lives.push(r);
