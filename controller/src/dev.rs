@@ -17,6 +17,9 @@ use crate::logs::Logger;
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let log = Logger::new(None);
     let mut settings = args.controller.settings();
+    // The handler server child gets the same cluster in KUBECONFIG, for handlers that keep a
+    // client of their own (Kopf's example 10 deletes Pods with one).
+    let mut child_kubeconfig = args.controller.kubeconfig.clone().map(std::path::absolute).transpose()?;
     let (client, devcluster) = if args.controller.names_a_cluster() {
         (args.controller.client().await?, None)
     } else {
@@ -26,6 +29,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         let cluster = bosun_devcluster::DevCluster::start(listener, config).await.context("the dev cluster did not start")?;
         let kubeconfig = std::path::absolute(args.dir.join("kubeconfig"))?;
         cluster.write_kubeconfig(&kubeconfig)?;
+        child_kubeconfig = Some(kubeconfig.clone());
         log.info(None, &format!("Dev cluster is serving on {}.", cluster.url()));
         println!("export KUBECONFIG={}", kubeconfig.display());
         (cluster.client(), Some(cluster))
@@ -44,7 +48,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         let port = free_port()?;
         let listen = format!("127.0.0.1:{port}");
         settings.handlers.push(format!("http://{listen}"));
-        child = Some(tokio::spawn(supervise(args.command.clone(), listen, log.clone(), stop_rx.clone())));
+        child = Some(tokio::spawn(supervise(args.command.clone(), listen, child_kubeconfig, log.clone(), stop_rx.clone())));
     }
     if settings.handlers.is_empty() {
         anyhow::bail!(crate::Error::NoHandlers);
@@ -65,11 +69,21 @@ fn free_port() -> std::io::Result<u16> {
 }
 
 /// Keeps the handler server command running until `stop`, restarting it with backoff.
-async fn supervise(command: Vec<String>, listen: String, log: Logger, mut stop: tokio::sync::watch::Receiver<bool>) {
+async fn supervise(
+    command: Vec<String>,
+    listen: String,
+    kubeconfig: Option<std::path::PathBuf>,
+    log: Logger,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let mut delay = Duration::from_secs(1);
     loop {
         log.info(None, &format!("Starting the handler server: {} (BOSUN_LISTEN={listen})", command.join(" ")));
-        let spawned = tokio::process::Command::new(&command[0])
+        let mut cmd = tokio::process::Command::new(&command[0]);
+        if let Some(k) = &kubeconfig {
+            cmd.env("KUBECONFIG", k);
+        }
+        let spawned = cmd
             .args(&command[1..])
             .env("BOSUN_LISTEN", &listen)
             .stdin(Stdio::null())

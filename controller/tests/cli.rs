@@ -158,8 +158,9 @@ async fn bosun_dev_handles_keeps_its_data_and_does_not_handle_again_after_a_rest
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bosun_dev_restarts_a_crashing_handler_command_with_backoff() {
     let dir = tempfile::tempdir().unwrap();
-    let mut bosun = Bosun::start(dir.path(), &["dev", "--", "sh", "-c", "echo listening on $BOSUN_LISTEN; exit 3"]);
-    bosun.wait_line("[handler] listening on 127.0.0.1:").await;
+    let mut bosun = Bosun::start(dir.path(), &["dev", "--", "sh", "-c", "echo listening on $BOSUN_LISTEN with $KUBECONFIG; exit 3"]);
+    let line = bosun.wait_line("[handler] listening on 127.0.0.1:").await;
+    assert!(line.ends_with("/kubeconfig"), "the child gets the dev cluster's kubeconfig: {line}");
     bosun.wait_line("The handler server exited (exit status: 3); restarting it in 1s.").await;
     bosun.wait_line("The handler server exited (exit status: 3); restarting it in 2s.").await;
     assert!(bosun.count("[handler] listening on 127.0.0.1:") >= 2, "started again");

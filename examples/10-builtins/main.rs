@@ -3,9 +3,9 @@
 //! deleting the Pod first cancels it. Pods' status cannot keep foreign fields, so the
 //! controller keeps its progress, diffbase (and results, if any) in annotations.
 //!
-//! Not ported: the kill itself. Kopf's killer deletes the Pod with its own Kubernetes client;
-//! a Bosun handler cannot ask the controller to delete an object, and this crate has no
-//! Kubernetes client, so when the time is up the killer only says so on this server's stderr.
+//! The killer deletes the Pod with a Kubernetes client of its own, as Kopf's does: it runs
+//! outside any handler call, so the controller cannot do it for it. The client reads
+//! `KUBECONFIG`, which `bosun dev` sets for the handler server it starts.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
@@ -56,7 +56,15 @@ async fn pod_killer(namespace: String, name: String) {
     tokio::time::sleep(TIMEOUT).await;
     TASKS.lock().expect("the task map is never poisoned").remove(&(namespace.clone(), name.clone()));
     // Outside a handler call, so this goes to this server's stderr, not the controller's log.
-    eprintln!("[{namespace}/{name}] === Pod killing happens NOW! (not done: Bosun handlers cannot delete objects yet)");
+    eprintln!("[{namespace}/{name}] === Pod killing happens NOW!");
+    let deleted = async {
+        let client = kube::Client::try_default().await?;
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, &namespace);
+        pods.delete(&name, &Default::default()).await.map(|_| ())
+    };
+    if let Err(e) = deleted.await {
+        eprintln!("[{namespace}/{name}] === Pod killing failed: {e}");
+    }
 }
 
 #[tokio::main]

@@ -40,10 +40,12 @@ struct Run {
     controller: Controller,
     port: u16,
     _child: tokio::process::Child,
+    _kubeconfig: tempfile::TempDir,
 }
 
 /// The dev cluster with the CRD, and the example's handler server, without a controller yet.
 struct Stage {
+    _kubeconfig: tempfile::TempDir,
     cluster: DevCluster,
     client: kube::Client,
     port: u16,
@@ -55,14 +57,18 @@ async fn stage(example: &str) -> Stage {
     let client = cluster.client();
     kex::install_crd(&client).await;
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // Like `bosun dev`, the handler server gets the cluster's kubeconfig (example 10 uses it).
+    let dir = tempfile::tempdir().unwrap();
+    cluster.write_kubeconfig(&dir.path().join("kubeconfig")).unwrap();
     let child = tokio::process::Command::new(binary(example))
         .env("BOSUN_LISTEN", format!("127.0.0.1:{port}"))
+        .env("KUBECONFIG", dir.path().join("kubeconfig"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    Stage { cluster, client, port, child }
+    Stage { _kubeconfig: dir, cluster, client, port, child }
 }
 
 fn start_controller(client: &kube::Client, port: u16) -> Controller {
@@ -73,7 +79,7 @@ impl Stage {
     async fn start(self) -> Run {
         let controller = start_controller(&self.client, self.port);
         controller.wait_log("registered", T).await;
-        Run { _cluster: self.cluster, client: self.client, controller, port: self.port, _child: self.child }
+        Run { _kubeconfig: self._kubeconfig, _cluster: self.cluster, client: self.client, controller, port: self.port, _child: self.child }
     }
 }
 
@@ -287,7 +293,6 @@ async fn example_10_builtins_schedules_and_cancels_pod_killers_with_state_in_ann
 }
 
 #[tokio::test]
-#[ignore = "needs: a way for a handler to delete an object (no delete action in bosun.v1 HandleResponse; the examples crate has no Kubernetes client)"]
 async fn example_10_builtins_kills_pods_after_30s() {
     let run = start("builtins").await;
     let name = create_pod(&run).await;

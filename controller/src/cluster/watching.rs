@@ -100,17 +100,18 @@ pub async fn watch(
     }
 }
 
-/// The object as JSON, moving its fields instead of serialising the whole object again.
+/// The object as JSON in its usual key order, moving its fields instead of serialising the
+/// whole object again.
 fn to_value(o: DynamicObject) -> Value {
-    let mut body = match o.data {
-        Value::Object(m) => m,
-        _ => serde_json::Map::new(),
-    };
+    let mut body = serde_json::Map::new();
     if let Some(t) = o.types {
         body.insert("apiVersion".into(), Value::String(t.api_version));
         body.insert("kind".into(), Value::String(t.kind));
     }
     body.insert("metadata".into(), serde_json::to_value(&o.metadata).unwrap_or(Value::Null));
+    if let Value::Object(data) = o.data {
+        body.extend(data);
+    }
     Value::Object(body)
 }
 
@@ -126,7 +127,11 @@ mod tests {
         ];
         for want in cases {
             let o: DynamicObject = serde_json::from_value(want.clone()).unwrap();
-            assert_eq!(to_value(o), want);
+            let got = to_value(o);
+            assert_eq!(got, want);
+            let keys: Vec<&String> = got.as_object().unwrap().keys().collect();
+            let metadata_at = keys.iter().position(|k| *k == "metadata").unwrap();
+            assert!(keys[..metadata_at].iter().all(|k| *k == "apiVersion" || *k == "kind"), "usual order: {keys:?}");
         }
     }
 }
