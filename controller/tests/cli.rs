@@ -73,6 +73,17 @@ impl Bosun {
         }
     }
 
+    /// Waits until `n` lines contain `text`.
+    async fn wait_count(&mut self, text: &str, n: usize) {
+        let deadline = tokio::time::Instant::now() + T;
+        while self.count(text) < n {
+            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+                Ok(Some(l)) => self.seen.push(l),
+                _ => panic!("fewer than {n} lines containing {text:?} within {T:?}; output:\n{}", self.seen.join("\n")),
+            }
+        }
+    }
+
     fn count(&self, text: &str) -> usize {
         self.seen.iter().filter(|l| l.contains(text)).count()
     }
@@ -163,7 +174,7 @@ async fn bosun_dev_restarts_a_crashing_handler_command_with_backoff() {
     assert!(line.ends_with("/kubeconfig"), "the child gets the dev cluster's kubeconfig: {line}");
     bosun.wait_line("The handler server exited (exit status: 3); restarting it in 1s.").await;
     bosun.wait_line("The handler server exited (exit status: 3); restarting it in 2s.").await;
-    assert!(bosun.count("[handler] listening on 127.0.0.1:") >= 2, "started again");
+    bosun.wait_count("[handler] listening on 127.0.0.1:", 2).await; // started again
     assert!(bosun.interrupt().await.success());
 }
 

@@ -5,7 +5,10 @@
 //! controller's log (each handler `succeeded` as often as expected, nothing `failed
 //! permanently`) and from the objects.
 
-use std::path::PathBuf;
+mod support;
+
+use support::binary;
+
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -17,22 +20,6 @@ use serde_json::json;
 
 const T: Duration = Duration::from_secs(30);
 const OBJ: &str = "[default/kopf-example-1]";
-
-/// The example binaries of this crate, which cargo builds (fresh) for its tests.
-fn binary(name: &str) -> PathBuf {
-    PathBuf::from(match name {
-        "minimal" => env!("CARGO_BIN_EXE_minimal"),
-        "children" => env!("CARGO_BIN_EXE_children"),
-        "exceptions" => env!("CARGO_BIN_EXE_exceptions"),
-        "events" => env!("CARGO_BIN_EXE_events"),
-        "handlers" => env!("CARGO_BIN_EXE_handlers"),
-        "subhandlers" => env!("CARGO_BIN_EXE_subhandlers"),
-        "spies" => env!("CARGO_BIN_EXE_spies"),
-        "builtins" => env!("CARGO_BIN_EXE_builtins"),
-        "filtering" => env!("CARGO_BIN_EXE_filtering"),
-        other => panic!("no example binary {other}"),
-    })
-}
 
 struct Run {
     _cluster: DevCluster,

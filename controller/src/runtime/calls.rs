@@ -13,7 +13,6 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::cycle::ResourceContext;
-use super::patches::split_status;
 use crate::engines::dispatch::CallFailure;
 use crate::logs::ObjectRef;
 use crate::state::causes::Reason;
@@ -342,8 +341,12 @@ impl<'a> Round<'a> {
         // Patches of failed attempts still apply (as in Kopf); skipped handlers change nothing.
         let (status_patch, main_patch) = match (&verdict, merge) {
             (Verdict::Skipped, _) | (_, None) => (None, None),
-            (_, Some(m)) if self.ctx.resource.has_status => split_status(&m),
-            (_, Some(m)) => (None, Some(m)),
+            (_, Some(m)) => {
+                let (mut main, mut status) = (serde_json::json!({}), serde_json::json!({}));
+                self.ctx.add_patch(&m, &mut main, &mut status);
+                let some = |v: Value| Some(v).filter(|v| v.as_object().is_some_and(|o| !o.is_empty()));
+                (some(status), some(main))
+            }
         };
         let call = Call { id: id.to_string(), verdict, result, main_patch, status_patch, json_patch: jp, events };
         (record, call)

@@ -283,15 +283,7 @@ impl ResourceContext {
                     compose(if status_in_main { &mut main } else { &mut status }, p);
                 }
                 if let (Some(result), Verdict::Succeeded | Verdict::Ignored(_)) = (&c.result, &c.verdict) {
-                    if self.resource.status_keeps_unknown {
-                        let p = json!({"status": {c.id.clone(): result}});
-                        compose(if status_in_main { &mut main } else { &mut status }, &p);
-                    } else {
-                        // Its status would prune the result: keep it in an annotation instead.
-                        let key = result_annotation(&self.storage.prefix, &c.id);
-                        let text = serde_json::to_string(result).expect("JSON values serialize");
-                        compose(&mut main, &json!({"metadata": {"annotations": {key: text}}}));
-                    }
+                    self.add_result(&c.id, result, &mut main, &mut status);
                 }
             }
             // The state is not worth writing on an object about to go.
@@ -345,6 +337,33 @@ impl ResourceContext {
                     return throttled;
                 }
             }
+        }
+    }
+
+    /// Adds a handler's merge patch to the writes: its `status` part goes to the status write
+    /// where the resource has a status subresource, the rest to the main write.
+    pub fn add_patch(&self, patch: &Value, main: &mut Value, status: &mut Value) {
+        if !self.resource.has_status {
+            return compose(main, patch);
+        }
+        let (st, rest) = super::patches::split_status(patch);
+        if let Some(p) = rest {
+            compose(main, &p);
+        }
+        if let Some(p) = st {
+            compose(status, &p);
+        }
+    }
+
+    /// Adds a handler's result to the writes: `status.<id>` where the status keeps unknown
+    /// fields, else an annotation (the status would prune it).
+    pub fn add_result(&self, id: &str, result: &Value, main: &mut Value, status: &mut Value) {
+        if self.resource.status_keeps_unknown {
+            let p = json!({"status": {id: result}});
+            compose(if self.resource.has_status { status } else { main }, &p);
+        } else {
+            let text = serde_json::to_string(result).expect("JSON values serialize");
+            compose(main, &json!({"metadata": {"annotations": {result_annotation(&self.storage.prefix, id): text}}}));
         }
     }
 

@@ -14,7 +14,6 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::cycle::{ResourceContext, object_ref};
-use super::patches::{compose, split_status};
 use crate::engines::dispatch::{CallFailure, classify};
 use crate::state::registry::{ErrorsMode, Handler};
 
@@ -114,13 +113,7 @@ async fn apply(ctx: &ResourceContext, h: &Handler, body: &Value, message: pb::Da
             None => ctx.log.warn(Some(&obj), &format!("Daemon '{}' sent a merge patch that is not a JSON object; ignored.", h.id)),
             Some(patch) => {
                 let (mut main, mut status) = (json!({}), json!({}));
-                let (st, rest) = if ctx.resource.has_status { split_status(&patch) } else { (None, Some(patch)) };
-                if let Some(p) = rest {
-                    compose(&mut main, &p);
-                }
-                if let Some(p) = st {
-                    compose(&mut status, &p);
-                }
+                ctx.add_patch(&patch, &mut main, &mut status);
                 if let Err(e) = ctx.write(body, main, status, None, &[]).await {
                     ctx.log.warn(Some(&obj), &format!("Daemon '{}' could not patch the object: {e:?}", h.id));
                 }

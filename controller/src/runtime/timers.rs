@@ -18,8 +18,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use super::cycle::{ResourceContext, object_ref, result_annotation};
-use super::patches::{compose, split_status};
+use super::cycle::{ResourceContext, object_ref};
 use crate::engines::dispatch::CallFailure;
 use crate::state::registry::{ErrorsMode, Handler};
 
@@ -166,22 +165,10 @@ async fn tick(ctx: &ResourceContext, h: &Handler, body: &Value) -> After {
     if outcome == pb::Outcome::Success {
         let (mut main, mut status) = (json!({}), json!({}));
         if let Some(m) = serde_json::from_slice::<Value>(&answer.merge_patch).ok().filter(Value::is_object) {
-            let (st, rest) = if ctx.resource.has_status { split_status(&m) } else { (None, Some(m)) };
-            if let Some(p) = rest {
-                compose(&mut main, &p);
-            }
-            if let Some(p) = st {
-                compose(&mut status, &p);
-            }
+            ctx.add_patch(&m, &mut main, &mut status);
         }
         if let Some(result) = serde_json::from_slice::<Value>(&answer.result).ok().filter(|v| !v.is_null()) {
-            if ctx.resource.status_keeps_unknown {
-                let p = json!({"status": {h.id.clone(): result}});
-                compose(if ctx.resource.has_status { &mut status } else { &mut main }, &p);
-            } else {
-                let text = serde_json::to_string(&result).expect("JSON values serialize");
-                compose(&mut main, &json!({"metadata": {"annotations": {result_annotation(&ctx.storage.prefix, &h.id): text}}}));
-            }
+            ctx.add_result(&h.id, &result, &mut main, &mut status);
         }
         if let Err(e) = ctx.write(body, main, status, None, &[]).await {
             ctx.log.warn(Some(&obj), &format!("Timer '{}' could not write its result: {e:?}", h.id));
