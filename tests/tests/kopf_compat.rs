@@ -60,8 +60,10 @@ async fn bosun_takes_over_objects_kopf_handled_without_handling_them_again() {
     let deadline = tokio::time::Instant::now() + T;
     let handled = loop {
         let o = kex::get(&client, "default", "from-kopf").await.unwrap();
+        // Kopf writes the main resource and the status separately: wait for both.
         let done = o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].is_string()
-            && o["metadata"]["finalizers"] == json!(["kopf.zalando.org/KopfFinalizerMarker"]);
+            && o["metadata"]["finalizers"] == json!(["kopf.zalando.org/KopfFinalizerMarker"])
+            && o["status"]["create_fn"]["message"].is_string();
         if done || tokio::time::Instant::now() > deadline {
             break o;
         }
