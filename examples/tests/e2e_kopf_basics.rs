@@ -6,73 +6,11 @@
 
 mod support;
 
-use support::binary;
+use support::*;
 
-use std::process::Stdio;
-use std::time::Duration;
-
-use bosun_controller::Settings;
-use bosun_controller::cluster::{Cluster, apply};
-use bosun_devcluster::DevCluster;
-use bosun_tests::{Controller, examples_dir, kex, wait_for};
+use bosun_controller::cluster::Cluster;
+use bosun_tests::{kex, wait_for};
 use serde_json::json;
-
-const T: Duration = Duration::from_secs(30);
-const OBJ: &str = "[default/kopf-example-1]";
-
-struct Run {
-    _cluster: DevCluster,
-    client: kube::Client,
-    controller: Controller,
-    _child: tokio::process::Child,
-}
-
-async fn start(example: &str) -> Run {
-    let cluster = DevCluster::start_local().await.unwrap();
-    let client = cluster.client();
-    kex::install_crd(&client).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = tokio::process::Command::new(binary(example))
-        .env("BOSUN_LISTEN", format!("127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let controller =
-        Controller::start(client.clone(), Settings { handlers: vec![format!("http://127.0.0.1:{port}")], ..Default::default() });
-    controller.wait_log("registered", T).await;
-    Run { _cluster: cluster, client, controller, _child: child }
-}
-
-impl Run {
-    async fn apply_obj(&self) {
-        apply::apply_path(&Cluster::new(self.client.clone()), &examples_dir().join("obj.yaml")).await.unwrap();
-    }
-
-    async fn delete_obj(&self) {
-        kex::delete(&self.client, "default", "kopf-example-1").await;
-        let c = self.client.clone();
-        wait_for("the object to go", T, || {
-            let c = c.clone();
-            async move { kex::get(&c, "default", "kopf-example-1").await.is_none() }
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", self.controller.log().join("\n")));
-    }
-
-    fn succeeded(&self, id: &str) -> usize {
-        self.controller.count(&format!("{OBJ} Handler '{id}' succeeded."))
-    }
-
-    fn assert_clean(&self) {
-        let log = self.controller.log();
-        for line in &log {
-            assert!(!line.contains("failed permanently"), "unexpected permanent failure: {line}");
-            assert!(!line.contains("panicked"), "a panic: {line}");
-        }
-    }
-}
 
 #[tokio::test]
 async fn example_01_minimal_handles_creation_once() {

@@ -1,6 +1,15 @@
-//! What the example end-to-end tests share.
+//! What the example end-to-end tests share: the dev cluster with the CRD, the example's
+//! binary as a real handler server, the controller in-process, and helpers to judge a run.
+#![allow(dead_code)] // each test file uses part of it
 
 use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use bosun_controller::Settings;
+use bosun_controller::cluster::{Cluster, apply};
+use bosun_devcluster::DevCluster;
+use bosun_tests::{Controller, examples_dir, kex, wait_for};
 
 /// The example binaries of this crate, which cargo builds (fresh) for its tests.
 pub fn binary(name: &str) -> PathBuf {
@@ -16,4 +25,113 @@ pub fn binary(name: &str) -> PathBuf {
         "filtering" => env!("CARGO_BIN_EXE_filtering"),
         other => panic!("no example binary {other}"),
     })
+}
+
+pub const T: Duration = Duration::from_secs(30);
+pub const OBJ: &str = "[default/kopf-example-1]";
+
+pub struct Run {
+    _cluster: DevCluster,
+    pub client: kube::Client,
+    pub controller: Controller,
+    pub port: u16,
+    _child: tokio::process::Child,
+    _kubeconfig: tempfile::TempDir,
+}
+
+/// The dev cluster with the CRD, and the example's handler server, without a controller yet.
+pub struct Stage {
+    _kubeconfig: tempfile::TempDir,
+    cluster: DevCluster,
+    pub client: kube::Client,
+    port: u16,
+    child: tokio::process::Child,
+}
+
+pub async fn stage(example: &str) -> Stage {
+    let cluster = DevCluster::start_local().await.unwrap();
+    let client = cluster.client();
+    kex::install_crd(&client).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // Like `bosun dev`, the handler server gets the cluster's kubeconfig (example 10 uses it).
+    let dir = tempfile::tempdir().unwrap();
+    cluster.write_kubeconfig(&dir.path().join("kubeconfig")).unwrap();
+    let child = tokio::process::Command::new(binary(example))
+        .env("BOSUN_LISTEN", format!("127.0.0.1:{port}"))
+        .env("KUBECONFIG", dir.path().join("kubeconfig"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    Stage { _kubeconfig: dir, cluster, client, port, child }
+}
+
+pub fn start_controller(client: &kube::Client, port: u16) -> Controller {
+    Controller::start(client.clone(), Settings { handlers: vec![format!("http://127.0.0.1:{port}")], ..Default::default() })
+}
+
+impl Stage {
+    pub async fn start(self) -> Run {
+        let controller = start_controller(&self.client, self.port);
+        controller.wait_log("registered", T).await;
+        Run { _kubeconfig: self._kubeconfig, _cluster: self.cluster, client: self.client, controller, port: self.port, _child: self.child }
+    }
+}
+
+pub async fn start(example: &str) -> Run {
+    stage(example).await.start().await
+}
+
+pub async fn apply_obj(client: &kube::Client) {
+    apply::apply_path(&Cluster::new(client.clone()), &examples_dir().join("obj.yaml")).await.unwrap();
+}
+
+impl Run {
+    pub fn cluster(&self) -> Cluster {
+        Cluster::new(self.client.clone())
+    }
+
+    pub async fn apply_obj(&self) {
+        apply_obj(&self.client).await;
+    }
+
+    /// Waits until `path` answers 404.
+    pub async fn wait_gone(&self, what: &str, path: &str) {
+        let cluster = self.cluster();
+        wait_for(what, T, || {
+            let cluster = cluster.clone();
+            async move { matches!(cluster.get(path).await, Err(e) if e.code() == Some(404)) }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", self.controller.log().join("\n")));
+    }
+
+    pub async fn delete_obj(&self) {
+        kex::delete(&self.client, "default", "kopf-example-1").await;
+        self.wait_gone("the object to go", &format!("{}/kopf-example-1", kex::path("default"))).await;
+    }
+
+    /// Stops the controller and starts a new one (a restart: objects are resumed).
+    pub async fn restart_controller(&mut self) {
+        let old = std::mem::replace(&mut self.controller, start_controller(&self.client, self.port));
+        old.stop().await;
+        self.controller.wait_log("registered", T).await;
+    }
+
+    pub fn succeeded(&self, id: &str) -> usize {
+        self.controller.count(&format!("{OBJ} Handler '{id}' succeeded."))
+    }
+
+    pub fn assert_clean(&self) {
+        let log = self.controller.log();
+        for line in &log {
+            assert!(!line.contains("failed permanently"), "unexpected permanent failure: {line}");
+            assert!(!line.contains("panicked"), "a panic: {line}");
+        }
+    }
+
+    pub fn dump(&self) -> String {
+        self.controller.log().join("\n")
+    }
 }
