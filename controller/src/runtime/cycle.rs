@@ -133,18 +133,17 @@ impl ResourceContext {
     /// Reads the state of every handler and sub-handler.
     fn read_state(&self, body: &Value) -> (ObjectState, Vec<String>) {
         let top = self.ids();
-        let mut state = self.storage.read(body, top.iter().copied());
-        let mut ids = all_ids(&top, &state.progress);
-        while ids.len() > state.progress.len().max(top.len()) {
-            let more = self.storage.read(body, ids.iter().map(String::as_str));
-            let next = all_ids(&top, &more.progress);
-            state = more;
+        let mut ids: Vec<String> = top.iter().map(|s| s.to_string()).collect();
+        // Each read may reveal sub-handlers (their ids are in their parents' records): read
+        // again with them until no new id turns up.
+        loop {
+            let state = self.storage.read(body, ids.iter().map(String::as_str));
+            let next = all_ids(&top, &state.progress);
             if next.len() == ids.len() {
-                break;
+                return (state, ids);
             }
             ids = next;
         }
-        (state, ids)
     }
 
     /// Runs one cycle for `body` (`deleted`: the watch said DELETED).
@@ -172,16 +171,19 @@ impl ResourceContext {
         let relevant: Vec<&Arc<Handler>> = self.handlers.iter().filter(|h| h.matches_object(body)).collect();
         let has_finalizer = self.storage.has_finalizer(body);
         let deleting = body.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
+        let mut computed_essence = None;
         let background = |k: pb::HandlerKind| matches!(k, pb::HandlerKind::Timer | pb::HandlerKind::Daemon);
         if self.handlers.iter().any(|h| background(h.kind)) {
             let timers: Vec<Arc<Handler>> = relevant.iter().filter(|h| background(h.kind) && !deleting).map(|h| (*h).clone()).collect();
-            self.timers.sync(self, &key, body, &essence(body, &self.rules), &timers);
+            let e = essence(body, &self.rules);
+            self.timers.sync(self, &key, body, &e, &timers);
+            computed_essence = Some(e);
         }
         if relevant.is_empty() && !has_finalizer {
             return CycleEnd { next: Next::Idle, written: None };
         }
         let (state, mut ids) = self.read_state(body);
-        let new_essence = essence(body, &self.rules);
+        let new_essence = computed_essence.unwrap_or_else(|| essence(body, &self.rules));
         let old_essence = state.diffbase.as_deref().and_then(decode_diffbase);
         let first_sight = self.seen.lock().insert(uid.clone());
         let mut reason = detect(Observation {
