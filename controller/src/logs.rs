@@ -24,12 +24,33 @@ pub struct Logger {
     sink: Option<LogSink>,
 }
 
-#[derive(Clone, Copy)]
-enum Level {
+/// How important a line is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Shown with `-v`.
     Debug,
+    /// Normal progress.
     Info,
+    /// Something to look at.
     Warn,
+    /// Something failed.
     Error,
+}
+
+/// A line decided by pure code and written by the runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// Its level.
+    pub level: Level,
+    /// Its text, without the object prefix.
+    pub text: String,
+}
+
+impl Line {
+    /// A line of `level`.
+    pub fn new(level: Level, text: impl Into<String>) -> Line {
+        Line { level, text: text.into() }
+    }
 }
 
 impl Logger {
@@ -38,7 +59,15 @@ impl Logger {
         Logger { sink }
     }
 
-    fn line(&self, level: Level, obj: Option<&ObjectRef>, msg: &str) {
+    /// Writes lines decided elsewhere.
+    pub fn lines(&self, obj: Option<&ObjectRef>, lines: &[Line]) {
+        for l in lines {
+            self.line(l.level, obj, &l.text);
+        }
+    }
+
+    /// Writes one line of `level`.
+    pub fn line(&self, level: Level, obj: Option<&ObjectRef>, msg: &str) {
         let text = match obj {
             Some(o) => format!("{o} {msg}"),
             None => msg.to_string(),

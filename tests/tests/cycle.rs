@@ -238,7 +238,7 @@ async fn an_unreachable_handler_server_is_retried_and_nothing_is_lost() {
     controller.wait_log("registered 1 handler(s)", T).await;
     stopper.stop().await; // The server goes away after registration.
     kex::create(&client, "default", "obj", json!({})).await;
-    controller.wait_log("[default/obj] Handler 'create_fn' could not be called: handler server", T).await;
+    controller.wait_log(&format!("Handler server {addr} is unreachable"), T).await;
     let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
     let (_, stopper) = server.clone().spawn_on(listener).await;
     wait_obj(&client, "obj", "late result", |o| o["status"]["create_fn"]["late"] == true).await;
@@ -615,7 +615,7 @@ async fn field_handlers_watch_labels_and_status_and_ignored_fields_change_nothin
 }
 
 #[tokio::test]
-async fn a_diffbase_too_large_for_annotations_is_a_clear_error_and_handlers_do_not_rerun() {
+async fn a_diffbase_too_large_for_annotations_is_stored_as_a_digest_and_handlers_do_not_rerun() {
     let (_cluster, client) = setup().await;
     let mut s = spec("create_fn", pb::HandlerKind::Create);
     s.resource = Some(pb::ResourceSelector { group: String::new(), version: "v1".into(), name: "configmaps".into() });
@@ -626,22 +626,39 @@ async fn a_diffbase_too_large_for_annotations_is_a_clear_error_and_handlers_do_n
         Settings { namespaces: bosun_controller::Namespaces::Patterns(vec!["default".into()]), ..settings(&addr) },
     );
     let cluster = bosun_controller::cluster::Cluster::new(client.clone());
+    let path = "/api/v1/namespaces/default/configmaps/big";
     let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"blob": "x".repeat(300_000)}});
     cluster.create("/api/v1/namespaces/default/configmaps", &big).await.unwrap();
-    controller.wait_log("[default/big] The diffbase does not fit in the annotations", T).await;
-    cluster
-        .patch("/api/v1/namespaces/default/configmaps/big", "application/merge-patch+json", &json!({"metadata": {"labels": {"poke": "1"}}}))
-        .await
-        .unwrap();
-    wait_for("a second complaint", T, || {
-        let n = controller.count("[default/big] The diffbase does not fit");
-        async move { n >= 2 }
+    controller.wait_log("[default/big] The last handled state is too large to store", T).await;
+    let stored = |o: &Value| o["metadata"]["annotations"]["bosun.dev/last-handled-configuration"].as_str().unwrap_or("").to_string();
+    let first =
+        wait_for_value("the digest", T, || async { cluster.get(path).await.ok().map(|o| stored(&o)).filter(|d| d.starts_with("digest:")) })
+            .await;
+    cluster.patch(path, "application/merge-patch+json", &json!({"metadata": {"labels": {"poke": "1"}}})).await.unwrap();
+    wait_for_value("a new digest after the change", T, || async {
+        cluster.get(path).await.ok().map(|o| stored(&o)).filter(|d| d.starts_with("digest:") && *d != first)
     })
-    .await
-    .unwrap();
+    .await;
     assert_eq!(server.count("create_fn"), 1, "the handler succeeded once and is not re-run");
+    assert_eq!(controller.count("The last handled state is too large to store"), 1, "said once: {:?}", controller.log());
     controller.stop().await;
     stopper.stop().await;
+}
+
+/// Waits until `f` gives a value.
+async fn wait_for_value<T, F, Fut>(what: &str, limit: Duration, f: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{Cluster, Error};
+use super::{Api, Error};
 use bosun_proto::v1::ResourceSelector;
 
 /// A resource the API server serves.
@@ -94,7 +94,7 @@ pub fn names_match(r: &Value, name: &str) -> bool {
 }
 
 /// Resolves a selector through discovery. `Ok(None)` when nothing serves it (yet).
-pub async fn resolve(cluster: &Cluster, sel: &ResourceSelector) -> Result<Option<ResolvedResource>, Error> {
+pub async fn resolve(cluster: &dyn Api, sel: &ResourceSelector) -> Result<Option<ResolvedResource>, Error> {
     let (group, version, name) = normalize(sel);
     let mut candidates: Vec<(String, String)> = Vec::new(); // (group, version)
     let groups = cluster.get("/apis").await?;
@@ -155,7 +155,7 @@ pub async fn resolve(cluster: &Cluster, sel: &ResourceSelector) -> Result<Option
     Ok(None)
 }
 
-async fn status_keeps_unknown(cluster: &Cluster, r: &ResolvedResource) -> bool {
+async fn status_keeps_unknown(cluster: &dyn Api, r: &ResolvedResource) -> bool {
     let path = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{}.{}", r.plural, r.group);
     let Ok(crd) = cluster.get(&path).await else { return false };
     crd.pointer("/spec/versions")

@@ -4,7 +4,7 @@
 use chrono::Utc;
 use serde_json::{Value, json};
 
-use super::{Cluster, Error};
+use super::{Api, Error};
 
 /// Longest event message; longer ones are cut with an ellipsis.
 pub const MAX_MESSAGE: usize = 1024;
@@ -78,7 +78,7 @@ pub fn event_body(regarding: &Regarding, type_: &str, reason: &str, message: &st
 }
 
 /// Posts an event.
-pub async fn post(cluster: &Cluster, regarding: &Regarding, type_: &str, reason: &str, message: &str) -> Result<(), Error> {
+pub async fn post(cluster: &dyn Api, regarding: &Regarding, type_: &str, reason: &str, message: &str) -> Result<(), Error> {
     let body = event_body(regarding, type_, reason, message);
     let ns = body["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
     cluster.create(&format!("/api/v1/namespaces/{ns}/events"), &body).await.map(|_| ())

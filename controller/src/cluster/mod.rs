@@ -65,6 +65,50 @@ impl Error {
     }
 }
 
+/// The API calls the runtime makes, behind a trait so the runtime can be tested without a
+/// server. [`Cluster`] is the real one.
+pub trait Api: Send + Sync {
+    /// Sends one request (retrying as the implementation sees fit) and decodes the JSON answer.
+    fn request<'a>(
+        &'a self,
+        method: Method,
+        path: &'a str,
+        content_type: Option<&'a str>,
+        body: Option<Vec<u8>>,
+    ) -> futures::future::BoxFuture<'a, Result<Value, Error>>;
+}
+
+impl dyn Api + '_ {
+    /// GETs a path.
+    pub async fn get(&self, path: &str) -> Result<Value, Error> {
+        self.request(Method::GET, path, None, None).await
+    }
+
+    /// PATCHes a path with a patch of the given content type.
+    pub async fn patch(&self, path: &str, content_type: &str, patch: &Value) -> Result<Value, Error> {
+        let body = serde_json::to_vec(patch).expect("JSON values serialize");
+        self.request(Method::PATCH, path, Some(content_type), Some(body)).await
+    }
+
+    /// POSTs an object to a collection path.
+    pub async fn create(&self, path: &str, object: &Value) -> Result<Value, Error> {
+        let body = serde_json::to_vec(object).expect("JSON values serialize");
+        self.request(Method::POST, path, Some(content::JSON), Some(body)).await
+    }
+}
+
+impl Api for Cluster {
+    fn request<'a>(
+        &'a self,
+        method: Method,
+        path: &'a str,
+        content_type: Option<&'a str>,
+        body: Option<Vec<u8>>,
+    ) -> futures::future::BoxFuture<'a, Result<Value, Error>> {
+        Box::pin(self.call(method, path, content_type, body))
+    }
+}
+
 /// Kopf's backoffs for server errors and network failures.
 const BACKOFFS: [u64; 8] = [1, 1, 2, 3, 5, 8, 13, 21];
 

@@ -11,6 +11,8 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use crate::logs::Logger;
+use crate::state::outcomes::Answer;
+use futures::future::BoxFuture;
 
 /// A failure to talk to a handler server.
 #[derive(Debug, thiserror::Error)]
@@ -18,6 +20,12 @@ pub enum Error {
     /// The address is neither `http://host:port` nor `unix:///path`.
     #[error("invalid handler server address '{0}': use http://host:port or unix:///path")]
     BadAddress(String),
+    /// `https://`: TLS to handler servers is not supported.
+    #[error(
+        "handler server address '{0}': TLS to handler servers is not supported; run the handler server beside the controller \
+         (a sidecar on loopback, http://127.0.0.1:PORT, or a Unix socket, unix:///path) and secure the pod instead"
+    )]
+    TlsUnsupported(String),
     /// Describe failed.
     #[error("handler server {addr} did not answer Describe: {status}")]
     Describe {
@@ -29,14 +37,114 @@ pub enum Error {
     },
 }
 
-/// How a Handle call failed without an answer from the handler.
+/// How a call to a handler server failed without an answer from the handler.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallFailure {
-    /// The server is unreachable, too slow or crashed mid-call: retry the cause later.
+    /// The server could not be reached (connection refused or lost, `UNAVAILABLE`): nothing
+    /// ran; the call is retried once the server is back.
     Unreachable(String),
-    /// The server answered with a gRPC error: the handler failed unexpectedly.
-    Rejected(String),
+    /// The handler did not answer within its deadline (`call_timeout_seconds`): the handler's
+    /// unexpected error, so its retries and timeout apply.
+    TimedOut(Duration),
+    /// The server answered with a gRPC error (what Python and Go servers answer for an
+    /// uncaught exception): the handler's unexpected error.
+    Failed {
+        /// The gRPC status code.
+        code: tonic::Code,
+        /// Its message.
+        message: String,
+    },
 }
+
+impl std::fmt::Display for CallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallFailure::Unreachable(why) => write!(f, "the handler server is unreachable ({why})"),
+            CallFailure::TimedOut(d) => write!(f, "did not answer in {}", crate::engines::human(*d)),
+            CallFailure::Failed { code, message } if message.is_empty() => write!(f, "failed with {}", code_name(*code)),
+            CallFailure::Failed { code, message } => write!(f, "failed with {}: {message}", code_name(*code)),
+        }
+    }
+}
+
+impl CallFailure {
+    /// What the failure means for the handler.
+    pub fn answer(&self) -> Answer {
+        match self {
+            CallFailure::Unreachable(_) => Answer::Unreachable(self.to_string()),
+            _ => Answer::Broken(self.to_string()),
+        }
+    }
+}
+
+/// A gRPC status code as the gRPC docs spell it (`UNKNOWN`, `DEADLINE_EXCEEDED`).
+pub fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// A daemon's stream of messages.
+pub type DaemonStream = futures::stream::BoxStream<'static, Result<pb::DaemonMessage, CallFailure>>;
+
+/// The calls the runtime makes to a handler server, behind a trait so the runtime can be
+/// tested without one. [`Server`] is the real one.
+pub trait HandlerClient: Send + Sync {
+    /// The server's address, for log lines.
+    fn addr(&self) -> &str;
+    /// Runs one handler attempt with a deadline.
+    fn handle(&self, req: pb::HandleRequest, deadline: Duration) -> BoxFuture<'_, Result<pb::HandleResponse, CallFailure>>;
+    /// Opens a daemon's stream; dropping it cancels the daemon.
+    fn daemon(&self, req: pb::DaemonRequest) -> BoxFuture<'_, Result<DaemonStream, CallFailure>>;
+    /// Runs one activity attempt (startup, cleanup, probe) with a deadline.
+    fn activity(&self, req: pb::ActivityRequest, deadline: Duration) -> BoxFuture<'_, Result<pb::ActivityResponse, CallFailure>>;
+}
+
+/// Which handler servers are down, so that an outage is logged once per server (with how
+/// many objects it held up), not once per object and retry.
+#[derive(Debug, Default)]
+pub struct Outages {
+    down: parking_lot::Mutex<std::collections::HashMap<String, std::collections::HashSet<String>>>,
+}
+
+impl Outages {
+    /// Notes that `object` could not reach `addr`; `true` when this starts an outage.
+    pub fn down(&self, addr: &str, object: &str) -> bool {
+        let mut down = self.down.lock();
+        let starts = !down.contains_key(addr);
+        down.entry(addr.to_string()).or_default().insert(object.to_string());
+        starts
+    }
+
+    /// Notes that `addr` answered; `Some(n)` when this ends an outage that held up `n` objects.
+    pub fn up(&self, addr: &str) -> Option<usize> {
+        let mut down = self.down.lock();
+        if down.is_empty() {
+            return None;
+        }
+        down.remove(addr).map(|objects| objects.len())
+    }
+}
+
+/// The handler servers of one controller, by index (`Handler::server`).
+pub type Servers = std::sync::Arc<Vec<std::sync::Arc<dyn HandlerClient>>>;
 
 /// One handler server.
 #[derive(Debug, Clone)]
@@ -58,7 +166,10 @@ fn endpoint(addr: &str) -> Result<Channel, Error> {
             }
         })));
     }
-    if !(addr.starts_with("http://") || addr.starts_with("https://")) {
+    if addr.starts_with("https://") {
+        return Err(Error::TlsUnsupported(addr.into()));
+    }
+    if !addr.starts_with("http://") {
         return Err(Error::BadAddress(addr.into()));
     }
     let ep = Endpoint::from_shared(addr.to_string()).map_err(|_| Error::BadAddress(addr.into()))?;
@@ -113,51 +224,61 @@ impl Server {
         let req = pb::DescribeRequest { controller_version: env!("CARGO_PKG_VERSION").into() };
         client.describe(req).await.map(tonic::Response::into_inner).map_err(|status| Error::Describe { addr: self.addr.clone(), status })
     }
+}
 
-    /// Runs one handler attempt with a deadline.
-    pub async fn handle(&self, req: pb::HandleRequest, deadline: Duration) -> Result<pb::HandleResponse, CallFailure> {
-        let mut client = HandlerServerClient::new(self.channel.clone())
-            .max_decoding_message_size(64 * 1024 * 1024)
-            .max_encoding_message_size(64 * 1024 * 1024);
-        let mut request = tonic::Request::new(req);
-        request.set_timeout(deadline);
-        match tokio::time::timeout(deadline + Duration::from_secs(1), client.handle(request)).await {
-            Err(_) => Err(CallFailure::Unreachable(format!("no answer within {deadline:?}"))),
-            Ok(Ok(r)) => Ok(r.into_inner()),
-            Ok(Err(s)) => Err(classify(&s)),
-        }
+impl HandlerClient for Server {
+    fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    fn handle(&self, req: pb::HandleRequest, deadline: Duration) -> BoxFuture<'_, Result<pb::HandleResponse, CallFailure>> {
+        Box::pin(async move {
+            let mut client = HandlerServerClient::new(self.channel.clone())
+                .max_decoding_message_size(64 * 1024 * 1024)
+                .max_encoding_message_size(64 * 1024 * 1024);
+            let mut request = tonic::Request::new(req);
+            request.set_timeout(deadline);
+            match tokio::time::timeout(deadline, client.handle(request)).await {
+                Err(_) => Err(CallFailure::TimedOut(deadline)),
+                Ok(Ok(r)) => Ok(r.into_inner()),
+                Ok(Err(s)) => Err(classify(&s, deadline)),
+            }
+        })
+    }
+
+    fn daemon(&self, req: pb::DaemonRequest) -> BoxFuture<'_, Result<DaemonStream, CallFailure>> {
+        use futures::StreamExt;
+        Box::pin(async move {
+            let mut client = HandlerServerClient::new(self.channel.clone());
+            let stream = client.daemon(req).await.map(tonic::Response::into_inner).map_err(|s| classify(&s, Duration::ZERO))?;
+            Ok(stream.map(|m| m.map_err(|s| classify(&s, Duration::ZERO))).boxed())
+        })
+    }
+
+    fn activity(&self, req: pb::ActivityRequest, deadline: Duration) -> BoxFuture<'_, Result<pb::ActivityResponse, CallFailure>> {
+        Box::pin(async move {
+            let mut client = HandlerServerClient::new(self.channel.clone());
+            let mut request = tonic::Request::new(req);
+            request.set_timeout(deadline);
+            match tokio::time::timeout(deadline, client.activity(request)).await {
+                Err(_) => Err(CallFailure::TimedOut(deadline)),
+                Ok(Ok(r)) => Ok(r.into_inner()),
+                Ok(Err(s)) => Err(classify(&s, deadline)),
+            }
+        })
     }
 }
 
-impl Server {
-    /// Opens a daemon's stream (no deadline: it lives until cancelled by dropping it).
-    pub async fn daemon(&self, req: pb::DaemonRequest) -> Result<tonic::Streaming<pb::DaemonMessage>, CallFailure> {
-        let mut client = HandlerServerClient::new(self.channel.clone());
-        client.daemon(req).await.map(tonic::Response::into_inner).map_err(|s| classify(&s))
-    }
-
-    /// Runs one activity attempt (startup, cleanup, probe) with a deadline.
-    pub async fn activity(&self, req: pb::ActivityRequest, deadline: Duration) -> Result<pb::ActivityResponse, CallFailure> {
-        let mut client = HandlerServerClient::new(self.channel.clone());
-        let mut request = tonic::Request::new(req);
-        request.set_timeout(deadline);
-        match tokio::time::timeout(deadline + Duration::from_secs(1), client.activity(request)).await {
-            Err(_) => Err(CallFailure::Unreachable(format!("no answer within {deadline:?}"))),
-            Ok(Ok(r)) => Ok(r.into_inner()),
-            Ok(Err(s)) => Err(classify(&s)),
-        }
-    }
-}
-
-/// Sorts a gRPC error into "try again later" and "the handler failed".
-pub fn classify(s: &tonic::Status) -> CallFailure {
+/// Sorts a gRPC error: the server could not be reached (`UNAVAILABLE`, or an error of the
+/// connection itself, which tonic reports with its cause attached), the handler ran out of
+/// time (`DEADLINE_EXCEEDED`), or the handler failed (every status the server sent).
+pub fn classify(s: &tonic::Status, deadline: Duration) -> CallFailure {
     use tonic::Code;
-    let text = if s.message().is_empty() { format!("{:?}", s.code()) } else { format!("{:?}: {}", s.code(), s.message()) };
     match s.code() {
-        Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown | Code::ResourceExhausted | Code::Aborted => {
-            CallFailure::Unreachable(text)
-        }
-        _ => CallFailure::Rejected(text),
+        Code::DeadlineExceeded => CallFailure::TimedOut(deadline),
+        Code::Unavailable => CallFailure::Unreachable(if s.message().is_empty() { "UNAVAILABLE".into() } else { s.message().to_string() }),
+        _ if std::error::Error::source(s).is_some() => CallFailure::Unreachable(format!("{}: {}", code_name(s.code()), s.message())),
+        code => CallFailure::Failed { code, message: s.message().to_string() },
     }
 }
 
@@ -167,26 +288,53 @@ mod tests {
 
     #[tokio::test]
     async fn addresses_must_be_http_or_unix() {
-        let cases = [("http://127.0.0.1:1", true), ("unix:///tmp/x.sock", true), ("127.0.0.1:1", false), ("grpc://x", false)];
+        let cases = [
+            ("http://127.0.0.1:1", true),
+            ("unix:///tmp/x.sock", true),
+            ("127.0.0.1:1", false),
+            ("grpc://x", false),
+            ("https://handlers.example:443", false),
+        ];
         for (addr, ok) in cases {
             assert_eq!(Server::new(addr).is_ok(), ok, "{addr}");
         }
+        let tls = Server::new("https://h:1").unwrap_err().to_string();
+        assert!(tls.contains("TLS to handler servers is not supported"), "{tls}");
     }
 
     #[test]
-    fn grpc_errors_split_into_unreachable_and_rejected() {
+    fn an_outage_starts_once_and_ends_with_the_number_of_objects_it_held_up() {
+        let o = Outages::default();
+        assert_eq!(o.up("a"), None);
+        assert!(o.down("a", "ns/x"));
+        assert!(!o.down("a", "ns/y"));
+        assert!(!o.down("a", "ns/x"));
+        assert!(o.down("b", "ns/x"));
+        assert_eq!(o.up("a"), Some(2));
+        assert_eq!(o.up("a"), None);
+        assert!(o.down("a", "ns/z"), "a new outage");
+    }
+
+    #[test]
+    fn only_unreachable_servers_are_unreachable_and_handler_errors_say_what_happened() {
         use tonic::{Code, Status};
+        let d = Duration::from_secs(3);
         let cases = [
-            (Code::Unavailable, true),
-            (Code::DeadlineExceeded, true),
-            (Code::Unknown, true),
-            (Code::NotFound, false),
-            (Code::InvalidArgument, false),
-            (Code::Internal, false),
+            (Status::new(Code::Unavailable, "connection refused"), "the handler server is unreachable (connection refused)", true),
+            (Status::new(Code::DeadlineExceeded, "x"), "did not answer in 3s", false),
+            (
+                Status::new(Code::Unknown, "Exception calling application: boom"),
+                "failed with UNKNOWN: Exception calling application: boom",
+                false,
+            ),
+            (Status::new(Code::Internal, ""), "failed with INTERNAL", false),
+            (Status::new(Code::Unimplemented, "no Handle"), "failed with UNIMPLEMENTED: no Handle", false),
+            (Status::from_error(Box::new(std::io::Error::other("reset"))), "the handler server is unreachable", true),
         ];
-        for (code, unreachable) in cases {
-            let got = classify(&Status::new(code, "x"));
-            assert_eq!(matches!(got, CallFailure::Unreachable(_)), unreachable, "{code:?}");
+        for (status, text, unreachable) in cases {
+            let got = classify(&status, d);
+            assert!(got.to_string().starts_with(text), "{status:?}: {got}");
+            assert_eq!(matches!(got.answer(), Answer::Unreachable(_)), unreachable, "{status:?}");
         }
     }
 }

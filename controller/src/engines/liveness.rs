@@ -12,7 +12,6 @@ use bosun_proto::v1 as pb;
 use serde_json::{Map, Value};
 use tokio::sync::Mutex;
 
-use super::dispatch::Server;
 use crate::state::registry::Handler;
 
 /// How long probe results are reused.
@@ -20,7 +19,7 @@ const CACHE: Duration = Duration::from_secs(10);
 
 struct Probes {
     handlers: Vec<Handler>,
-    servers: Arc<Vec<Server>>,
+    servers: crate::engines::dispatch::Servers,
     last: Mutex<Option<(Instant, Result<Value, String>)>>,
 }
 
@@ -36,7 +35,7 @@ impl Probes {
                     out.insert(h.id.clone(), v);
                 }
                 Ok(a) => return Err(format!("probe '{}' failed: {}", h.id, a.message)),
-                Err(e) => return Err(format!("probe '{}' could not run: {e:?}", h.id)),
+                Err(e) => return Err(format!("probe '{}' could not run: {e}", h.id)),
             }
         }
         Ok(Value::Object(out))
@@ -70,7 +69,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     path: String,
     handlers: Vec<Handler>,
-    servers: Arc<Vec<Server>>,
+    servers: crate::engines::dispatch::Servers,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let probes = Arc::new(Probes { handlers, servers, last: Mutex::new(None) });

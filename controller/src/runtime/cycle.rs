@@ -1,75 +1,22 @@
-//! One handling cycle of one object: detect the cause, call the due handlers (`calls`), and
-//! write their patches, results and the progress (`writes`) in as few API requests as
-//! possible (one when the state lives in status; one more when the finalizer changes).
+//! One handling cycle of one object, executed: the plan (`state::plan`) decides, this module
+//! calls the handler servers the plan names, creates owned objects, writes what the plan
+//! computed, and tells the plan whose patch the API server refused.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use bosun_proto::v1 as pb;
-use chrono::{DateTime, Utc};
-use parking_lot::Mutex;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::calls::Round;
-use super::patches::compose;
+use super::background::{Background, is_background};
+use super::context::{ResourceContext, meta_str, object_key, object_ref, to_json};
 use super::writes::WriteError;
-use crate::cluster::{Cluster, ResolvedResource, events};
-use crate::engines::dispatch::Server;
-use crate::logs::{Logger, ObjectRef};
-use crate::state::causes::{Observation, Reason, detect};
-use crate::state::diff::diff;
-use crate::state::essence::{EssenceRules, decode_diffbase, encode_diffbase, essence};
-use crate::state::outcomes::Verdict;
-use crate::state::progress::ProgressRecord;
-use crate::state::registry::Handler;
-use crate::state::storage::{ObjectState, Storage};
-
-/// Everything the cycles of one resource share.
-pub struct ResourceContext {
-    /// The resource.
-    pub resource: ResolvedResource,
-    /// Its changing handlers (create, update, delete, resume, field), in registration order.
-    pub handlers: Vec<Arc<Handler>>,
-    /// Its raw-event spies.
-    pub spies: Vec<Arc<Handler>>,
-    /// Where state is kept.
-    pub storage: Storage,
-    /// What the essence keeps.
-    pub rules: EssenceRules,
-    /// The API server.
-    pub cluster: Cluster,
-    /// The handler servers, by index.
-    pub servers: Arc<Vec<Server>>,
-    /// The log.
-    pub log: Logger,
-    /// A label selector is pushed to the API server: DELETED may mean "stopped matching".
-    pub selector_pushed: bool,
-    /// UIDs seen since the controller started (for resume).
-    pub seen: Mutex<HashSet<String>>,
-    /// Memos by UID (not persisted).
-    pub memos: Mutex<HashMap<String, Vec<u8>>>,
-    /// The running timers.
-    pub timers: super::timers::Timers,
-    /// Where background tasks (timers) are tracked.
-    pub tasks: tokio_util::task::TaskTracker,
-    /// Flips to true when the controller stops.
-    pub stop: tokio::sync::watch::Receiver<bool>,
-}
-
-/// What the worker should do after a cycle.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Next {
-    /// Nothing until the next event.
-    Idle,
-    /// Run again at this time with the newest known body (delays, retries).
-    WakeAt(DateTime<Utc>),
-    /// Something outside the handlers failed (a handler server unreachable, the API server
-    /// unavailable): run again after the object's throttling delay, or at this time if
-    /// earlier (a handler's own delay).
-    Throttled(Option<DateTime<Utc>>),
-    /// The object is gone: the worker may end.
-    Gone,
-}
+use crate::engines::dispatch::CallFailure;
+use crate::logs::{Line, ObjectRef};
+use crate::state::causes::Reason;
+use crate::state::diff::DiffOp;
+use crate::state::essence::essence;
+use crate::state::outcomes::Answer;
+use crate::state::plan::{self, Cycle, Invocation, Next, Start, deletion_requested};
 
 /// The end of a cycle: what comes next and the newest body the cycle knows of.
 #[derive(Debug)]
@@ -80,324 +27,237 @@ pub struct CycleEnd {
     pub written: Option<Value>,
 }
 
-/// A string field of the object's metadata ("" when absent).
-pub fn meta_str<'a>(body: &'a Value, key: &str) -> &'a str {
-    body.get("metadata").and_then(|m| m.get(key)).and_then(Value::as_str).unwrap_or("")
-}
-
-/// The object's `[namespace/name]`.
-pub fn object_ref(body: &Value) -> ObjectRef {
-    ObjectRef { namespace: meta_str(body, "namespace").to_string(), name: meta_str(body, "name").to_string() }
-}
-
-/// The annotation that keeps a handler's result on resources whose status cannot.
-pub fn result_annotation(prefix: &str, id: &str) -> String {
-    crate::state::progress::annotation_key(prefix, &format!("{id}.result"))
-}
-
-/// Every (sub-)handler id with state on the object: the handlers' own and, recursively, the
-/// sub-handlers their records name.
-fn all_ids(top: &[&str], progress: &BTreeMap<String, ProgressRecord>) -> Vec<String> {
-    let mut out: Vec<String> = top.iter().map(|s| s.to_string()).collect();
-    let mut i = 0;
-    while i < out.len() {
-        if let Some(subs) = progress.get(&out[i]).and_then(|r| r.subrefs.clone()) {
-            for s in subs {
-                if !out.contains(&s) {
-                    out.push(s);
-                }
-            }
-        }
-        i += 1;
+fn pb_reason(r: Reason) -> pb::Reason {
+    match r {
+        Reason::Create => pb::Reason::Create,
+        Reason::Update => pb::Reason::Update,
+        Reason::Delete => pb::Reason::Delete,
+        Reason::Resume => pb::Reason::Resume,
+        _ => pb::Reason::Unspecified,
     }
-    out
 }
 
 impl ResourceContext {
-    fn ids(&self) -> Vec<&str> {
-        self.handlers.iter().map(|h| h.id.as_str()).collect()
-    }
-
-    /// The resource as the contract describes it.
-    pub fn pb_resource(&self) -> pb::Resource {
-        let r = &self.resource;
-        pb::Resource {
-            group: r.group.clone(),
-            version: r.version.clone(),
-            plural: r.plural.clone(),
-            kind: r.kind.clone(),
-            namespaced: r.namespaced,
-        }
-    }
-
-    /// Reads the state of every handler and sub-handler.
-    fn read_state(&self, body: &Value) -> (ObjectState, Vec<String>) {
-        let top = self.ids();
-        let mut ids: Vec<String> = top.iter().map(|s| s.to_string()).collect();
-        // Each read may reveal sub-handlers (their ids are in their parents' records): read
-        // again with them until no new id turns up.
-        loop {
-            let state = self.storage.read(body, ids.iter().map(String::as_str));
-            let next = all_ids(&top, &state.progress);
-            if next.len() == ids.len() {
-                return (state, ids);
-            }
-            ids = next;
-        }
+    fn lines(&self, obj: &ObjectRef, lines: Vec<Line>) {
+        self.log.lines(Some(obj), &lines);
     }
 
     /// Runs one cycle for `body` (`deleted`: the watch said DELETED).
-    pub async fn process(self: &Arc<Self>, body: &Value, deleted: bool) -> CycleEnd {
+    pub async fn process(self: &Arc<Self>, background: &Background, body: &Value, deleted: bool) -> CycleEnd {
         let obj = object_ref(body);
         let uid = meta_str(body, "uid").to_string();
-        let key = format!("{}/{}", obj.namespace, obj.name);
+        let key = object_key(body);
         if deleted {
-            self.timers.stop(&key);
+            background.stop(&key);
             // Under a pushed-down label selector, an object that merely stopped matching is
             // reported DELETED; if it still carries our finalizer, release it, or its real
             // deletion would wait for a controller that no longer sees it.
             if self.selector_pushed && self.storage.has_finalizer(body) {
                 let path = self.resource.object_path(meta_str(body, "namespace"), meta_str(body, "name"));
-                if let Ok(current) = self.cluster.get(&path).await
+                if let Ok(current) = self.api.get(&path).await
                     && meta_str(&current, "uid") == uid
                 {
-                    return Box::pin(self.process(&current, false)).await;
+                    return Box::pin(self.process(background, &current, false)).await;
                 }
             }
             self.seen.lock().remove(&uid);
             self.memos.lock().remove(&uid);
             return CycleEnd { next: Next::Gone, written: None };
         }
-        let relevant: Vec<&Arc<Handler>> = self.handlers.iter().filter(|h| h.matches_object(body)).collect();
         let has_finalizer = self.storage.has_finalizer(body);
-        let deleting = body.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null());
-        let mut computed_essence = None;
-        let background = |k: pb::HandlerKind| matches!(k, pb::HandlerKind::Timer | pb::HandlerKind::Daemon);
-        if self.handlers.iter().any(|h| background(h.kind)) {
-            let timers: Vec<Arc<Handler>> = relevant.iter().filter(|h| background(h.kind) && !deleting).map(|h| (*h).clone()).collect();
-            let e = essence(body, &self.rules);
-            self.timers.sync(self, &key, body, &e, &timers);
-            computed_essence = Some(e);
+        let mut hold = None;
+        if self.handlers.iter().any(|h| is_background(h)) {
+            let deleting = deletion_requested(body);
+            let matching: Vec<_> =
+                self.handlers.iter().filter(|h| is_background(h) && !deleting && h.matches_object(body)).cloned().collect();
+            hold = background.sync(self, &key, body, &essence(body, &self.rules), &matching, has_finalizer);
         }
-        if relevant.is_empty() && !has_finalizer {
-            return CycleEnd { next: Next::Idle, written: None };
-        }
-        let (state, mut ids) = self.read_state(body);
-        let new_essence = computed_essence.unwrap_or_else(|| essence(body, &self.rules));
-        let old_essence = state.diffbase.as_deref().and_then(decode_diffbase);
-        let first_sight = self.seen.lock().insert(uid.clone());
-        let mut reason = detect(Observation {
-            deleted_event: false,
-            deletion_requested: deleting,
-            has_finalizer,
-            has_diffbase: old_essence.is_some(),
-            changed: old_essence.as_ref() != Some(&new_essence),
-            first_sight,
-        });
-        let resuming = state.progress.values().any(|r| r.purpose.as_deref() == Some("resume") && !r.finished());
-        if reason == Reason::Noop && resuming {
-            reason = Reason::Resume;
-        }
-        if reason == Reason::Free {
-            return CycleEnd { next: Next::Idle, written: None };
-        }
-        let diff_items = if reason == Reason::Update { diff(old_essence.as_ref(), Some(&new_essence)) } else { Vec::new() };
-        let old_for_handlers = if reason == Reason::Update { old_essence.as_ref() } else { None };
-        let due: Vec<(&Arc<Handler>, Option<Value>, Option<Value>)> =
-            relevant.iter().filter_map(|h| h.due(reason, old_for_handlers, &new_essence, &diff_items).map(|(o, n)| (*h, o, n))).collect();
-
-        // Call every due handler (and sub-handler) that is neither finished nor delayed.
-        let purpose = reason.purpose();
-        let now = Utc::now();
-        let mut round = Round {
-            ctx: self,
-            reason,
-            body,
-            uid: &uid,
-            obj: obj.clone(),
-            diff: &diff_items,
-            now,
-            // Records of an older cause are superseded: they are dropped (and purged below).
-            records: state
-                .progress
-                .iter()
-                .filter(|(_, r)| r.purpose.as_deref() == Some(purpose))
-                .map(|(k, r)| (k.clone(), r.clone()))
-                .collect(),
-            calls: Vec::new(),
-            skipped: HashSet::new(),
-            wake: None,
-            unreachable: false,
+        let subject = self.subject();
+        let first_sight = !self.seen.lock().contains(&uid);
+        let mut cycle = match plan::begin(&subject, body, first_sight, self.clock.now()) {
+            Start::Idle(lines) => {
+                self.lines(&obj, lines);
+                self.seen.lock().insert(uid);
+                return CycleEnd { next: Next::Idle, written: None };
+            }
+            Start::AddFinalizer(writes, lines) => {
+                self.lines(&obj, lines);
+                return match self.write(body, &writes).await {
+                    Ok(written) => CycleEnd { next: Next::Now, written },
+                    Err(e) => self.failed_write(&obj, e),
+                };
+            }
+            Start::Handle(cycle) => cycle,
         };
-        for (h, old, new) in &due {
-            round.advance(h, h.id.clone(), None, None, old.as_ref(), new.as_ref()).await;
-        }
-        round.note_retries();
-        for id in round.records.keys() {
-            if !ids.contains(id) {
-                ids.push(id.clone());
-            }
-        }
-        let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-
-        // Decide the state and the finalizer, write, and repeat without the patches of
-        // handlers whose patch the API server rejects.
-        loop {
-            let mut notices: Vec<pb::Event> = Vec::new();
-            let done = due.iter().all(|(h, _, _)| round.finished(&h.id)) && !round.unreachable;
-            let mut desired = ObjectState { diffbase: state.diffbase.clone(), progress: round.records.clone() };
-            if done {
-                desired.progress.clear();
-                if reason.stores_diffbase() {
-                    let text = encode_diffbase(&new_essence);
-                    match self.storage.diffbase_fits(body, &text) {
-                        Ok(()) => desired.diffbase = Some(text),
-                        Err(total) => {
-                            // Keep the progress (the handlers stay done, nothing re-runs) and say why.
-                            desired.progress = round.records.clone();
-                            let line = format!(
-                                "The diffbase does not fit in the annotations ({total} bytes with the others; the limit is {} bytes), so it is not stored. \
-                                 Keep the state in status (`--storage auto` with a CRD whose status keeps unknown fields), or leave large fields out with ignored_fields.",
-                                crate::state::storage::ANNOTATIONS_LIMIT
-                            );
-                            self.log.error(Some(&obj), &line);
-                            notices.push(super::calls::failure_event(&line));
-                        }
+        while let Some(inv) = cycle.next_call() {
+            self.lines(&obj, cycle.take_lines());
+            let reply = self.call(&cycle, &inv, body, &uid).await;
+            let reply = match reply {
+                Ok(mut answer) => {
+                    if answer.outcome == pb::Outcome::Success as i32 && !answer.owned.is_empty() {
+                        self.adopt_into(&obj, body, &mut answer).await;
                     }
+                    Ok(answer)
                 }
-                if !due.is_empty() {
-                    let top: Vec<&ProgressRecord> = due.iter().filter_map(|(h, _, _)| round.records.get(&h.id)).collect();
-                    let ok = top.iter().filter(|r| r.success == Some(true)).count();
-                    let failed = top.iter().filter(|r| r.failure == Some(true)).count();
-                    self.log.info(Some(&obj), &format!("{} is processed: {ok} succeeded; {failed} failed.", reason.title()));
-                }
-            }
-            let finalizer_wanted = if reason == Reason::Delete { !done } else { relevant.iter().any(|h| h.requires_finalizer()) };
+                Err(e) => Err(e),
+            };
+            cycle.absorb(&subject, body, &inv, reply);
+        }
+        self.lines(&obj, cycle.take_lines());
+        self.finish(&obj, &mut cycle, body, &uid, hold).await
+    }
 
-            let mut main = json!({});
-            let mut status = json!({});
-            let status_in_main = !self.resource.has_status;
-            for c in &round.calls {
-                if let Some(p) = &c.main_patch {
-                    compose(&mut main, p);
-                }
-                if let Some(p) = &c.status_patch {
-                    compose(if status_in_main { &mut main } else { &mut status }, p);
-                }
-                if let (Some(result), Verdict::Succeeded | Verdict::Ignored(_)) = (&c.result, &c.verdict) {
-                    self.add_result(&c.id, result, &mut main, &mut status);
-                }
-            }
-            // The state is not worth writing on an object about to go.
-            if !(reason == Reason::Delete && done) {
-                if status_in_main {
-                    let mut tmp = json!({});
-                    self.storage.patch(body, &desired, &id_refs, &mut main, &mut tmp);
-                    compose(&mut main, &tmp);
-                } else {
-                    self.storage.patch(body, &desired, &id_refs, &mut main, &mut status);
-                }
-            }
-            let finalizers_change = finalizer_wanted != has_finalizer;
-            if finalizers_change {
-                if finalizer_wanted {
-                    self.log.info(Some(&obj), "Adding the finalizer, thus preventing the actual deletion.");
-                } else if reason == Reason::Delete {
-                    self.log.debug(Some(&obj), "Removing the finalizer, as the deletion is processed.");
-                } else {
-                    self.log.info(Some(&obj), "Removing the finalizer, as there are no handlers requiring it.");
-                }
-            }
-            let json_patches: Vec<(&str, &Value)> =
-                round.calls.iter().filter_map(|c| c.json_patch.as_ref().map(|p| (c.id.as_str(), p))).collect();
-            let throttled = CycleEnd { next: Next::Throttled(None), written: None };
-            match self.write(body, main, status, finalizers_change.then_some(finalizer_wanted), &json_patches).await {
+    /// Writes what the cycle concluded; when the API server refuses it, finds the handlers
+    /// whose patches it refuses, fails only them, and writes again.
+    async fn finish(
+        &self,
+        obj: &ObjectRef,
+        cycle: &mut Cycle,
+        body: &Value,
+        uid: &str,
+        hold: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> CycleEnd {
+        let subject = self.subject();
+        loop {
+            let (writes, next) = cycle.conclude(&subject, body, hold);
+            let lines = cycle.take_lines();
+            match self.write(body, &writes).await {
                 Ok(written) => {
-                    self.post_events(body, round.calls.iter().flat_map(|c| c.events.iter()).chain(notices.iter())).await;
-                    let next = if round.unreachable {
-                        Next::Throttled(round.wake)
-                    } else if done {
-                        Next::Idle
-                    } else {
-                        round.wake.map_or(Next::Idle, Next::WakeAt)
-                    };
+                    self.lines(obj, lines);
+                    self.post_events(body, writes.events.iter()).await;
+                    if !cycle.unreachable() {
+                        self.seen.lock().insert(uid.to_string());
+                    }
                     return CycleEnd { next, written };
                 }
-                Err(WriteError::Gone) => return CycleEnd { next: Next::Gone, written: None },
-                Err(WriteError::Conflict) => {
-                    self.log.debug(Some(&obj), "The object changed meanwhile; waiting for its newer version.");
-                    return CycleEnd { next: Next::WakeAt(now + chrono::Duration::seconds(1)), written: None };
-                }
                 Err(WriteError::Rejected(message)) => {
-                    if !round.reject_patches(&message) {
-                        self.log.error(Some(&obj), &format!("Patching failed: {message}. Will retry."));
-                        return throttled;
+                    let culprits = self.culprits(body, cycle.calls()).await;
+                    if culprits.is_empty() {
+                        self.lines(obj, lines);
+                        return self.refused_state(obj, body, &message).await;
                     }
+                    cycle.reject(&culprits, &message);
+                    self.lines(obj, cycle.take_lines());
                 }
-                Err(WriteError::Unavailable(message)) => {
-                    self.log.error(Some(&obj), &format!("Patching failed: {message}. Will retry."));
-                    return throttled;
+                Err(e) => {
+                    self.lines(obj, lines);
+                    return self.failed_write(obj, e);
                 }
             }
         }
     }
 
-    /// Adds a handler's merge patch to the writes: its `status` part goes to the status write
-    /// where the resource has a status subresource, the rest to the main write.
-    pub fn add_patch(&self, patch: &Value, main: &mut Value, status: &mut Value) {
-        if !self.resource.has_status {
-            return compose(main, patch);
-        }
-        let (st, rest) = super::patches::split_status(patch);
-        if let Some(p) = rest {
-            compose(main, &p);
-        }
-        if let Some(p) = st {
-            compose(status, &p);
-        }
+    /// The API server refused the controller's own writes (no handler's patch is at fault).
+    async fn refused_state(&self, obj: &ObjectRef, body: &Value, message: &str) -> CycleEnd {
+        let line = format!("The API server refused the controller's state for this object: {message}. Will retry.");
+        self.log.error(Some(obj), &line);
+        let event = plan::failure_event(&line);
+        self.post_events(body, std::iter::once(&event)).await;
+        CycleEnd { next: Next::Throttled(None), written: None }
     }
 
-    /// Adds a handler's result to the writes: `status.<id>` where the status keeps unknown
-    /// fields, else an annotation (the status would prune it).
-    pub fn add_result(&self, id: &str, result: &Value, main: &mut Value, status: &mut Value) {
-        if self.resource.status_keeps_unknown {
-            let p = json!({"status": {id: result}});
-            compose(if self.resource.has_status { status } else { main }, &p);
-        } else {
-            let text = serde_json::to_string(result).expect("JSON values serialize");
-            compose(main, &json!({"metadata": {"annotations": {result_annotation(&self.storage.prefix, id): text}}}));
-        }
-    }
-
-    /// Writes a handler's log lines with the object's prefix.
-    pub fn log_lines(&self, obj: &ObjectRef, lines: &[pb::LogLine]) {
-        for line in lines {
-            let text = &line.message;
-            match pb::log_line::Level::try_from(line.level).unwrap_or_default() {
-                pb::log_line::Level::Debug => self.log.debug(Some(obj), text),
-                pb::log_line::Level::Info => self.log.info(Some(obj), text),
-                pb::log_line::Level::Warning => self.log.warn(Some(obj), text),
-                pb::log_line::Level::Error => self.log.error(Some(obj), text),
+    fn failed_write(&self, obj: &ObjectRef, e: WriteError) -> CycleEnd {
+        match e {
+            WriteError::Gone => CycleEnd { next: Next::Gone, written: None },
+            WriteError::Conflict => {
+                self.log.debug(Some(obj), "The object changed meanwhile; waiting for its newer version.");
+                CycleEnd { next: Next::WakeAt(self.clock.now() + chrono::Duration::seconds(1)), written: None }
+            }
+            WriteError::Rejected(message) | WriteError::Unavailable(message) => {
+                self.log.error(Some(obj), &format!("Patching failed: {message}. Will retry."));
+                CycleEnd { next: Next::Throttled(None), written: None }
             }
         }
     }
 
-    /// Posts events about `body` (or the object each names); failures are logged.
-    pub async fn post_events(&self, body: &Value, list: impl Iterator<Item = &pb::Event>) {
-        let regarding = events::Regarding::of(body);
-        for e in list {
-            let target = match &e.regarding {
-                Some(r) => events::Regarding {
-                    api_version: r.api_version.clone(),
-                    kind: r.kind.clone(),
-                    namespace: r.namespace.clone(),
-                    name: r.name.clone(),
-                    uid: r.uid.clone(),
-                },
-                None => regarding.clone(),
-            };
-            if let Err(err) = events::post(&self.cluster, &target, &e.r#type, &e.reason, &e.message).await {
-                self.log.warn(Some(&object_ref(body)), &format!("Failed to post an event: {err}"));
+    /// Calls one (sub-)handler once.
+    async fn call(&self, cycle: &Cycle, inv: &Invocation, body: &Value, uid: &str) -> Result<pb::HandleResponse, Answer> {
+        let due = cycle.due(inv.due);
+        let h = &due.handler;
+        let now = cycle.now;
+        let runtime = (now - inv.started).to_std().unwrap_or_default();
+        let memo = self.memos.lock().get(uid).cloned().unwrap_or_default();
+        let req = pb::HandleRequest {
+            handler_id: inv.id.clone(),
+            reason: pb_reason(cycle.reason) as i32,
+            resource: Some(self.pb_resource()),
+            object: to_json(body),
+            old: due.old.as_ref().map(to_json).unwrap_or_default(),
+            new: due.new.as_ref().map(to_json).unwrap_or_default(),
+            diff: cycle
+                .diff
+                .iter()
+                .map(|d| pb::DiffItem {
+                    operation: match d.op {
+                        DiffOp::Add => pb::diff_item::Operation::Add,
+                        DiffOp::Change => pb::diff_item::Operation::Change,
+                        DiffOp::Remove => pb::diff_item::Operation::Remove,
+                    } as i32,
+                    path: d.path.clone(),
+                    old: d.old.as_ref().map(to_json).unwrap_or_default(),
+                    new: d.new.as_ref().map(to_json).unwrap_or_default(),
+                })
+                .collect(),
+            retry: inv.retry,
+            started: Some(bosun_proto::prost_types::Timestamp {
+                seconds: inv.started.timestamp(),
+                nanos: inv.started.timestamp_subsec_nanos() as i32,
+            }),
+            runtime: Some(bosun_proto::prost_types::Duration {
+                seconds: runtime.as_secs().min(i64::MAX as u64) as i64,
+                nanos: runtime.subsec_nanos() as i32,
+            }),
+            param: inv.param.as_ref().map(to_json).unwrap_or_default(),
+            memo,
+            event_type: String::new(),
+            parent_id: inv.parent.clone().unwrap_or_default(),
+            subhandler_id: inv
+                .parent
+                .as_deref()
+                .and_then(|p| inv.id.strip_prefix(p))
+                .map(|c| c.trim_start_matches('/').to_string())
+                .unwrap_or_default(),
+        };
+        let server = &self.servers[h.server];
+        let result = server.handle(req, h.call_timeout).await;
+        if let Err(failure @ CallFailure::Unreachable(_)) = &result {
+            if self.outages.down(server.addr(), &object_key(body)) {
+                self.log.warn(
+                    None,
+                    &format!("Handler server {} is unreachable: {failure}. The objects that need it wait for it.", server.addr()),
+                );
+            }
+        } else if let Some(n) = self.outages.up(server.addr()) {
+            self.log.info(None, &format!("Handler server {} answers again; {n} object(s) waited for it.", server.addr()));
+        }
+        match result {
+            Ok(answer) => {
+                if !answer.memo.is_empty() {
+                    self.memos.lock().insert(uid.to_string(), answer.memo.clone());
+                }
+                Ok(answer)
+            }
+            Err(failure) => Err(failure.answer()),
+        }
+    }
+
+    /// Creates and adopts a successful answer's owned objects; their UIDs join the result
+    /// as `children` (Kopf's example 02 shape). A failure turns the answer into an
+    /// unexpected error of the handler, so its errors mode decides what follows.
+    async fn adopt_into(&self, obj: &ObjectRef, body: &Value, answer: &mut pb::HandleResponse) {
+        match self.adopt(body, &answer.owned).await {
+            Ok(uids) => {
+                let parsed = serde_json::from_slice::<Value>(&answer.result).ok().filter(|v| !v.is_null());
+                let mut result = parsed.unwrap_or_else(|| serde_json::json!({}));
+                if let Some(map) = result.as_object_mut() {
+                    map.insert("children".into(), serde_json::json!(uids));
+                    answer.result = to_json(&result);
+                }
+                self.log.info(Some(obj), &format!("Adopted and created {} owned object(s).", uids.len()));
+            }
+            Err(why) => {
+                answer.outcome = pb::Outcome::UnexpectedError as i32;
+                answer.message = format!("owned objects could not be created: {why}");
             }
         }
     }

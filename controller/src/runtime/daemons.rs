@@ -1,65 +1,60 @@
-//! Daemons (Kopf's `kopf.daemon`): one `Daemon` stream per object and daemon handler, open for
-//! as long as the object exists, is not being deleted and matches the handler's filters.
-//! Cancelling the call (dropping the stream) is the daemon's stop signal. Messages apply as
-//! they come: log lines, events, merge and JSON patches. A daemon that exits with a temporary
-//! error (or an unexpected one, in the temporary errors mode) is restarted after its delay or
-//! backoff; otherwise it stays stopped for that object until the controller restarts.
+//! Daemons (Kopf's `kopf.daemon`): one `Daemon` stream per object and daemon handler, opened
+//! after the daemon's `initial_delay`, for as long as `background` keeps it. Cancelling the
+//! call (dropping the stream) is the daemon's stop signal. Messages apply as they come: log
+//! lines, events, merge and JSON patches. A daemon that exits with a temporary error (or an
+//! unexpected one, in the temporary errors mode), or whose server cannot be reached, is
+//! restarted after its delay or its own backoff; otherwise it stays stopped for that object
+//! until the controller restarts.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bosun_proto::v1 as pb;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::cycle::{ResourceContext, object_ref};
-use crate::engines::dispatch::{CallFailure, classify};
-use crate::state::registry::{ErrorsMode, Handler};
+use super::background::Latest;
+use super::context::{ResourceContext, object_ref, to_json};
+use crate::engines::human;
+use crate::state::outcomes::{Answer, Attempt, DaemonNext, attempt_of, daemon_next};
+use crate::state::patches::check_merge_patch;
+use crate::state::plan::Writes;
+use crate::state::registry::Handler;
 
-/// What to do after a daemon's stream ended.
-#[derive(Debug, PartialEq)]
-pub enum Exit {
-    /// Start it again after this long.
-    Restart(Duration),
-    /// Leave it stopped.
-    Done,
+/// How a daemon's stream ended.
+enum End {
+    /// Its server could not be reached.
+    Unreachable,
+    /// The server ended the stream without an exit message.
+    NoExit,
+    /// With this exit (or a failure that counts as one).
+    Exit(Attempt),
 }
 
-/// Judges how a daemon ended (pure): `None` when the stream ended without an exit message.
-pub fn judge(h: &Handler, exit: Option<&pb::DaemonExit>) -> Exit {
-    let Some(exit) = exit else { return Exit::Done };
-    let delay = exit.delay_seconds.filter(|d| d.is_finite() && *d >= 0.0).map(Duration::from_secs_f64);
-    match pb::Outcome::try_from(exit.outcome).unwrap_or(pb::Outcome::UnexpectedError) {
-        pb::Outcome::TemporaryError => Exit::Restart(delay.unwrap_or(h.backoff)),
-        pb::Outcome::UnexpectedError if h.errors == ErrorsMode::Temporary => Exit::Restart(h.backoff),
-        _ => Exit::Done,
+impl End {
+    fn of(answer: &Answer) -> End {
+        attempt_of(answer, None).map_or(End::Unreachable, End::Exit)
     }
 }
 
 /// Runs the daemon `h` for one object until it ends for good or the task is aborted.
-pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Receiver<(Value, tokio::time::Instant)>) {
+pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Receiver<Latest>) {
     let mut stop = ctx.stop.clone();
+    tokio::select! { _ = stop.changed() => return, _ = tokio::time::sleep(h.daemon.initial_delay) => {} }
     let mut retry = 0u32;
     loop {
         let body = latest.borrow().0.clone();
         let obj = object_ref(&body);
-        let req = pb::DaemonRequest {
-            handler_id: h.id.clone(),
-            resource: Some(ctx.pb_resource()),
-            object: serde_json::to_vec(&body).expect("JSON values serialize"),
-            retry,
-            memo: Vec::new(),
-        };
-        let server = &ctx.servers[h.server];
+        let memo = ctx.memos.lock().get(crate::runtime::context::meta_str(&body, "uid")).cloned().unwrap_or_default();
+        let req = pb::DaemonRequest { handler_id: h.id.clone(), resource: Some(ctx.pb_resource()), object: to_json(&body), retry, memo };
         ctx.log.debug(Some(&obj), &format!("Daemon '{}' is starting.", h.id));
-        let mut exit = None;
-        let restart = match server.daemon(req).await {
-            Err(CallFailure::Unreachable(why)) | Err(CallFailure::Rejected(why)) => {
-                ctx.log.warn(Some(&obj), &format!("Daemon '{}' could not be started: {why}. Will retry.", h.id));
-                Exit::Restart(h.backoff.min(Duration::from_secs(10)))
+        let ended = match ctx.servers[h.server].daemon(req).await {
+            Err(failure) => {
+                ctx.log.warn(Some(&obj), &format!("Daemon '{}' could not be started: {failure}.", h.id));
+                End::of(&failure.answer())
             }
             Ok(mut stream) => {
+                let mut exit = End::NoExit;
                 loop {
                     let next = tokio::select! {
                         _ = stop.changed() => return,
@@ -67,35 +62,45 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
                     };
                     match next {
                         None => break,
-                        Some(Err(status)) => {
-                            let why = match classify(&status) {
-                                CallFailure::Unreachable(w) | CallFailure::Rejected(w) => w,
-                            };
-                            ctx.log.warn(Some(&obj), &format!("Daemon '{}' failed: {why}", h.id));
-                            exit = Some(pb::DaemonExit { outcome: pb::Outcome::UnexpectedError as i32, message: why, delay_seconds: None });
+                        Some(Err(failure)) => {
+                            ctx.log.warn(Some(&obj), &format!("Daemon '{}' {failure}.", h.id));
+                            exit = End::of(&failure.answer());
                             break;
                         }
                         Some(Ok(message)) => {
                             let body = latest.borrow().0.clone();
                             if let Some(e) = apply(&ctx, &h, &body, message).await {
-                                exit = Some(e);
+                                let given = Answer::Answered {
+                                    outcome: pb::Outcome::try_from(e.outcome).unwrap_or(pb::Outcome::UnexpectedError),
+                                    message: e.message,
+                                    delay: e.delay_seconds,
+                                };
+                                exit = End::of(&given);
                                 break;
                             }
                         }
                     }
                 }
-                judge(&h, exit.as_ref())
+                exit
             }
         };
-        match restart {
-            Exit::Done => {
-                let how = exit.as_ref().map(|e| e.message.as_str()).filter(|m| !m.is_empty()).unwrap_or("exited");
+        let next = match &ended {
+            End::NoExit => DaemonNext::Done,
+            End::Exit(attempt) => daemon_next(&h, Some(attempt)),
+            End::Unreachable => daemon_next(&h, None),
+        };
+        match next {
+            DaemonNext::Done => {
+                let how = match &ended {
+                    End::Exit(Attempt::Permanent(m) | Attempt::Unexpected(m)) => m.clone(),
+                    _ => "exited".into(),
+                };
                 ctx.log.info(Some(&obj), &format!("Daemon '{}' has exited: {how}", h.id));
                 return;
             }
-            Exit::Restart(delay) => {
-                ctx.log.warn(Some(&obj), &format!("Daemon '{}' will be restarted in {delay:?}.", h.id));
-                retry += 1;
+            DaemonNext::Restart(delay) => {
+                ctx.log.warn(Some(&obj), &format!("Daemon '{}' will be restarted in {}.", h.id, human(delay)));
+                retry = retry.saturating_add(1);
                 tokio::select! { _ = stop.changed() => return, _ = tokio::time::sleep(delay) => {} }
             }
         }
@@ -109,20 +114,23 @@ async fn apply(ctx: &ResourceContext, h: &Handler, body: &Value, message: pb::Da
     match message.message? {
         Message::Log(line) => ctx.log_lines(&obj, std::slice::from_ref(&line)),
         Message::Event(event) => ctx.post_events(body, std::iter::once(&event)).await,
-        Message::MergePatch(bytes) => match serde_json::from_slice::<Value>(&bytes).ok().filter(Value::is_object) {
-            None => ctx.log.warn(Some(&obj), &format!("Daemon '{}' sent a merge patch that is not a JSON object; ignored.", h.id)),
-            Some(patch) => {
-                let (mut main, mut status) = (json!({}), json!({}));
-                ctx.add_patch(&patch, &mut main, &mut status);
-                if let Err(e) = ctx.write(body, main, status, None, &[]).await {
-                    ctx.log.warn(Some(&obj), &format!("Daemon '{}' could not patch the object: {e:?}", h.id));
+        Message::MergePatch(bytes) => {
+            match serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string()).and_then(|p| check_merge_patch(&p).map(|()| p)) {
+                Err(why) => ctx.log.warn(Some(&obj), &format!("Daemon '{}' sent a merge patch that is not applied: {why}", h.id)),
+                Ok(patch) => {
+                    let mut w = Writes { main: json!({}), status: json!({}), ..Default::default() };
+                    ctx.subject().add_patch(body, &patch, &mut w.main, &mut w.status);
+                    if let Err(e) = ctx.write(body, &w).await {
+                        ctx.log.warn(Some(&obj), &format!("Daemon '{}' could not patch the object: {e}", h.id));
+                    }
                 }
             }
-        },
+        }
         Message::JsonPatch(bytes) => match serde_json::from_slice::<Value>(&bytes) {
             Ok(p) if serde_json::from_value::<json_patch::Patch>(p.clone()).is_ok() => {
-                if let Err(e) = ctx.write(body, json!({}), json!({}), None, &[(h.id.as_str(), &p)]).await {
-                    ctx.log.warn(Some(&obj), &format!("Daemon '{}' could not patch the object: {e:?}", h.id));
+                let w = Writes { main: json!({}), status: json!({}), json_patches: vec![(h.id.clone(), p)], ..Default::default() };
+                if let Err(e) = ctx.write(body, &w).await {
+                    ctx.log.warn(Some(&obj), &format!("Daemon '{}' could not patch the object: {e}", h.id));
                 }
             }
             _ => ctx.log.warn(Some(&obj), &format!("Daemon '{}' sent an invalid JSON patch; ignored.", h.id)),
@@ -130,42 +138,4 @@ async fn apply(ctx: &ResourceContext, h: &Handler, body: &Value, message: pb::Da
         Message::Exit(exit) => return Some(exit),
     }
     None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn handler(errors: ErrorsMode) -> Handler {
-        let spec = pb::HandlerSpec {
-            id: "d".into(),
-            kind: pb::HandlerKind::Daemon as i32,
-            resource: Some(pb::ResourceSelector { name: "kex".into(), ..Default::default() }),
-            ..Default::default()
-        };
-        let mut h = Handler::from_spec(&spec, 0).unwrap();
-        h.errors = errors;
-        h
-    }
-
-    fn exit(outcome: pb::Outcome, delay: Option<f64>) -> pb::DaemonExit {
-        pb::DaemonExit { outcome: outcome as i32, message: String::new(), delay_seconds: delay }
-    }
-
-    #[test]
-    fn daemon_exits_decide_restarts() {
-        let s = Duration::from_secs;
-        let cases = [
-            (ErrorsMode::Temporary, None, Exit::Done),
-            (ErrorsMode::Temporary, Some(exit(pb::Outcome::Success, None)), Exit::Done),
-            (ErrorsMode::Temporary, Some(exit(pb::Outcome::TemporaryError, Some(2.0))), Exit::Restart(s(2))),
-            (ErrorsMode::Temporary, Some(exit(pb::Outcome::TemporaryError, None)), Exit::Restart(s(60))),
-            (ErrorsMode::Temporary, Some(exit(pb::Outcome::PermanentError, None)), Exit::Done),
-            (ErrorsMode::Temporary, Some(exit(pb::Outcome::UnexpectedError, None)), Exit::Restart(s(60))),
-            (ErrorsMode::Permanent, Some(exit(pb::Outcome::UnexpectedError, None)), Exit::Done),
-        ];
-        for (mode, e, want) in cases {
-            assert_eq!(judge(&handler(mode), e.as_ref()), want, "{mode:?} {e:?}");
-        }
-    }
 }

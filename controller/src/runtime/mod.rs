@@ -3,12 +3,12 @@
 //! to per-object workers, and stop gracefully.
 
 pub mod activities;
-pub mod calls;
+pub mod background;
+pub mod context;
 pub mod cycle;
 pub mod daemons;
 pub mod namespaces;
 pub mod owned;
-pub mod patches;
 pub mod spies;
 pub mod timers;
 pub mod worker;
@@ -25,14 +25,14 @@ use tokio_util::task::TaskTracker;
 
 use crate::cluster::watching::{self, Seen, WatchScope};
 use crate::cluster::{Cluster, discovery};
-use crate::engines::dispatch::Server;
+use crate::engines::dispatch::{HandlerClient, Server, Servers};
 use crate::logs::Logger;
 use crate::state::essence::{EssenceRules, parse_path};
 use crate::state::registry::{self, Handler};
 use crate::state::storage::{Storage, StorageKind};
 use crate::{Error, Namespaces, Settings, StorageMode};
 use bosun_proto::v1 as pb;
-use cycle::ResourceContext;
+use context::{Clock, ResourceContext};
 use worker::Router;
 
 /// How long in-flight cycles get to finish after a stop is requested.
@@ -62,7 +62,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
         described.push(d.handlers);
     }
     let handlers = registry::build(&described)?;
-    let servers = Arc::new(servers);
+    let servers: Servers = Arc::new(servers.into_iter().map(|s| Arc::new(s) as Arc<dyn HandlerClient>).collect());
     let of_kind = |k: pb::HandlerKind| handlers.iter().filter(|h| h.kind == k).cloned().collect::<Vec<_>>();
     let (startups, cleanups) = (of_kind(pb::HandlerKind::Startup), of_kind(pb::HandlerKind::Cleanup));
     let probes = of_kind(pb::HandlerKind::Probe);
@@ -103,6 +103,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     }
 
     let cluster = Cluster::new(client);
+    let outages = Arc::new(crate::engines::dispatch::Outages::default());
     let limit = Arc::new(Semaphore::new(settings.max_workers.max(1)));
     let tasks = TaskTracker::new();
     for (selector, hs) in groups {
@@ -117,6 +118,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
             ignored,
             cluster: cluster.clone(),
             servers: servers.clone(),
+            outages: outages.clone(),
             log: log.clone(),
             settings: settings.clone(),
             limit: limit.clone(),
@@ -144,7 +146,8 @@ struct ResourceJob {
     handlers: Vec<Arc<Handler>>,
     ignored: Vec<Vec<String>>,
     cluster: Cluster,
-    servers: Arc<Vec<Server>>,
+    servers: Servers,
+    outages: Arc<crate::engines::dispatch::Outages>,
     log: Logger,
     settings: Settings,
     limit: Arc<Semaphore>,
@@ -205,7 +208,7 @@ impl ResourceJob {
                 &format!(
                     "The status of {} keeps no unknown fields: handler results go to annotations {}.",
                     resource.display(),
-                    cycle::result_annotation(&storage.prefix, "<id>")
+                    crate::state::plan::result_annotation(&storage.prefix, "<id>")
                 ),
             );
         }
@@ -221,15 +224,16 @@ impl ResourceJob {
             spies,
             storage,
             rules: EssenceRules { own_prefixes, extra_fields: extra, ignored_fields: self.ignored.clone() },
-            cluster: self.cluster.clone(),
+            api: Arc::new(self.cluster.clone()),
             servers: self.servers.clone(),
+            outages: self.outages.clone(),
             log: self.log.clone(),
             selector_pushed: selector.is_some(),
             seen: Mutex::new(HashSet::new()),
             memos: Mutex::new(HashMap::new()),
-            timers: timers::Timers::default(),
             tasks: self.tasks.clone(),
             stop: self.stop.clone(),
+            clock: Clock::Wall,
         });
         let spies = spies::Spies::new(ctx.clone(), self.tasks.clone(), self.stop.clone());
         let router = Router::new(ctx, self.limit.clone(), self.tasks.clone(), self.stop.clone());
@@ -274,3 +278,6 @@ fn with_type_meta(seen: Seen, r: &discovery::ResolvedResource) -> Seen {
         b
     })
 }
+
+#[cfg(test)]
+mod tests;

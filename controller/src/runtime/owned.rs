@@ -7,7 +7,7 @@
 use bosun_proto::v1 as pb;
 use serde_json::{Value, json};
 
-use super::cycle::{ResourceContext, meta_str};
+use super::context::{ResourceContext, meta_str};
 use crate::cluster::{content, discovery};
 
 /// Makes `child` an adopted child of `owner`; `index` tells apart unnamed children of a kind.
@@ -72,7 +72,7 @@ impl ResourceContext {
             let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
             let kind = child["kind"].as_str().unwrap_or_default();
             let selector = pb::ResourceSelector { group: group.into(), version: version.into(), name: kind.into() };
-            let resource = discovery::resolve(&self.cluster, &selector)
+            let resource = discovery::resolve(&*self.api, &selector)
                 .await
                 .map_err(|e| e.to_string())?
                 .ok_or_else(|| format!("the API server serves no {kind} in {api_version}"))?;
@@ -80,12 +80,12 @@ impl ResourceContext {
             let path = resource.object_path(&ns, &name);
             let created = if o.apply {
                 let apply_path = format!("{path}?fieldManager=bosun&force=true");
-                self.cluster.patch(&apply_path, content::APPLY, &child).await.map_err(|e| e.to_string())?
+                self.api.patch(&apply_path, content::APPLY, &child).await.map_err(|e| e.to_string())?
             } else {
-                match self.cluster.create(&resource.collection_path(Some(&ns)), &child).await {
+                match self.api.create(&resource.collection_path(Some(&ns)), &child).await {
                     Ok(v) => v,
                     Err(e) if e.code() == Some(409) => {
-                        let existing = self.cluster.get(&path).await.map_err(|e| e.to_string())?;
+                        let existing = self.api.get(&path).await.map_err(|e| e.to_string())?;
                         let ours = existing["metadata"]["ownerReferences"]
                             .as_array()
                             .is_some_and(|refs| refs.iter().any(|r| r["uid"].as_str() == Some(meta_str(owner, "uid"))));

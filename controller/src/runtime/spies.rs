@@ -13,9 +13,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 
-use super::cycle::{ResourceContext, object_ref};
+use super::context::{ResourceContext, object_ref, to_json};
 use crate::cluster::watching::Seen;
-use crate::engines::dispatch::CallFailure;
 
 /// How long an idle spy queue stays around.
 const IDLE: Duration = Duration::from_secs(30);
@@ -116,14 +115,14 @@ impl Spies {
             handler_id: h.id.clone(),
             reason: pb::Reason::Event as i32,
             resource: Some(self.ctx.pb_resource()),
-            object: serde_json::to_vec(body).expect("JSON values serialize"),
+            object: to_json(body),
             event_type: etype.to_string(),
             ..Default::default()
         };
         let log = &self.ctx.log;
         match self.ctx.servers[h.server].handle(req, h.call_timeout).await {
-            Err(CallFailure::Unreachable(why) | CallFailure::Rejected(why)) => {
-                log.warn(Some(&obj), &format!("Handler '{}' could not be called: {why}; the event is skipped.", h.id));
+            Err(failure) => {
+                log.warn(Some(&obj), &format!("Handler '{}' {failure}; the event is skipped.", h.id));
             }
             Ok(answer) => {
                 self.ctx.log_lines(&obj, &answer.logs);

@@ -6,14 +6,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::task::TaskTracker;
 
-use super::cycle::{Next, ResourceContext};
+use super::background::Background;
+use super::context::ResourceContext;
 use crate::cluster::watching::Seen;
+use crate::state::plan::Next;
 
 /// How long a worker with nothing to do stays around.
 const IDLE: Duration = Duration::from_secs(30);
@@ -30,6 +31,7 @@ pub fn throttle_delay(failures: usize) -> Duration {
 #[derive(Clone)]
 pub struct Router {
     ctx: Arc<ResourceContext>,
+    background: Arc<Background>,
     workers: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Seen>>>>,
     limit: Arc<Semaphore>,
     tasks: TaskTracker,
@@ -48,7 +50,17 @@ fn rv_of(body: &Value) -> Option<u64> {
 impl Router {
     /// A router for one resource; `limit` bounds cycles in flight across all resources.
     pub fn new(ctx: Arc<ResourceContext>, limit: Arc<Semaphore>, tasks: TaskTracker, stop: tokio::sync::watch::Receiver<bool>) -> Router {
-        Router { ctx, workers: Arc::default(), limit, tasks, stop }
+        Router { ctx, background: Arc::default(), workers: Arc::default(), limit, tasks, stop }
+    }
+
+    /// The timers and daemons of the resource.
+    pub fn background(&self) -> &Background {
+        &self.background
+    }
+
+    /// How many objects have a worker now.
+    pub fn workers(&self) -> usize {
+        self.workers.lock().len()
     }
 
     /// Hands an event to its object's worker, starting one if needed.
@@ -78,8 +90,12 @@ impl Router {
         let mut written_rv: Option<u64> = None;
         let mut wake: Option<tokio::time::Instant> = None;
         let mut failures = 0usize;
+        let mut again = false;
         loop {
-            let woke = tokio::select! {
+            let woke = if std::mem::take(&mut again) {
+                true
+            } else {
+                tokio::select! {
                 biased;
                 _ = stop.changed() => return,
                 m = rx.recv() => match m {
@@ -98,6 +114,7 @@ impl Router {
                     }
                     continue;
                 }
+                }
             };
             while let Ok(m) = rx.try_recv() {
                 latest = Some(m);
@@ -112,16 +129,20 @@ impl Router {
                 if *stop.borrow() {
                     return;
                 }
-                self.ctx.process(body, deleted).await
+                self.ctx.process(&self.background, body, deleted).await
             };
             if let Some(w) = end.written {
                 written_rv = rv_of(&w);
                 latest = Some(Seen::Upsert(w));
             }
-            let at = |t: chrono::DateTime<Utc>| tokio::time::Instant::now() + (t - Utc::now()).to_std().unwrap_or_default();
+            let at = |t: chrono::DateTime<chrono::Utc>| self.ctx.clock.instant(t);
             failures = if matches!(end.next, Next::Throttled(_)) { failures + 1 } else { 0 };
             match end.next {
                 Next::Idle => wake = None,
+                Next::Now => {
+                    wake = None;
+                    again = true;
+                }
                 Next::WakeAt(t) => wake = Some(at(t)),
                 Next::Throttled(earlier) => {
                     let throttled = tokio::time::Instant::now() + throttle_delay(failures);

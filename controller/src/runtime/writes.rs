@@ -1,78 +1,30 @@
-//! The writing phase of a cycle: the main-resource merge patch (with the finalizer change,
+//! Executing a plan's writes: the main-resource merge patch (with the finalizer change,
 //! guarded by the resourceVersion and re-read on 409), then the status merge patch, then
-//! handlers' JSON patches — as few requests as the changes allow.
+//! handlers' JSON patches — as few requests as the changes allow. And finding whose patch
+//! the API server refused, with dry runs that change nothing.
 
 use serde_json::{Value, json};
 
-use super::cycle::{ResourceContext, meta_str};
-use super::patches::compose;
+use super::context::{ResourceContext, meta_str};
 use crate::cluster::{self, content};
+use crate::state::patches::compose;
+use crate::state::plan::{CallOutcome, Writes};
 use crate::state::storage::is_empty_patch;
 
-impl ResourceContext {
-    /// Writes the main patch (with the finalizer change, guarded by the resourceVersion),
-    /// then the status patch, then handlers' JSON patches. Returns the last written body.
-    pub(super) async fn write(
-        &self,
-        body: &Value,
-        main: Value,
-        status: Value,
-        finalizer: Option<bool>,
-        json_patches: &[(&str, &Value)],
-    ) -> Result<Option<Value>, WriteError> {
-        let ns = meta_str(body, "namespace");
-        let name = meta_str(body, "name");
-        let path = self.resource.object_path(ns, name);
-        let mut written = None;
-        let mut current = body.clone();
-        for attempt in 0..3 {
-            let mut main_now = main.clone();
-            if let Some(want) = finalizer {
-                let mut list: Vec<Value> = current.pointer("/metadata/finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
-                list.retain(|f| f.as_str() != Some(self.storage.finalizer.as_str()));
-                if want {
-                    list.push(Value::String(self.storage.finalizer.clone()));
-                }
-                compose(
-                    &mut main_now,
-                    &json!({"metadata": {"finalizers": list, "resourceVersion": meta_str(&current, "resourceVersion")}}),
-                );
-            }
-            if is_empty_patch(&main_now) {
-                break;
-            }
-            match self.cluster.patch(&path, content::MERGE, &main_now).await {
-                Ok(v) => {
-                    written = Some(v);
-                    break;
-                }
-                Err(e) if e.code() == Some(409) && finalizer.is_some() && attempt < 2 => {
-                    current = self.cluster.get(&path).await.map_err(WriteError::from)?;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        if !is_empty_patch(&status) {
-            let status_path = format!("{path}/status");
-            written = Some(self.cluster.patch(&status_path, content::MERGE, &status).await?);
-        }
-        for (_, p) in json_patches {
-            written = Some(self.cluster.patch(&path, content::JSON_PATCH, p).await?);
-        }
-        Ok(written)
-    }
-}
-
 /// Why a write did not happen.
-#[derive(Debug)]
-pub(super) enum WriteError {
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
     /// 404: the object is gone.
+    #[error("the object is gone")]
     Gone,
     /// 409: it changed meanwhile.
+    #[error("the object changed meanwhile")]
     Conflict,
     /// 4xx: the patch is unacceptable.
+    #[error("{0}")]
     Rejected(String),
     /// 5xx/network after retries.
+    #[error("{0}")]
     Unavailable(String),
 }
 
@@ -84,5 +36,73 @@ impl From<cluster::Error> for WriteError {
             Some(c) if (400..500).contains(&c) && c != 429 => WriteError::Rejected(e.to_string()),
             _ => WriteError::Unavailable(e.to_string()),
         }
+    }
+}
+
+impl ResourceContext {
+    fn path_of(&self, body: &Value) -> String {
+        self.resource.object_path(meta_str(body, "namespace"), meta_str(body, "name"))
+    }
+
+    /// Writes the main patch (with the finalizer change, guarded by the resourceVersion),
+    /// then the status patch, then handlers' JSON patches. Returns the last written body.
+    pub async fn write(&self, body: &Value, w: &Writes) -> Result<Option<Value>, WriteError> {
+        let path = self.path_of(body);
+        let mut written = None;
+        let mut current = body.clone();
+        for attempt in 0..3 {
+            let mut main = w.main.clone();
+            if let Some(want) = w.finalizer {
+                let mut list: Vec<Value> = current.pointer("/metadata/finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
+                list.retain(|f| f.as_str() != Some(self.storage.finalizer.as_str()));
+                if want {
+                    list.push(Value::String(self.storage.finalizer.clone()));
+                }
+                compose(&mut main, &json!({"metadata": {"finalizers": list, "resourceVersion": meta_str(&current, "resourceVersion")}}));
+            }
+            if is_empty_patch(&main) {
+                break;
+            }
+            match self.api.patch(&path, content::MERGE, &main).await {
+                Ok(v) => {
+                    written = Some(v);
+                    break;
+                }
+                Err(e) if e.code() == Some(409) && w.finalizer.is_some() && attempt < 2 => {
+                    current = self.api.get(&path).await?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !is_empty_patch(&w.status) {
+            written = Some(self.api.patch(&format!("{path}/status"), content::MERGE, &w.status).await?);
+        }
+        for (_, p) in &w.json_patches {
+            written = Some(self.api.patch(&path, content::JSON_PATCH, p).await?);
+        }
+        Ok(written)
+    }
+
+    /// The calls whose patches the API server refuses, each tried alone as a dry run.
+    pub async fn culprits(&self, body: &Value, calls: &[CallOutcome]) -> Vec<String> {
+        let path = self.path_of(body);
+        let mut out = Vec::new();
+        for c in calls.iter().filter(|c| c.patches()) {
+            let tries = [
+                (c.main_patch.as_ref(), format!("{path}?dryRun=All"), content::MERGE),
+                (c.status_patch.as_ref(), format!("{path}/status?dryRun=All"), content::MERGE),
+                (c.json_patch.as_ref(), format!("{path}?dryRun=All"), content::JSON_PATCH),
+            ];
+            for (patch, at, kind) in tries {
+                let Some(patch) = patch else { continue };
+                if let Err(e) = self.api.patch(&at, kind, patch).await
+                    && matches!(WriteError::from(e), WriteError::Rejected(_))
+                {
+                    out.push(c.id.clone());
+                    break;
+                }
+            }
+        }
+        out
     }
 }

@@ -5,6 +5,8 @@ pub mod causes;
 pub mod diff;
 pub mod essence;
 pub mod outcomes;
+pub mod patches;
+pub mod plan;
 pub mod progress;
 pub mod registry;
 pub mod storage;

@@ -1,5 +1,8 @@
-//! What one attempt of a handler means for its progress record: retries, delays, timeouts,
-//! the errors mode. Pure; the log wording is Kopf's.
+//! What an answer from a handler server means, in one place for every kind of handler:
+//! changing handlers (their progress records: retries, delays, timeouts, the errors mode),
+//! timers (the next wait), daemons (restart or not) and activities (retry or give up).
+//! Delays that come from outside are validated and clamped here and nowhere else. Pure; the
+//! log wording is Kopf's.
 
 use std::time::Duration;
 
@@ -8,6 +11,45 @@ use serde_json::Value;
 
 use super::progress::{ProgressRecord, format_time};
 use super::registry::{ErrorsMode, Handler};
+
+/// The longest delay honoured; longer ones (a handler asking for "never") are cut to it.
+pub const MAX_DELAY: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// Validates a number of seconds that came from outside (a handler's answer or options):
+/// `None` stays `None`, negative or non-finite values are an error that names the value, and
+/// values beyond [`MAX_DELAY`] are clamped to it.
+pub fn seconds(value: Option<f64>, what: &str) -> Result<Option<Duration>, String> {
+    match value {
+        None => Ok(None),
+        Some(s) if !s.is_finite() || s < 0.0 => Err(format!("`{what}` must be a finite number of seconds ≥ 0, not {s}")),
+        Some(s) if s >= MAX_DELAY.as_secs_f64() => Ok(Some(MAX_DELAY)),
+        Some(s) => Ok(Some(Duration::from_secs_f64(s))),
+    }
+}
+
+/// `now + d` without overflow (capped at chrono's maximum).
+pub fn later(now: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(d).ok().and_then(|d| now.checked_add_signed(d)).unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// How the call to a handler server ended, as far as the handler is concerned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// The server answered: its outcome, message and requested delay.
+    Answered {
+        /// The outcome.
+        outcome: bosun_proto::v1::Outcome,
+        /// Its message.
+        message: String,
+        /// The delay it asked for (temporary errors).
+        delay: Option<f64>,
+    },
+    /// The server could not be reached (nothing ran): retry later, nothing is recorded.
+    Unreachable(String),
+    /// The handler ran and failed without an answer: too slow, or an error status (an
+    /// uncaught exception in Python or Go). Counts as the handler's unexpected error.
+    Broken(String),
+}
 
 /// How one attempt ended, as the handler server said.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,7 +154,7 @@ pub fn record_attempt(
         r
     };
     let retry = |mut r: ProgressRecord, message: String, delay: Duration, unexpected: bool| {
-        let until = now + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
+        let until = later(now, delay);
         r.retries = Some(r.retries.unwrap_or(0) + 1);
         r.delayed = Some(format_time(until));
         r.message = Some(message.clone());
@@ -142,6 +184,102 @@ pub fn record_limit_failure(prev: Option<&ProgressRecord>, purpose: &str, messag
     r.success = None;
     r.message = Some(message.to_string());
     r
+}
+
+/// The attempt an answer stands for; `None` when the server could not be reached (nothing
+/// ran, nothing counts). A delay the server should not have sent makes the attempt an
+/// unexpected error that names the value.
+pub fn attempt_of(answer: &Answer, result: Option<Value>) -> Option<Attempt> {
+    use bosun_proto::v1::Outcome;
+    match answer {
+        Answer::Unreachable(_) => None,
+        Answer::Broken(why) => Some(Attempt::Unexpected(why.clone())),
+        Answer::Answered { outcome, message, delay } => Some(match outcome {
+            Outcome::Success => Attempt::Success(result),
+            Outcome::TemporaryError => match seconds(*delay, "delay_seconds") {
+                Ok(delay) => Attempt::Temporary { message: message.clone(), delay },
+                Err(why) => Attempt::Unexpected(format!("the handler server answered with an invalid delay: {why} ({message})")),
+            },
+            Outcome::PermanentError => Attempt::Permanent(message.clone()),
+            Outcome::Skipped => Attempt::Skipped,
+            Outcome::UnexpectedError => Attempt::Unexpected(message.clone()),
+        }),
+    }
+}
+
+/// How long to wait before retrying a handler server that could not be reached (timers,
+/// daemons, activities), whatever the handler's own backoff.
+pub const UNREACHABLE_RETRY: Duration = Duration::from_secs(10);
+
+/// What one timer tick means for the schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerNext {
+    /// The regular interval.
+    Interval,
+    /// Sooner or later than the interval, to retry.
+    Retry(Duration),
+}
+
+/// The next wait of a timer after an attempt (`None`: the server was unreachable).
+pub fn timer_next(h: &Handler, attempt: Option<&Attempt>) -> TimerNext {
+    match attempt {
+        None => TimerNext::Retry(h.backoff.min(UNREACHABLE_RETRY)),
+        Some(Attempt::Success(_) | Attempt::Skipped | Attempt::Permanent(_)) => TimerNext::Interval,
+        Some(Attempt::Temporary { delay, .. }) => TimerNext::Retry(delay.unwrap_or(h.backoff)),
+        Some(Attempt::Unexpected(_)) if h.errors == ErrorsMode::Temporary => TimerNext::Retry(h.backoff),
+        Some(Attempt::Unexpected(_)) => TimerNext::Interval,
+    }
+}
+
+/// What to do after a daemon's stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DaemonNext {
+    /// Start it again after this long.
+    Restart(Duration),
+    /// Leave it stopped.
+    Done,
+}
+
+/// Whether a daemon is restarted after it ended with `attempt` (`None`: its server could not
+/// be reached). Restarts wait the daemon's own backoff (`DaemonOptions.backoff_seconds`).
+pub fn daemon_next(h: &Handler, attempt: Option<&Attempt>) -> DaemonNext {
+    let backoff = h.daemon.backoff;
+    match attempt {
+        None => DaemonNext::Restart(backoff.min(UNREACHABLE_RETRY)),
+        Some(Attempt::Temporary { delay, .. }) => DaemonNext::Restart(delay.unwrap_or(backoff)),
+        Some(Attempt::Unexpected(_)) if h.errors == ErrorsMode::Temporary => DaemonNext::Restart(backoff),
+        Some(_) => DaemonNext::Done,
+    }
+}
+
+/// What an activity attempt (startup, cleanup) means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActivityNext {
+    /// Done.
+    Succeeded,
+    /// Try again after this long.
+    Retry(Duration, String),
+    /// Give up.
+    Failed(String),
+}
+
+/// Judges one activity attempt (`None`: unreachable), the `retry`-th (from 0).
+pub fn activity_next(h: &Handler, attempt: Option<&Attempt>, unreachable: &str, retry: u32) -> ActivityNext {
+    let limit_hit = h.retries.is_some_and(|limit| retry + 1 >= limit);
+    let retry_or_fail = |delay: Duration, message: String| {
+        if limit_hit { ActivityNext::Failed(format!("{message} (retries exhausted)")) } else { ActivityNext::Retry(delay, message) }
+    };
+    match attempt {
+        None => ActivityNext::Retry(h.backoff.min(Duration::from_secs(5)), format!("handler server unreachable: {unreachable}")),
+        Some(Attempt::Success(_) | Attempt::Skipped) => ActivityNext::Succeeded,
+        Some(Attempt::Permanent(m)) => ActivityNext::Failed(m.clone()),
+        Some(Attempt::Temporary { message, delay }) => retry_or_fail(delay.unwrap_or(h.backoff), message.clone()),
+        Some(Attempt::Unexpected(m)) => match h.errors {
+            ErrorsMode::Ignored => ActivityNext::Succeeded,
+            ErrorsMode::Permanent => ActivityNext::Failed(m.clone()),
+            ErrorsMode::Temporary => retry_or_fail(h.backoff, m.clone()),
+        },
+    }
 }
 
 #[cfg(test)]
@@ -252,6 +390,110 @@ mod tests {
         ];
         for (v, want) in cases {
             assert_eq!(v.log_line("x"), want);
+        }
+    }
+
+    fn answered(outcome: pb::Outcome, delay: Option<f64>) -> Answer {
+        Answer::Answered { outcome, message: "m".into(), delay }
+    }
+
+    #[test]
+    fn seconds_from_outside_are_validated_and_clamped() {
+        let cases = [
+            (None, Ok(None)),
+            (Some(0.0), Ok(Some(Duration::ZERO))),
+            (Some(1.5), Ok(Some(Duration::from_millis(1500)))),
+            (Some(1e300), Ok(Some(MAX_DELAY))),
+            (Some(f64::INFINITY), Err(())),
+            (Some(f64::NAN), Err(())),
+            (Some(-1.0), Err(())),
+        ];
+        for (v, want) in cases {
+            assert_eq!(seconds(v, "x").map_err(|_| ()), want, "{v:?}");
+        }
+        assert_eq!(later(now(), MAX_DELAY), now() + chrono::Duration::from_std(MAX_DELAY).unwrap());
+        assert_eq!(later(DateTime::<Utc>::MAX_UTC, Duration::from_secs(1)), DateTime::<Utc>::MAX_UTC);
+    }
+
+    #[test]
+    fn answers_become_attempts_and_bad_delays_are_the_handlers_error() {
+        let cases = [
+            (answered(pb::Outcome::Success, None), Some(Attempt::Success(None))),
+            (
+                answered(pb::Outcome::TemporaryError, Some(2.0)),
+                Some(Attempt::Temporary { message: "m".into(), delay: Some(Duration::from_secs(2)) }),
+            ),
+            (answered(pb::Outcome::TemporaryError, Some(1e300)), Some(Attempt::Temporary { message: "m".into(), delay: Some(MAX_DELAY) })),
+            (answered(pb::Outcome::PermanentError, None), Some(Attempt::Permanent("m".into()))),
+            (answered(pb::Outcome::Skipped, None), Some(Attempt::Skipped)),
+            (answered(pb::Outcome::UnexpectedError, None), Some(Attempt::Unexpected("m".into()))),
+            (Answer::Broken("failed with UNKNOWN: boom".into()), Some(Attempt::Unexpected("failed with UNKNOWN: boom".into()))),
+            (Answer::Unreachable("refused".into()), None),
+        ];
+        for (answer, want) in cases {
+            assert_eq!(attempt_of(&answer, None), want, "{answer:?}");
+        }
+        let bad = attempt_of(&answered(pb::Outcome::TemporaryError, Some(-5.0)), None);
+        assert!(matches!(&bad, Some(Attempt::Unexpected(m)) if m.contains("-5")), "{bad:?}");
+    }
+
+    #[test]
+    fn timer_attempts_choose_the_next_wait() {
+        let s = Duration::from_secs;
+        let tmp = |d: Option<u64>| Attempt::Temporary { message: "m".into(), delay: d.map(s) };
+        let cases = [
+            (ErrorsMode::Temporary, Some(Attempt::Success(None)), TimerNext::Interval),
+            (ErrorsMode::Temporary, Some(tmp(Some(3))), TimerNext::Retry(s(3))),
+            (ErrorsMode::Temporary, Some(tmp(None)), TimerNext::Retry(s(60))),
+            (ErrorsMode::Temporary, Some(Attempt::Permanent("m".into())), TimerNext::Interval),
+            (ErrorsMode::Temporary, Some(Attempt::Unexpected("m".into())), TimerNext::Retry(s(60))),
+            (ErrorsMode::Ignored, Some(Attempt::Unexpected("m".into())), TimerNext::Interval),
+            (ErrorsMode::Temporary, None, TimerNext::Retry(s(10))),
+        ];
+        for (mode, attempt, want) in cases {
+            assert_eq!(timer_next(&handler(mode, None, None), attempt.as_ref()), want, "{mode:?} {attempt:?}");
+        }
+    }
+
+    #[test]
+    fn daemon_ends_decide_restarts_with_the_daemons_own_backoff() {
+        let s = Duration::from_secs;
+        let mut h = handler(ErrorsMode::Temporary, None, None);
+        h.daemon.backoff = s(2);
+        let mut permanent = h.clone();
+        permanent.errors = ErrorsMode::Permanent;
+        let tmp = |d: Option<u64>| Attempt::Temporary { message: "m".into(), delay: d.map(s) };
+        let cases = [
+            (&h, Some(Attempt::Success(None)), DaemonNext::Done),
+            (&h, Some(tmp(Some(5))), DaemonNext::Restart(s(5))),
+            (&h, Some(tmp(None)), DaemonNext::Restart(s(2))),
+            (&h, Some(Attempt::Permanent("m".into())), DaemonNext::Done),
+            (&h, Some(Attempt::Unexpected("m".into())), DaemonNext::Restart(s(2))),
+            (&permanent, Some(Attempt::Unexpected("m".into())), DaemonNext::Done),
+            (&h, None, DaemonNext::Restart(s(2))),
+        ];
+        for (h, attempt, want) in cases {
+            assert_eq!(daemon_next(h, attempt.as_ref()), want, "{attempt:?}");
+        }
+    }
+
+    #[test]
+    fn activity_attempts_become_steps() {
+        let s = Duration::from_secs;
+        let tmp = |d: Option<u64>| Attempt::Temporary { message: "m".into(), delay: d.map(s) };
+        let h = handler(ErrorsMode::Temporary, None, None);
+        let limited = handler(ErrorsMode::Temporary, Some(3), None);
+        let cases = [
+            (&h, Some(Attempt::Success(None)), 0, ActivityNext::Succeeded),
+            (&h, Some(tmp(Some(2))), 0, ActivityNext::Retry(s(2), "m".into())),
+            (&h, Some(tmp(None)), 0, ActivityNext::Retry(s(60), "m".into())),
+            (&limited, Some(tmp(Some(1))), 2, ActivityNext::Failed("m (retries exhausted)".into())),
+            (&h, Some(Attempt::Permanent("m".into())), 0, ActivityNext::Failed("m".into())),
+            (&h, Some(Attempt::Unexpected("m".into())), 0, ActivityNext::Retry(s(60), "m".into())),
+            (&h, None, 0, ActivityNext::Retry(s(5), "handler server unreachable: down".into())),
+        ];
+        for (h, attempt, retry, want) in cases {
+            assert_eq!(activity_next(h, attempt.as_ref(), "down", retry), want, "{attempt:?}");
         }
     }
 }

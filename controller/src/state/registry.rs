@@ -29,6 +29,32 @@ pub enum Error {
     /// A field handler without a field.
     #[error("field handler '{0}' names no field")]
     NoField(String),
+    /// The id cannot be a key of the controller's state on objects.
+    #[error("handler id '{0}' is not valid: {1}")]
+    BadId(String, String),
+    /// An option holds a value that is no duration.
+    #[error("handler '{0}' has an invalid option: {1}")]
+    BadOption(String, String),
+}
+
+/// Why `id` cannot name a (sub-)handler: its state is kept under an annotation key made from
+/// it (`/` becomes `.`; long ones are cut and hashed), so it must be made of the characters
+/// a key allows and begin and end with a letter or digit.
+pub fn check_id(id: &str) -> Result<(), String> {
+    if id.is_empty() {
+        return Err("it is empty".into());
+    }
+    if let Some(c) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))) {
+        return Err(format!("{c:?} is not allowed (use letters, digits, '-', '_', '.' and '/')"));
+    }
+    let ends_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if !ends_ok(id.chars().next()) || !ends_ok(id.chars().last()) {
+        return Err("it must begin and end with a letter or digit".into());
+    }
+    if id.split('/').any(str::is_empty) {
+        return Err("it has an empty part between '/'".into());
+    }
+    Ok(())
 }
 
 /// How a handler's unexpected errors count.
@@ -120,6 +146,25 @@ pub struct Handler {
     pub deleted: bool,
     /// For timers: the schedule.
     pub timer: Timer,
+    /// For daemons: their own delays.
+    pub daemon: Daemon,
+}
+
+/// A daemon's own delays (Kopf's `initial_delay`, `cancellation_timeout`, `backoff`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Daemon {
+    /// Wait this long after the object is first seen before starting.
+    pub initial_delay: Duration,
+    /// After asking the daemon to stop, hold the finalizer at most this long for it to end.
+    pub cancellation_timeout: Duration,
+    /// Wait this long before restarting a daemon that failed temporarily.
+    pub backoff: Duration,
+}
+
+impl Default for Daemon {
+    fn default() -> Self {
+        Daemon { initial_delay: Duration::ZERO, cancellation_timeout: Duration::ZERO, backoff: Duration::from_secs(60) }
+    }
 }
 
 /// A timer's schedule (Kopf's `interval`, `idle`, `initial_delay`, `sharp`).
@@ -135,10 +180,6 @@ pub struct Timer {
     pub sharp: bool,
 }
 
-fn secs(v: Option<f64>, default: Duration) -> Duration {
-    v.filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64).unwrap_or(default)
-}
-
 impl Handler {
     /// Decodes one registered handler from server number `server`.
     pub fn from_spec(spec: &pb::HandlerSpec, server: usize) -> Result<Handler, Error> {
@@ -146,6 +187,7 @@ impl Handler {
         if spec.id.is_empty() {
             return Err(Error::EmptyId(kind));
         }
+        check_id(&spec.id).map_err(|why| Error::BadId(spec.id.clone(), why))?;
         if kind == pb::HandlerKind::Unspecified {
             return Err(Error::UnknownKind(spec.id.clone()));
         }
@@ -172,6 +214,27 @@ impl Handler {
             new: f.new.as_ref().and_then(ValueCheck::from_pb),
         };
         let o = spec.options.unwrap_or_default();
+        let secs = |v: Option<f64>, what: &str| super::outcomes::seconds(v, what).map_err(|why| Error::BadOption(spec.id.clone(), why));
+        let timer = match spec.timer {
+            None => Timer::default(),
+            Some(t) => Timer {
+                interval: secs(Some(t.interval_seconds), "timer.interval_seconds")?.unwrap_or_default().max(Duration::from_millis(10)),
+                idle: secs(Some(t.idle_seconds), "timer.idle_seconds")?.unwrap_or_default(),
+                initial_delay: secs(Some(t.initial_delay_seconds), "timer.initial_delay_seconds")?.unwrap_or_default(),
+                sharp: t.sharp,
+            },
+        };
+        let backoff = secs(o.backoff_seconds, "backoff_seconds")?.unwrap_or(Duration::from_secs(60));
+        let daemon = match spec.daemon {
+            None => Daemon { backoff, ..Daemon::default() },
+            Some(d) => Daemon {
+                initial_delay: secs(Some(d.initial_delay_seconds), "daemon.initial_delay_seconds")?.unwrap_or_default(),
+                cancellation_timeout: secs(Some(d.cancellation_timeout_seconds), "daemon.cancellation_timeout_seconds")?
+                    .unwrap_or_default(),
+                // Unset (0) falls back to the handler's backoff.
+                backoff: secs(Some(d.backoff_seconds), "daemon.backoff_seconds")?.filter(|d| !d.is_zero()).unwrap_or(backoff),
+            },
+        };
         Ok(Handler {
             id: spec.id.clone(),
             kind,
@@ -180,9 +243,11 @@ impl Handler {
             field,
             filters,
             retries: o.retries,
-            backoff: secs(o.backoff_seconds, Duration::from_secs(60)),
-            timeout: o.timeout_seconds.map(|s| secs(Some(s), Duration::ZERO)),
-            call_timeout: secs(o.call_timeout_seconds, Duration::from_secs(300)),
+            backoff,
+            timeout: secs(o.timeout_seconds, "timeout_seconds")?,
+            call_timeout: secs(o.call_timeout_seconds, "call_timeout_seconds")?
+                .unwrap_or(Duration::from_secs(300))
+                .max(Duration::from_millis(1)),
             errors: match pb::ErrorsMode::try_from(o.errors).unwrap_or_default() {
                 pb::ErrorsMode::Temporary => ErrorsMode::Temporary,
                 pb::ErrorsMode::Permanent => ErrorsMode::Permanent,
@@ -190,15 +255,8 @@ impl Handler {
             },
             optional: o.optional,
             deleted: o.deleted,
-            timer: spec
-                .timer
-                .map(|t| Timer {
-                    interval: secs(Some(t.interval_seconds), Duration::ZERO).max(Duration::from_millis(10)),
-                    idle: secs(Some(t.idle_seconds), Duration::ZERO),
-                    initial_delay: secs(Some(t.initial_delay_seconds), Duration::ZERO),
-                    sharp: t.sharp,
-                })
-                .unwrap_or_default(),
+            timer,
+            daemon,
         })
     }
 
@@ -224,7 +282,7 @@ impl Handler {
             (K::Create, Reason::Create)
                 | (K::Update, Reason::Update)
                 | (K::Delete, Reason::Delete)
-                | (K::Resume, Reason::Resume)
+                | (K::Resume, Reason::Resume | Reason::Delete)
                 | (K::Field, Reason::Create | Reason::Update)
         );
         if !kind_fits {
@@ -393,7 +451,8 @@ mod tests {
         assert_eq!(due(Reason::Create, None, &json!({"spec": {}})), vec!["c"]);
         assert_eq!(due(Reason::Update, Some(&old), &size3), vec!["u", "fld/spec.size", "grow"]);
         assert_eq!(due(Reason::Update, Some(&old), &x2), vec!["u"]);
-        assert_eq!(due(Reason::Delete, Some(&old), &old), vec!["d"]);
+        // Resume handlers fit deletions too; the plan keeps only those marked `deleted`.
+        assert_eq!(due(Reason::Delete, Some(&old), &old), vec!["d", "r"]);
         assert_eq!(due(Reason::Resume, Some(&old), &old), vec!["r"]);
         assert!(due(Reason::Noop, Some(&old), &old).is_empty());
         let f = hs.iter().find(|h| h.id == "fld/spec.size").unwrap();

@@ -1,0 +1,170 @@
+//! What the cycles, workers, timers, daemons and spies of one resource share: the resource,
+//! its handlers, where state lives, the two I/O edges (the API server and the handler
+//! servers), the log, the clock and the per-object memory (seen UIDs, memos).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use bosun_proto::v1 as pb;
+use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::cluster::{Api, ResolvedResource, events};
+use crate::engines::dispatch::{Outages, Servers};
+use crate::logs::{Logger, ObjectRef};
+use crate::state::essence::EssenceRules;
+use crate::state::plan::Subject;
+use crate::state::registry::Handler;
+use crate::state::storage::Storage;
+
+/// The controller's clock: wall time, or time that moves with tokio's (paused) clock in tests.
+#[derive(Debug, Clone, Copy)]
+pub enum Clock {
+    /// `Utc::now()`.
+    Wall,
+    /// Wall time at `at`, moving with `tokio::time::Instant` from there.
+    Tokio {
+        /// The wall time at `at`.
+        utc: DateTime<Utc>,
+        /// The tokio instant it was read at.
+        at: Instant,
+    },
+}
+
+/// The longest sleep the runtime schedules (later wakes are re-checked then).
+const FAR: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+impl Clock {
+    /// A clock that follows tokio's time (for tests under `tokio::time::pause()`).
+    pub fn tokio() -> Clock {
+        Clock::Tokio { utc: Utc::now(), at: Instant::now() }
+    }
+
+    /// Now.
+    pub fn now(&self) -> DateTime<Utc> {
+        match self {
+            Clock::Wall => Utc::now(),
+            Clock::Tokio { utc, at } => *utc + chrono::Duration::from_std(at.elapsed()).unwrap_or_default(),
+        }
+    }
+
+    /// The tokio instant at which wall time `t` comes (at most [`FAR`] ahead).
+    pub fn instant(&self, t: DateTime<Utc>) -> Instant {
+        let ahead = (t - self.now()).to_std().unwrap_or_default().min(FAR);
+        Instant::now() + ahead
+    }
+}
+
+/// Everything the cycles of one resource share.
+pub struct ResourceContext {
+    /// The resource.
+    pub resource: ResolvedResource,
+    /// Its changing, timer and daemon handlers, in registration order.
+    pub handlers: Vec<Arc<Handler>>,
+    /// Its raw-event spies.
+    pub spies: Vec<Arc<Handler>>,
+    /// Where state is kept.
+    pub storage: Storage,
+    /// What the essence keeps.
+    pub rules: EssenceRules,
+    /// The API server.
+    pub api: Arc<dyn Api>,
+    /// The handler servers, by index.
+    pub servers: Servers,
+    /// Which handler servers are down (shared by all resources).
+    pub outages: Arc<Outages>,
+    /// The log.
+    pub log: Logger,
+    /// A label selector is pushed to the API server: DELETED may mean "stopped matching".
+    pub selector_pushed: bool,
+    /// UIDs whose first cycle this controller finished (the rest get resume handlers).
+    pub seen: Mutex<HashSet<String>>,
+    /// Memos by UID (not persisted).
+    pub memos: Mutex<HashMap<String, Vec<u8>>>,
+    /// Where background tasks (timers, daemons, spies, workers) are tracked.
+    pub tasks: tokio_util::task::TaskTracker,
+    /// Flips to true when the controller stops.
+    pub stop: tokio::sync::watch::Receiver<bool>,
+    /// The clock.
+    pub clock: Clock,
+}
+
+/// A string field of the object's metadata ("" when absent).
+pub fn meta_str<'a>(body: &'a Value, key: &str) -> &'a str {
+    body.get("metadata").and_then(|m| m.get(key)).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The object's `[namespace/name]`.
+pub fn object_ref(body: &Value) -> ObjectRef {
+    ObjectRef { namespace: meta_str(body, "namespace").to_string(), name: meta_str(body, "name").to_string() }
+}
+
+/// The object's `namespace/name`, the key of its queue and tasks.
+pub fn object_key(body: &Value) -> String {
+    format!("{}/{}", meta_str(body, "namespace"), meta_str(body, "name"))
+}
+
+/// JSON bytes of a value.
+pub fn to_json(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).expect("JSON values serialize")
+}
+
+impl ResourceContext {
+    /// What the plan needs to know of the resource.
+    pub fn subject(&self) -> Subject<'_> {
+        Subject {
+            handlers: &self.handlers,
+            storage: &self.storage,
+            rules: &self.rules,
+            has_status: self.resource.has_status,
+            status_keeps_unknown: self.resource.status_keeps_unknown,
+        }
+    }
+
+    /// The resource as the contract describes it.
+    pub fn pb_resource(&self) -> pb::Resource {
+        let r = &self.resource;
+        pb::Resource {
+            group: r.group.clone(),
+            version: r.version.clone(),
+            plural: r.plural.clone(),
+            kind: r.kind.clone(),
+            namespaced: r.namespaced,
+        }
+    }
+
+    /// Writes a handler's log lines with the object's prefix.
+    pub fn log_lines(&self, obj: &ObjectRef, lines: &[pb::LogLine]) {
+        for line in lines {
+            let level = match pb::log_line::Level::try_from(line.level).unwrap_or_default() {
+                pb::log_line::Level::Debug => crate::logs::Level::Debug,
+                pb::log_line::Level::Info => crate::logs::Level::Info,
+                pb::log_line::Level::Warning => crate::logs::Level::Warn,
+                pb::log_line::Level::Error => crate::logs::Level::Error,
+            };
+            self.log.line(level, Some(obj), &line.message);
+        }
+    }
+
+    /// Posts events about `body` (or the object each names); failures are logged.
+    pub async fn post_events(&self, body: &Value, list: impl Iterator<Item = &pb::Event>) {
+        let regarding = events::Regarding::of(body);
+        for e in list {
+            let target = match &e.regarding {
+                Some(r) => events::Regarding {
+                    api_version: r.api_version.clone(),
+                    kind: r.kind.clone(),
+                    namespace: r.namespace.clone(),
+                    name: r.name.clone(),
+                    uid: r.uid.clone(),
+                },
+                None => regarding.clone(),
+            };
+            if let Err(err) = events::post(&*self.api, &target, &e.r#type, &e.reason, &e.message).await {
+                self.log.warn(Some(&object_ref(body)), &format!("Failed to post an event: {err}"));
+            }
+        }
+    }
+}

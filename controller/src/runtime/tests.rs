@@ -1,0 +1,342 @@
+//! The runtime on a paused clock: workers, cycles, retries and background tasks driven through
+//! the two I/O traits with an in-memory API server and scripted handler servers, so hours of
+//! delays pass in milliseconds and every failure can be staged exactly.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun_proto::v1 as pb;
+use futures::future::BoxFuture;
+use http::Method;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use tokio_util::task::TaskTracker;
+
+use super::context::{Clock, ResourceContext};
+use super::worker::Router;
+use crate::cluster::watching::Seen;
+use crate::cluster::{Api, Error, ResolvedResource};
+use crate::engines::dispatch::{CallFailure, DaemonStream, HandlerClient, Outages};
+use crate::logs::Logger;
+use crate::state::essence::EssenceRules;
+use crate::state::registry::Handler;
+use crate::state::storage::{Storage, StorageKind};
+
+const PATH: &str = "/apis/kopf.dev/v1/namespaces/ns/kopfexamples/obj";
+
+/// An API server in memory: one object, merge and JSON patches, resourceVersions, 409 on a
+/// stale resourceVersion, dry runs, and events kept for inspection.
+#[derive(Default)]
+struct FakeApi {
+    object: Mutex<Option<Value>>,
+    events: Mutex<Vec<Value>>,
+    writes: Mutex<usize>,
+}
+
+impl FakeApi {
+    fn with(body: Value) -> Arc<FakeApi> {
+        let api = FakeApi::default();
+        *api.object.lock() = Some(body);
+        Arc::new(api)
+    }
+
+    fn get_now(&self) -> Value {
+        self.object.lock().clone().unwrap_or(Value::Null)
+    }
+
+    fn answer(&self, method: Method, path: &str, content_type: Option<&str>, body: Option<Vec<u8>>) -> Result<Value, Error> {
+        let fail = |code: u16, message: &str| Error::Api {
+            method: method.clone(),
+            path: path.into(),
+            code,
+            reason: String::new(),
+            message: message.into(),
+        };
+        let body: Value = body.map(|b| serde_json::from_slice(&b).unwrap()).unwrap_or(Value::Null);
+        if method == Method::POST {
+            self.events.lock().push(body.clone());
+            return Ok(body);
+        }
+        let (path, dry) = match path.strip_suffix("?dryRun=All") {
+            Some(p) => (p, true),
+            None => (path, false),
+        };
+        let path = path.strip_suffix("/status").unwrap_or(path);
+        if path != PATH {
+            return Err(fail(404, "not found"));
+        }
+        let mut guard = self.object.lock();
+        let Some(current) = guard.clone() else { return Err(fail(404, "not found")) };
+        if method == Method::GET {
+            return Ok(current);
+        }
+        let mut next = current.clone();
+        match content_type {
+            Some(crate::cluster::content::JSON_PATCH) => {
+                let p: json_patch::Patch = serde_json::from_value(body).map_err(|e| fail(400, &e.to_string()))?;
+                json_patch::patch(&mut next, &p).map_err(|e| fail(422, &e.to_string()))?;
+            }
+            _ => {
+                if let Some(rv) = body.pointer("/metadata/resourceVersion").and_then(Value::as_str)
+                    && rv != current["metadata"]["resourceVersion"]
+                {
+                    return Err(fail(409, "the object has been modified"));
+                }
+                json_patch::merge(&mut next, &body);
+            }
+        }
+        if next.pointer("/spec/forbidden").is_some() {
+            return Err(fail(422, "spec.forbidden: Forbidden"));
+        }
+        if dry {
+            return Ok(next);
+        }
+        let rv: u64 = current["metadata"]["resourceVersion"].as_str().unwrap_or("1").parse().unwrap_or(1);
+        next["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
+        let deleting = next.pointer("/metadata/deletionTimestamp").is_some();
+        let no_finalizers = next.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty());
+        *self.writes.lock() += 1;
+        *guard = if deleting && no_finalizers { None } else { Some(next.clone()) };
+        Ok(next)
+    }
+}
+
+impl Api for FakeApi {
+    fn request<'a>(
+        &'a self,
+        method: Method,
+        path: &'a str,
+        ct: Option<&'a str>,
+        body: Option<Vec<u8>>,
+    ) -> BoxFuture<'a, Result<Value, Error>> {
+        Box::pin(async move { self.answer(method, path, ct, body) })
+    }
+}
+
+type Script = Box<dyn Fn(&pb::HandleRequest, usize) -> Result<pb::HandleResponse, CallFailure> + Send + Sync>;
+
+/// A handler server whose answers are scripted per handler id and call number.
+struct FakeServer {
+    scripts: HashMap<String, Script>,
+    calls: Mutex<Vec<(String, Value)>>,
+    api: Arc<FakeApi>,
+}
+
+impl FakeServer {
+    fn count(&self, id: &str) -> usize {
+        self.calls.lock().iter().filter(|(i, _)| i == id).count()
+    }
+}
+
+impl HandlerClient for FakeServer {
+    fn addr(&self) -> &str {
+        "fake://handlers"
+    }
+
+    fn handle(&self, req: pb::HandleRequest, _deadline: Duration) -> BoxFuture<'_, Result<pb::HandleResponse, CallFailure>> {
+        Box::pin(async move {
+            let n = self.count(&req.handler_id);
+            // What the object looks like on the server while the handler runs.
+            self.calls.lock().push((req.handler_id.clone(), self.api.get_now()));
+            let script = self.scripts.get(&req.handler_id).expect("scripted handler");
+            script(&req, n)
+        })
+    }
+
+    fn daemon(&self, _req: pb::DaemonRequest) -> BoxFuture<'_, Result<DaemonStream, CallFailure>> {
+        Box::pin(async { Err(CallFailure::Unreachable("no daemons here".into())) })
+    }
+
+    fn activity(&self, _req: pb::ActivityRequest, _d: Duration) -> BoxFuture<'_, Result<pb::ActivityResponse, CallFailure>> {
+        Box::pin(async { Err(CallFailure::Unreachable("no activities here".into())) })
+    }
+}
+
+fn ok() -> Result<pb::HandleResponse, CallFailure> {
+    Ok(pb::HandleResponse { outcome: pb::Outcome::Success as i32, ..Default::default() })
+}
+
+fn handler(id: &str, kind: pb::HandlerKind, options: pb::HandlerOptions) -> Arc<Handler> {
+    let spec = pb::HandlerSpec {
+        id: id.into(),
+        kind: kind as i32,
+        resource: Some(pb::ResourceSelector { name: "kopfexamples".into(), ..Default::default() }),
+        options: Some(options),
+        ..Default::default()
+    };
+    Arc::new(Handler::from_spec(&spec, 0).unwrap())
+}
+
+fn object(extra: Value) -> Value {
+    let mut b = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+        "metadata": {"name": "obj", "namespace": "ns", "uid": "u1", "resourceVersion": "1"}, "spec": {"a": 1}});
+    json_patch::merge(&mut b, &extra);
+    b
+}
+
+struct Rig {
+    api: Arc<FakeApi>,
+    server: Arc<FakeServer>,
+    router: Router,
+    lines: Arc<Mutex<Vec<String>>>,
+    _stop: tokio::sync::watch::Sender<bool>,
+}
+
+fn rig(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)>) -> Rig {
+    let api = FakeApi::with(body);
+    let server = Arc::new(FakeServer {
+        scripts: scripts.into_iter().map(|(id, s)| (id.to_string(), s)).collect(),
+        calls: Mutex::default(),
+        api: api.clone(),
+    });
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = lines.clone();
+    tokio::spawn(async move {
+        while let Some(l) = rx.recv().await {
+            sink.lock().push(l);
+        }
+    });
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let ctx = Arc::new(ResourceContext {
+        resource: ResolvedResource {
+            group: "kopf.dev".into(),
+            version: "v1".into(),
+            plural: "kopfexamples".into(),
+            kind: "KopfExample".into(),
+            namespaced: true,
+            has_status: true,
+            status_keeps_unknown: true,
+        },
+        handlers,
+        spies: Vec::new(),
+        storage: Storage::bosun("bosun.dev", StorageKind::Status),
+        rules: EssenceRules { own_prefixes: vec!["bosun.dev/".into()], ..Default::default() },
+        api: api.clone(),
+        servers: Arc::new(vec![server.clone() as Arc<dyn HandlerClient>]),
+        outages: Arc::new(Outages::default()),
+        log: Logger::new(Some(crate::LogSink(tx))),
+        selector_pushed: false,
+        seen: Mutex::default(),
+        memos: Mutex::default(),
+        tasks: TaskTracker::new(),
+        stop: stop.clone(),
+        clock: Clock::tokio(),
+    });
+    let router = Router::new(ctx, Arc::new(Semaphore::new(8)), TaskTracker::new(), stop);
+    Rig { api, server, router, lines, _stop: stop_tx }
+}
+
+impl Rig {
+    /// Lets the paused clock run until `cond` holds (at most `limit` of virtual time).
+    async fn until(&self, what: &str, limit: Duration, cond: impl Fn(&Rig) -> bool) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while !cond(self) {
+            assert!(tokio::time::Instant::now() < deadline, "{what}: not within {limit:?}; log: {:#?}", self.lines.lock());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn logged(&self, text: &str) -> usize {
+        self.lines.lock().iter().filter(|l| l.contains(text)).count()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn resume_handlers_survive_an_unreachable_server_and_run_once_it_is_back() {
+    let handled = object(json!({"status": {"bosun.dev": {"last-handled-configuration": "{\"spec\":{\"a\":1}}\n"}}}));
+    let r = handler("r", pb::HandlerKind::Resume, Default::default());
+    let script: Script = Box::new(|_, n| if n < 2 { Err(CallFailure::Unreachable("connection refused".into())) } else { ok() });
+    let rig = rig(handled.clone(), vec![r], vec![("r", script)]);
+    rig.router.deliver(Seen::Listed(handled));
+    rig.until("the resume handler succeeds", Duration::from_secs(60), |r| r.logged("Handler 'r' succeeded.") == 1).await;
+    assert_eq!(rig.server.count("r"), 3, "two unreachable attempts, then the call that ran");
+    assert_eq!(rig.logged("Handler server fake://handlers is unreachable"), 1, "the outage is said once");
+    assert_eq!(rig.logged("Handler server fake://handlers answers again; 1 object(s) waited for it."), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_finalizer_is_on_the_object_before_the_first_handler_runs_when_a_delete_handler_exists() {
+    let fresh = object(json!({}));
+    let c = handler("c", pb::HandlerKind::Create, Default::default());
+    let d = handler("d", pb::HandlerKind::Delete, Default::default());
+    let rig = rig(fresh.clone(), vec![c, d], vec![("c", Box::new(|_, _| ok())), ("d", Box::new(|_, _| ok()))]);
+    rig.router.deliver(Seen::Upsert(fresh));
+    rig.until("creation is processed", Duration::from_secs(10), |r| r.logged("Creation is processed: 1 succeeded; 0 failed.") == 1).await;
+    let calls = rig.server.calls.lock().clone();
+    let (_, seen_by_create) = calls.iter().find(|(id, _)| id == "c").unwrap();
+    assert_eq!(seen_by_create["metadata"]["finalizers"], json!(["bosun.dev/finalizer"]), "while create ran");
+    // Deleted while nothing runs: the delete handler runs and the object goes.
+    let mut deleting = rig.api.get_now();
+    deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    deleting["metadata"]["resourceVersion"] = json!("100");
+    *rig.api.object.lock() = Some(deleting.clone());
+    rig.router.deliver(Seen::Upsert(deleting));
+    rig.until("the object is gone", Duration::from_secs(10), |r| r.api.object.lock().is_none()).await;
+    assert_eq!(rig.server.count("d"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_that_raises_is_retried_with_its_backoff_until_its_retries_run_out() {
+    let fresh = object(json!({}));
+    let c =
+        handler("c", pb::HandlerKind::Create, pb::HandlerOptions { retries: Some(3), backoff_seconds: Some(30.0), ..Default::default() });
+    let script: Script =
+        Box::new(|_, _| Err(CallFailure::Failed { code: tonic::Code::Unknown, message: "Exception calling application: boom".into() }));
+    let rig = rig(fresh.clone(), vec![c], vec![("c", script)]);
+    let started = tokio::time::Instant::now();
+    rig.router.deliver(Seen::Upsert(fresh));
+    rig.until("the handler gives up", Duration::from_secs(600), |r| {
+        r.logged("Handler 'c' failed permanently: Handler 'c' has exceeded 3 retries.") == 1
+    })
+    .await;
+    assert_eq!(rig.server.count("c"), 3);
+    assert!(started.elapsed() >= Duration::from_secs(90), "three backoffs of 30 s: {:?}", started.elapsed());
+    assert_eq!(rig.logged("failed with an exception. Will retry. failed with UNKNOWN: Exception calling application: boom"), 3);
+    assert_eq!(rig.logged("unreachable"), 0, "a server that answered is not unreachable");
+    assert!(rig.api.get_now()["status"]["bosun.dev"]["last-handled-configuration"].is_string(), "the cause is processed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handler_that_never_answers_in_time_ends_with_its_timeout() {
+    let fresh = object(json!({}));
+    let c = handler(
+        "c",
+        pb::HandlerKind::Create,
+        pb::HandlerOptions { timeout_seconds: Some(100.0), backoff_seconds: Some(30.0), ..Default::default() },
+    );
+    let rig = rig(fresh.clone(), vec![c], vec![("c", Box::new(|_, _| Err(CallFailure::TimedOut(Duration::from_secs(3)))))]);
+    rig.router.deliver(Seen::Upsert(fresh));
+    rig.until("the handler times out", Duration::from_secs(600), |r| r.logged("Handler 'c' has timed out after") == 1).await;
+    assert_eq!(rig.logged("did not answer in 3s"), rig.server.count("c"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_patch_fails_only_its_handler_and_the_others_results_are_stored() {
+    let fresh = object(json!({}));
+    let patching = |p: Value| -> Script {
+        Box::new(move |_, _| {
+            Ok(pb::HandleResponse {
+                outcome: pb::Outcome::Success as i32,
+                merge_patch: serde_json::to_vec(&p).unwrap(),
+                result: b"true".to_vec(),
+                ..Default::default()
+            })
+        })
+    };
+    let good = handler("good", pb::HandlerKind::Create, Default::default());
+    let bad = handler("bad", pb::HandlerKind::Create, Default::default());
+    let rig = rig(
+        fresh.clone(),
+        vec![good, bad],
+        vec![("good", patching(json!({"spec": {"b": 2}}))), ("bad", patching(json!({"spec": {"forbidden": 1}})))],
+    );
+    rig.router.deliver(Seen::Upsert(fresh));
+    rig.until("creation is processed", Duration::from_secs(10), |r| r.logged("Creation is processed: 1 succeeded; 1 failed.") == 1).await;
+    let o = rig.api.get_now();
+    assert_eq!((o["spec"]["b"].clone(), o["status"]["good"].clone()), (json!(2), json!(true)), "{o:#}");
+    assert!(o["status"].get("bad").is_none() && o["spec"].get("forbidden").is_none(), "{o:#}");
+    assert_eq!(rig.server.count("good"), 1, "not re-run");
+}

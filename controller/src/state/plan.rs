@@ -1,0 +1,743 @@
+//! The plan of one handling cycle: from what was observed to everything the controller does
+//! about it — the cause, the due handlers, the calls to make (one at a time, sub-handlers
+//! included), the records' transitions, the finalizer, the one main patch and the one status
+//! patch, events, log lines, and what comes next.
+//!
+//! Pure, as Kopf's causation and progression are: the runtime asks [`begin`] what to do, calls
+//! the handler servers that [`Cycle::next_call`] names and feeds their answers to
+//! [`Cycle::absorb`], writes what [`Cycle::conclude`] computes, and, when the API server
+//! refuses a handler's patch, tells [`Cycle::reject`] whose it was. Nothing here waits or talks.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use bosun_proto::v1 as pb;
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use super::causes::{Observation, Reason, detect};
+use super::diff::{DiffItem, diff};
+use super::essence::{EssenceRules, decode_diffbase, encode_diffbase, essence};
+use super::outcomes::{Answer, Attempt, Verdict, attempt_of, precheck, record_attempt, record_limit_failure};
+use super::patches::{check_merge_patch, compose_over, split_status};
+use super::progress::{ProgressRecord, annotation_key, format_time};
+use super::registry::{Handler, check_id};
+use super::storage::{ANNOTATIONS_LIMIT, ObjectState, Storage, StorageKind};
+use crate::logs::{Level, Line};
+
+/// A diffbase larger than this is stored as a digest when the state lives in status (the
+/// API server refuses requests over 3 MiB and etcd objects over 1.5 MiB).
+pub const STATUS_DIFFBASE_LIMIT: usize = 512 * 1024;
+
+/// The prefix of a diffbase stored as a digest of the essence.
+const DIGEST: &str = "digest:";
+
+/// What the plan knows of the resource.
+pub struct Subject<'a> {
+    /// Its changing, timer and daemon handlers, in registration order.
+    pub handlers: &'a [Arc<Handler>],
+    /// Where state is kept.
+    pub storage: &'a Storage,
+    /// What the essence keeps.
+    pub rules: &'a EssenceRules,
+    /// The resource has a status subresource (status goes in a write of its own).
+    pub has_status: bool,
+    /// The status keeps unknown fields (results can live there).
+    pub status_keeps_unknown: bool,
+}
+
+/// What the worker does after a cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// Nothing until the next event.
+    Idle,
+    /// Run again at once with the body the write returned (the finalizer was just added).
+    Now,
+    /// Run again at this time with the newest known body (delays, retries).
+    WakeAt(DateTime<Utc>),
+    /// Something outside the handlers failed (a handler server unreachable, the API server
+    /// unavailable): run again after the object's throttling delay, or at this time if earlier.
+    Throttled(Option<DateTime<Utc>>),
+    /// The object is gone: the worker may end.
+    Gone,
+}
+
+/// The writes of one cycle, in the order the runtime makes them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Writes {
+    /// Merge patch of the main resource (empty: no write).
+    pub main: Value,
+    /// Merge patch of the status subresource (empty: no write).
+    pub status: Value,
+    /// Add (`true`) or remove (`false`) the finalizer, in the main write.
+    pub finalizer: Option<bool>,
+    /// Handlers' JSON patches, by handler id.
+    pub json_patches: Vec<(String, Value)>,
+    /// Events to post about the object.
+    pub events: Vec<pb::Event>,
+}
+
+impl Writes {
+    fn none() -> Writes {
+        Writes { main: json!({}), status: json!({}), ..Default::default() }
+    }
+}
+
+/// How a cycle starts.
+#[derive(Debug)]
+pub enum Start {
+    /// Nothing to do for this body.
+    Idle(Vec<Line>),
+    /// Write only the finalizer; call the handlers once it is on the object (so a deletion
+    /// that comes while the first handlers run still finds it).
+    AddFinalizer(Writes, Vec<Line>),
+    /// Call handlers.
+    Handle(Box<Cycle>),
+}
+
+/// A handler due for the cause, with the values it receives.
+#[derive(Debug, Clone)]
+pub struct Due {
+    /// The handler.
+    pub handler: Arc<Handler>,
+    /// The old value (of its field, or of the essence).
+    pub old: Option<Value>,
+    /// The new value.
+    pub new: Option<Value>,
+}
+
+/// One call to make.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invocation {
+    /// Index of the due handler it belongs to.
+    pub due: usize,
+    /// The (sub-)handler id.
+    pub id: String,
+    /// For sub-handlers: the parent's id.
+    pub parent: Option<String>,
+    /// For sub-handlers: the parameter their parent gave.
+    pub param: Option<Value>,
+    /// The attempt number (0 for the first).
+    pub retry: u32,
+    /// When the first attempt started.
+    pub started: DateTime<Utc>,
+}
+
+/// What one call produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallOutcome {
+    /// The (sub-)handler id.
+    pub id: String,
+    /// How it ended.
+    pub verdict: Verdict,
+    /// The result to store.
+    pub result: Option<Value>,
+    /// Its merge patch of the main resource.
+    pub main_patch: Option<Value>,
+    /// Its merge patch of the status (`{"status": …}`).
+    pub status_patch: Option<Value>,
+    /// Its JSON patch.
+    pub json_patch: Option<Value>,
+    /// Events to post.
+    pub events: Vec<pb::Event>,
+}
+
+impl CallOutcome {
+    /// Whether the call changes the object (so a refused write may be its fault).
+    pub fn patches(&self) -> bool {
+        self.main_patch.is_some() || self.status_patch.is_some() || self.json_patch.is_some()
+    }
+}
+
+/// The state of one cycle, from the cause to the writes.
+#[derive(Debug)]
+pub struct Cycle {
+    /// The cause.
+    pub reason: Reason,
+    /// The essence diff (updates).
+    pub diff: Vec<DiffItem>,
+    /// The cycle's clock.
+    pub now: DateTime<Utc>,
+    due: Vec<Due>,
+    has_finalizer: bool,
+    wants_finalizer: bool,
+    stored: ObjectState,
+    ids: Vec<String>,
+    new_essence: Value,
+    records: BTreeMap<String, ProgressRecord>,
+    attempted: HashSet<String>,
+    skipped: HashSet<String>,
+    calls: Vec<CallOutcome>,
+    wake: Option<DateTime<Utc>>,
+    unreachable: bool,
+    lines: Vec<Line>,
+}
+
+/// The object's `metadata.deletionTimestamp` is set.
+pub fn deletion_requested(body: &Value) -> bool {
+    body.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null())
+}
+
+/// The Warning event posted for a permanent failure.
+pub fn failure_event(line: &str) -> pb::Event {
+    pb::Event { r#type: "Warning".into(), reason: "Error".into(), message: line.to_string(), regarding: None }
+}
+
+/// The annotation that keeps a handler's result on resources whose status cannot.
+pub fn result_annotation(prefix: &str, id: &str) -> String {
+    annotation_key(prefix, &format!("{id}.result"))
+}
+
+/// The stored form of an essence too large to store: a digest, so changes are still seen.
+pub fn digest_diffbase(essence: &Value) -> String {
+    use blake2::digest::{Update, VariableOutput};
+    let mut hasher = blake2::Blake2bVar::new(32).expect("32 is a valid blake2b size");
+    hasher.update(&serde_json::to_vec(essence).expect("JSON values serialize"));
+    let mut out = [0u8; 32];
+    hasher.finalize_variable(&mut out).expect("buffer has the digest size");
+    let hex: String = out.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{DIGEST}{hex}\n")
+}
+
+/// What a stored diffbase says.
+enum Stored {
+    Nothing,
+    Essence(Value),
+    Digest(String),
+}
+
+fn stored_base(text: Option<&str>) -> Stored {
+    match text {
+        None => Stored::Nothing,
+        Some(t) if t.starts_with(DIGEST) => Stored::Digest(t.to_string()),
+        Some(t) => decode_diffbase(t).map_or(Stored::Nothing, Stored::Essence),
+    }
+}
+
+impl Subject<'_> {
+    /// Adds a handler's merge patch to the writes: its `status` part goes to the status write
+    /// where the resource has a status subresource, the rest to the main write.
+    pub fn add_patch(&self, base: &Value, patch: &Value, main: &mut Value, status: &mut Value) {
+        if !self.has_status {
+            return compose_over(base, main, patch);
+        }
+        let (st, rest) = split_status(patch);
+        if let Some(p) = rest {
+            compose_over(base, main, &p);
+        }
+        if let Some(p) = st {
+            compose_over(base, status, &p);
+        }
+    }
+
+    /// Adds a handler's result: `status.<id>` where the status keeps unknown fields, else an
+    /// annotation (the status would prune it).
+    pub fn add_result(&self, base: &Value, id: &str, result: &Value, main: &mut Value, status: &mut Value) {
+        if self.status_keeps_unknown {
+            let p = json!({"status": {id: result}});
+            compose_over(base, if self.has_status { status } else { main }, &p);
+        } else {
+            let text = serde_json::to_string(result).expect("JSON values serialize");
+            compose_over(base, main, &json!({"metadata": {"annotations": {result_annotation(&self.storage.prefix, id): text}}}));
+        }
+    }
+
+    /// Every (sub-)handler id with state on the object: the handlers' own and, recursively,
+    /// the sub-handlers their records name.
+    fn read_state(&self, body: &Value) -> (ObjectState, Vec<String>) {
+        let mut ids: Vec<String> = self.handlers.iter().map(|h| h.id.clone()).collect();
+        ids.dedup();
+        loop {
+            let state = self.storage.read(body, ids.iter().map(String::as_str));
+            let mut next = ids.clone();
+            for r in state.progress.values() {
+                for s in r.subrefs.iter().flatten() {
+                    if !next.contains(s) {
+                        next.push(s.clone());
+                    }
+                }
+            }
+            if next.len() == ids.len() {
+                return (state, ids);
+            }
+            ids = next;
+        }
+    }
+}
+
+/// Starts a cycle for `body` (never called for DELETED watch events: those end the object).
+/// `first_sight`: this controller has not finished a cycle of this object yet.
+pub fn begin(subject: &Subject, body: &Value, first_sight: bool, now: DateTime<Utc>) -> Start {
+    let relevant: Vec<&Arc<Handler>> = subject.handlers.iter().filter(|h| h.matches_object(body)).collect();
+    let has_finalizer = subject.storage.has_finalizer(body);
+    let deleting = deletion_requested(body);
+    if relevant.is_empty() && !has_finalizer {
+        return Start::Idle(Vec::new());
+    }
+    let wants_finalizer = relevant.iter().any(|h| h.requires_finalizer());
+    if wants_finalizer && !has_finalizer && !deleting {
+        let line = Line::new(Level::Info, "Adding the finalizer, thus preventing the actual deletion.");
+        return Start::AddFinalizer(Writes { finalizer: Some(true), ..Writes::none() }, vec![line]);
+    }
+    let (stored, ids) = subject.read_state(body);
+    let new_essence = essence(body, subject.rules);
+    let base = stored_base(stored.diffbase.as_deref());
+    let changed = match &base {
+        Stored::Nothing => true,
+        Stored::Essence(old) => *old != new_essence,
+        Stored::Digest(d) => *d != digest_diffbase(&new_essence),
+    };
+    let mut reason = detect(Observation {
+        deleted_event: false,
+        deletion_requested: deleting,
+        has_finalizer,
+        has_diffbase: !matches!(base, Stored::Nothing),
+        changed,
+        first_sight,
+    });
+    let unfinished = |purpose: &str| stored.progress.values().any(|r| r.purpose.as_deref() == Some(purpose) && !r.finished());
+    if reason == Reason::Noop && unfinished("resume") {
+        reason = Reason::Resume;
+    }
+    if matches!(reason, Reason::Free | Reason::Noop) && !(reason == Reason::Noop && has_finalizer && !wants_finalizer) {
+        return Start::Idle(Vec::new());
+    }
+    let old_essence = match (&base, reason) {
+        (Stored::Essence(old), Reason::Update) => Some(old),
+        _ => None,
+    };
+    let diff_items = if old_essence.is_some() { diff(old_essence, Some(&new_essence)) } else { Vec::new() };
+    let purpose = reason.purpose();
+    let records: BTreeMap<String, ProgressRecord> =
+        stored.progress.iter().filter(|(_, r)| r.purpose.as_deref() == Some(purpose)).map(|(k, r)| (k.clone(), r.clone())).collect();
+    let due = relevant
+        .iter()
+        .filter(|h| {
+            // Resume handlers run on deletion only when asked to (`deleted`), on first sight or
+            // to finish what they started.
+            h.kind != pb::HandlerKind::Resume
+                || reason != Reason::Delete
+                || (h.deleted && (first_sight || records.get(&h.id).is_some_and(|r| !r.finished())))
+        })
+        .filter_map(|h| h.due(reason, old_essence, &new_essence, &diff_items).map(|(old, new)| Due { handler: Arc::clone(h), old, new }))
+        .collect();
+    let mut lines = Vec::new();
+    if let Stored::Digest(_) = base
+        && reason == Reason::Update
+    {
+        lines.push(Line::new(Level::Debug, "Only a digest of the last handled state is stored: the update comes without a diff."));
+    }
+    Start::Handle(Box::new(Cycle {
+        reason,
+        diff: diff_items,
+        now,
+        due,
+        has_finalizer,
+        wants_finalizer,
+        stored,
+        ids,
+        new_essence,
+        records,
+        attempted: HashSet::new(),
+        skipped: HashSet::new(),
+        calls: Vec::new(),
+        wake: None,
+        unreachable: false,
+        lines,
+    }))
+}
+
+fn parse_bytes(bytes: &[u8], what: &str) -> Result<Option<Value>, String> {
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_slice::<Value>(bytes)
+        .map(|v| Some(v).filter(|v| !v.is_null()))
+        .map_err(|e| format!("the handler server returned invalid JSON in `{what}`: {e}"))
+}
+
+/// A handler's answer, checked: result, merge patch, JSON patch and sub-handlers.
+struct Checked {
+    result: Option<Value>,
+    merge: Option<Value>,
+    json_patch: Option<Value>,
+    children: Vec<(String, Option<Value>)>,
+}
+
+fn check(answer: &pb::HandleResponse, id: &str) -> Result<Checked, String> {
+    let result = parse_bytes(&answer.result, "result")?;
+    let merge = parse_bytes(&answer.merge_patch, "merge_patch")?;
+    if let Some(m) = &merge {
+        check_merge_patch(m).map_err(|why| format!("the handler server returned an unusable `merge_patch`: {why}"))?;
+    }
+    let json_patch = parse_bytes(&answer.json_patch, "json_patch")?;
+    if let Some(p) = &json_patch {
+        serde_json::from_value::<json_patch::Patch>(p.clone())
+            .map_err(|e| format!("the handler server returned an invalid `json_patch`: {e}"))?;
+    }
+    let mut children = Vec::new();
+    for c in &answer.subhandlers {
+        let full = format!("{id}/{}", c.id);
+        check_id(&c.id).map_err(|why| format!("sub-handler id '{}' is not valid: {why}", c.id))?;
+        if children.iter().any(|(f, _)| *f == full) {
+            return Err(format!("sub-handler id '{}' is given twice", c.id));
+        }
+        let param = parse_bytes(&c.param, "subhandlers.param")?;
+        children.push((full, param));
+    }
+    Ok(Checked { result, merge, json_patch, children })
+}
+
+fn level_of(l: i32) -> Level {
+    match pb::log_line::Level::try_from(l).unwrap_or_default() {
+        pb::log_line::Level::Debug => Level::Debug,
+        pb::log_line::Level::Info => Level::Info,
+        pb::log_line::Level::Warning => Level::Warn,
+        pb::log_line::Level::Error => Level::Error,
+    }
+}
+
+impl Cycle {
+    /// The lines decided since the last call (to be logged with the object's prefix).
+    pub fn take_lines(&mut self) -> Vec<Line> {
+        std::mem::take(&mut self.lines)
+    }
+
+    /// The due handler number `i` and the old/new values it receives.
+    pub fn due(&self, i: usize) -> &Due {
+        &self.due[i]
+    }
+
+    /// Whether any handler is due at all.
+    pub fn has_due(&self) -> bool {
+        !self.due.is_empty()
+    }
+
+    /// The outcomes of the calls made so far.
+    pub fn calls(&self) -> &[CallOutcome] {
+        &self.calls
+    }
+
+    /// Whether a handler server could not be reached in this cycle.
+    pub fn unreachable(&self) -> bool {
+        self.unreachable
+    }
+
+    fn line(&mut self, level: Level, text: String) {
+        self.lines.push(Line::new(level, text));
+    }
+
+    fn wake_at(&mut self, t: DateTime<Utc>) {
+        self.wake = Some(self.wake.map_or(t, |w| w.min(t)));
+    }
+
+    fn finished(&self, id: &str) -> bool {
+        self.skipped.contains(id) || self.records.get(id).is_some_and(ProgressRecord::finished)
+    }
+
+    /// The next call to make, depth first through sub-handlers, in registration order; `None`
+    /// when every due (sub-)handler was called once, is finished, or waits for its delay.
+    pub fn next_call(&mut self) -> Option<Invocation> {
+        for i in 0..self.due.len() {
+            let id = self.due[i].handler.id.clone();
+            if let Some(inv) = self.visit(i, id, None, None) {
+                return Some(inv);
+            }
+        }
+        None
+    }
+
+    fn visit(&mut self, i: usize, id: String, parent: Option<String>, param: Option<Value>) -> Option<Invocation> {
+        if self.finished(&id) {
+            return None;
+        }
+        let prev = self.records.get(&id).cloned();
+        if let Some(children) = prev.as_ref().and_then(|r| r.subrefs.clone()).filter(|c| !c.is_empty()) {
+            for child in &children {
+                let p = self.records.get(child).and_then(|r| r.param.clone());
+                if let Some(inv) = self.visit(i, child.clone(), Some(id.clone()), p) {
+                    return Some(inv);
+                }
+            }
+            self.settle_parent(&id, &children);
+            return None;
+        }
+        if !self.attempted.insert(id.clone()) {
+            return None;
+        }
+        if let Some(until) = prev.as_ref().and_then(ProgressRecord::delayed_until).filter(|u| *u > self.now) {
+            self.wake_at(until);
+            return None;
+        }
+        let h = Arc::clone(&self.due[i].handler);
+        if let Some(message) = precheck(&h, prev.as_ref(), self.now) {
+            let line = Verdict::Failed(message.clone()).log_line(&id);
+            self.line(Level::Error, line.clone());
+            self.records.insert(id.clone(), record_limit_failure(prev.as_ref(), self.reason.purpose(), &message, self.now));
+            self.calls.push(CallOutcome {
+                id,
+                verdict: Verdict::Failed(message),
+                result: None,
+                main_patch: None,
+                status_patch: None,
+                json_patch: None,
+                events: vec![failure_event(&line)],
+            });
+            return None;
+        }
+        self.line(Level::Debug, format!("Handler '{id}' is invoked."));
+        Some(Invocation {
+            due: i,
+            retry: prev.as_ref().and_then(|r| r.retries).unwrap_or(0),
+            started: prev.as_ref().and_then(ProgressRecord::started_at).unwrap_or(self.now),
+            id,
+            parent,
+            param,
+        })
+    }
+
+    /// A parent is finished when all its sub-handlers are: succeeded if all succeeded.
+    fn settle_parent(&mut self, id: &str, children: &[String]) {
+        if !children.iter().all(|c| self.finished(c)) {
+            return;
+        }
+        let failed: Vec<String> =
+            children.iter().filter(|c| self.records.get(*c).is_some_and(|r| r.failure == Some(true))).cloned().collect();
+        let now = format_time(self.now);
+        let Some(parent) = self.records.get_mut(id) else { return };
+        parent.stopped = Some(now);
+        parent.delayed = None;
+        if failed.is_empty() {
+            parent.success = Some(true);
+            self.line(Level::Info, Verdict::Succeeded.log_line(id));
+        } else {
+            let message = format!("sub-handler(s) failed: {}", failed.join(", "));
+            parent.failure = Some(true);
+            parent.message = Some(message.clone());
+            self.line(Level::Error, Verdict::Failed(message).log_line(id));
+        }
+    }
+
+    /// Takes in the answer to `inv`: `Err` when there was none (unreachable server: nothing
+    /// is recorded; a broken call: the handler's unexpected error).
+    pub fn absorb(&mut self, subject: &Subject, body: &Value, inv: &Invocation, reply: Result<pb::HandleResponse, Answer>) {
+        let answer = match reply {
+            Ok(a) => a,
+            Err(Answer::Unreachable(why)) => {
+                self.line(Level::Debug, format!("Handler '{}' could not be called: {why}. Will retry.", inv.id));
+                self.unreachable = true;
+                return;
+            }
+            Err(Answer::Broken(why)) => {
+                pb::HandleResponse { outcome: pb::Outcome::UnexpectedError as i32, message: why, ..Default::default() }
+            }
+            Err(Answer::Answered { outcome, message, delay }) => {
+                pb::HandleResponse { outcome: outcome as i32, message, delay_seconds: delay, ..Default::default() }
+            }
+        };
+        let h = Arc::clone(&self.due[inv.due].handler);
+        let id = inv.id.clone();
+        for l in &answer.logs {
+            self.line(level_of(l.level), l.message.clone());
+        }
+        let prev = self.records.get(&id).cloned();
+        let outcome = pb::Outcome::try_from(answer.outcome).unwrap_or(pb::Outcome::UnexpectedError);
+        let (attempt, checked) = match check(&answer, &id) {
+            Err(why) => (Attempt::Unexpected(why), None),
+            Ok(c) => {
+                let given = Answer::Answered { outcome, message: answer.message.clone(), delay: answer.delay_seconds };
+                let attempt = attempt_of(&given, c.result.clone()).expect("an answer is an attempt");
+                (attempt, Some(c))
+            }
+        };
+        let Checked { result, merge, json_patch, children } =
+            checked.unwrap_or(Checked { result: None, merge: None, json_patch: None, children: Vec::new() });
+        let (record, verdict) = record_attempt(&h, prev.as_ref(), self.reason.purpose(), &attempt, self.now);
+        let line = verdict.log_line(&id);
+        let mut events = answer.events;
+        match &verdict {
+            Verdict::Succeeded if children.is_empty() => self.line(Level::Info, line),
+            // A parent's success is logged once its sub-handlers are done.
+            Verdict::Succeeded => {}
+            Verdict::Skipped => self.line(Level::Debug, line),
+            Verdict::Retry { until, .. } => {
+                let until = *until;
+                self.line(Level::Warn, line);
+                self.wake_at(until);
+            }
+            Verdict::Ignored(_) => self.line(Level::Warn, line),
+            Verdict::Failed(_) => {
+                self.line(Level::Error, line.clone());
+                events.push(failure_event(&line));
+            }
+        }
+        // Patches of failed attempts still apply (as in Kopf); skipped handlers change nothing.
+        let (main_patch, status_patch) = match (&verdict, merge) {
+            (Verdict::Skipped, _) | (_, None) => (None, None),
+            (_, Some(m)) => {
+                let (mut main, mut status) = (json!({}), json!({}));
+                subject.add_patch(body, &m, &mut main, &mut status);
+                let some = |v: Value| Some(v).filter(|v| v.as_object().is_some_and(|o| !o.is_empty()));
+                (some(main), some(status))
+            }
+        };
+        let json_patch = if verdict == Verdict::Skipped { None } else { json_patch };
+        match record {
+            Some(r) => {
+                self.records.insert(id.clone(), r);
+            }
+            None => {
+                self.skipped.insert(id.clone());
+                self.records.remove(&id);
+            }
+        }
+        let registers = verdict == Verdict::Succeeded && !children.is_empty();
+        self.calls.push(CallOutcome { id: id.clone(), verdict, result, main_patch, status_patch, json_patch, events });
+        if registers {
+            let ids: Vec<String> = children.iter().map(|(full, _)| full.clone()).collect();
+            self.line(Level::Debug, format!("Handler '{id}' registered sub-handlers: {}.", ids.join(", ")));
+            if let Some(parent) = self.records.get_mut(&id) {
+                parent.subrefs = Some(ids);
+                parent.success = None;
+                parent.stopped = None;
+            }
+            let purpose = self.reason.purpose();
+            for (full, param) in children {
+                self.records.entry(full).or_insert(ProgressRecord { purpose: Some(purpose.into()), param, ..Default::default() });
+            }
+        }
+    }
+
+    /// Fails the calls `culprits` because the API server refused their patches: they lose
+    /// their patches and results, their records say why.
+    pub fn reject(&mut self, culprits: &[String], message: &str) {
+        let purpose = self.reason.purpose();
+        let why = format!("its patch was rejected by the API server: {message}");
+        for c in self.calls.iter_mut().filter(|c| culprits.contains(&c.id)) {
+            let line = Verdict::Failed(why.clone()).log_line(&c.id);
+            self.lines.push(Line::new(Level::Error, line.clone()));
+            let prev = self.records.get(&c.id).cloned();
+            self.records.insert(c.id.clone(), record_limit_failure(prev.as_ref(), purpose, &why, self.now));
+            c.verdict = Verdict::Failed(why.clone());
+            c.result = None;
+            c.main_patch = None;
+            c.status_patch = None;
+            c.json_patch = None;
+            c.events.push(failure_event(&line));
+        }
+    }
+
+    /// The writes of the cycle and what comes next. `hold_finalizer`: something else still
+    /// needs the object (a daemon that has not ended yet), so a finished deletion keeps the
+    /// finalizer for now and comes back at `retry_at`.
+    pub fn conclude(&mut self, subject: &Subject, body: &Value, hold_finalizer: Option<DateTime<Utc>>) -> (Writes, Next) {
+        let reason = self.reason;
+        let done = self.due.iter().all(|d| self.finished(&d.handler.id)) && !self.unreachable;
+        let mut desired = ObjectState { diffbase: self.stored.diffbase.clone(), progress: self.records.clone() };
+        let mut writes = Writes::none();
+        if done {
+            desired.progress.clear();
+            if reason.stores_diffbase() {
+                desired.diffbase = Some(self.diffbase_to_store(subject, body, &mut writes.events));
+            }
+            if !self.due.is_empty() {
+                let top: Vec<&ProgressRecord> = self.due.iter().filter_map(|d| self.records.get(&d.handler.id)).collect();
+                let ok = top.iter().filter(|r| r.success == Some(true)).count();
+                let failed = top.iter().filter(|r| r.failure == Some(true)).count();
+                self.line(Level::Info, format!("{} is processed: {ok} succeeded; {failed} failed.", reason.title()));
+            }
+        }
+        let deletion_done = reason == Reason::Delete && done;
+        let held = deletion_done && hold_finalizer.is_some();
+        let finalizer_wanted = if reason == Reason::Delete { !done || held } else { self.wants_finalizer };
+
+        let (mut main, mut status) = (json!({}), json!({}));
+        for c in &self.calls {
+            if let Some(p) = &c.main_patch {
+                compose_over(body, &mut main, p);
+            }
+            if let Some(p) = &c.status_patch {
+                compose_over(body, if subject.has_status { &mut status } else { &mut main }, p);
+            }
+            if let (Some(result), Verdict::Succeeded | Verdict::Ignored(_)) = (&c.result, &c.verdict) {
+                subject.add_result(body, &c.id, result, &mut main, &mut status);
+            }
+        }
+        // The state is not worth writing on an object about to go.
+        if !deletion_done {
+            let ids: Vec<&str> = self.ids.iter().chain(self.records.keys()).map(String::as_str).collect::<Vec<_>>();
+            let mut ids_dedup: Vec<&str> = Vec::with_capacity(ids.len());
+            for id in ids {
+                if !ids_dedup.contains(&id) {
+                    ids_dedup.push(id);
+                }
+            }
+            if subject.has_status {
+                subject.storage.patch(body, &desired, &ids_dedup, &mut main, &mut status);
+            } else {
+                let mut tmp = json!({});
+                subject.storage.patch(body, &desired, &ids_dedup, &mut main, &mut tmp);
+                compose_over(body, &mut main, &tmp);
+            }
+        }
+        if finalizer_wanted != self.has_finalizer {
+            writes.finalizer = Some(finalizer_wanted);
+            if finalizer_wanted {
+                self.line(Level::Info, "Adding the finalizer, thus preventing the actual deletion.".into());
+            } else if reason == Reason::Delete {
+                self.line(Level::Debug, "Removing the finalizer, as the deletion is processed.".into());
+            } else {
+                self.line(Level::Info, "Removing the finalizer, as there are no handlers requiring it.".into());
+            }
+        }
+        writes.main = main;
+        writes.status = status;
+        writes.json_patches = self.calls.iter().filter_map(|c| c.json_patch.clone().map(|p| (c.id.clone(), p))).collect();
+        let mut events: Vec<pb::Event> = self.calls.iter().flat_map(|c| c.events.iter().cloned()).collect();
+        events.append(&mut writes.events);
+        writes.events = events;
+        let next = if self.unreachable {
+            Next::Throttled(self.wake)
+        } else if held {
+            Next::WakeAt(hold_finalizer.unwrap_or(self.now))
+        } else if done {
+            Next::Idle
+        } else {
+            self.wake.map_or(Next::Idle, Next::WakeAt)
+        };
+        (writes, next)
+    }
+
+    /// The essence as it will be stored: the essence itself, or its digest when it is too large
+    /// for where the state lives (with a Warning event the first time).
+    fn diffbase_to_store(&mut self, subject: &Subject, body: &Value, events: &mut Vec<pb::Event>) -> String {
+        let text = encode_diffbase(&self.new_essence);
+        let too_large = match subject.storage.kind {
+            StorageKind::Status => text.len() > STATUS_DIFFBASE_LIMIT,
+            StorageKind::Annotations => subject.storage.diffbase_fits(body, &text).is_err(),
+        };
+        if !too_large {
+            return text;
+        }
+        let limit = match subject.storage.kind {
+            StorageKind::Status => STATUS_DIFFBASE_LIMIT,
+            StorageKind::Annotations => ANNOTATIONS_LIMIT,
+        };
+        let digest = digest_diffbase(&self.new_essence);
+        if !self.stored.diffbase.as_deref().is_some_and(|d| d.starts_with(DIGEST)) {
+            let line = format!(
+                "The last handled state is too large to store ({} bytes; the limit is {limit} bytes), so only its digest is stored: \
+                 changes are still detected, but update handlers get no diff and no old values. Leave large fields out with \
+                 ignored_fields to keep the diff.",
+                text.len()
+            );
+            self.line(Level::Warn, line.clone());
+            events.push(pb::Event { r#type: "Warning".into(), reason: "DiffbaseTooLarge".into(), message: line, regarding: None });
+        }
+        digest
+    }
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

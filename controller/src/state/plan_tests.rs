@@ -1,0 +1,354 @@
+//! Table tests of the plan: cause × finalizer × deletion × stored state × first sight; the
+//! calls a cycle makes (sub-handlers included); what it writes; refused patches.
+
+use super::*;
+use crate::state::storage::StorageKind;
+use chrono::TimeZone;
+
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
+}
+
+fn handler(id: &str, kind: pb::HandlerKind) -> Arc<Handler> {
+    let spec = pb::HandlerSpec {
+        id: id.into(),
+        kind: kind as i32,
+        resource: Some(pb::ResourceSelector { name: "kex".into(), ..Default::default() }),
+        ..Default::default()
+    };
+    Arc::new(Handler::from_spec(&spec, 0).unwrap())
+}
+
+struct World {
+    handlers: Vec<Arc<Handler>>,
+    storage: Storage,
+    rules: EssenceRules,
+}
+
+impl World {
+    fn new(kinds: &[(&str, pb::HandlerKind)]) -> World {
+        World {
+            handlers: kinds.iter().map(|(id, k)| handler(id, *k)).collect(),
+            storage: Storage::bosun("bosun.dev", StorageKind::Status),
+            rules: EssenceRules { own_prefixes: vec!["bosun.dev/".into()], ..Default::default() },
+        }
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        Subject { handlers: &self.handlers, storage: &self.storage, rules: &self.rules, has_status: true, status_keeps_unknown: true }
+    }
+}
+
+/// A body: spec, whether the finalizer is on, whether deletion is requested, the stored
+/// diffbase (an essence), and progress records.
+fn body(spec: Value, finalizer: bool, deleting: bool, diffbase: Option<Value>, progress: Value) -> Value {
+    let mut b = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+        "metadata": {"name": "n", "namespace": "ns", "uid": "u1", "resourceVersion": "5"}, "spec": spec});
+    if finalizer {
+        b["metadata"]["finalizers"] = json!(["bosun.dev/finalizer"]);
+    }
+    if deleting {
+        b["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    }
+    let mut state = json!({});
+    if let Some(d) = diffbase {
+        state["last-handled-configuration"] = json!(encode_diffbase(&d));
+    }
+    if !progress.as_object().unwrap().is_empty() {
+        state["progress"] = progress;
+    }
+    b["status"] = json!({"bosun.dev": state});
+    b
+}
+
+fn success() -> pb::HandleResponse {
+    pb::HandleResponse { outcome: pb::Outcome::Success as i32, ..Default::default() }
+}
+
+/// What `begin` decided, in one word, for the table.
+fn start_of(s: &Start) -> String {
+    match s {
+        Start::Idle(_) => "idle".into(),
+        Start::AddFinalizer(..) => "add-finalizer".into(),
+        Start::Handle(c) => {
+            let ids: Vec<&str> = c.due.iter().map(|d| d.handler.id.as_str()).collect();
+            format!("{}:{}", c.reason.purpose(), ids.join(","))
+        }
+    }
+}
+
+#[test]
+fn causes_cross_finalizer_deletion_stored_state_and_first_sight() {
+    use pb::HandlerKind as K;
+    let with_delete = World::new(&[("c", K::Create), ("u", K::Update), ("d", K::Delete), ("r", K::Resume)]);
+    let without = World::new(&[("c", K::Create), ("u", K::Update), ("r", K::Resume)]);
+    let spec = json!({"a": 1});
+    let same = Some(json!({"spec": {"a": 1}}));
+    let older = Some(json!({"spec": {"a": 0}}));
+    let resuming = json!({"r": {"purpose": "resume", "retries": 1}});
+    // (world, finalizer, deleting, diffbase, progress, first sight) → start
+    let table: Vec<(&World, bool, bool, Option<Value>, Value, bool, &str)> = vec![
+        // A delete handler needs the finalizer first, before any other handler runs.
+        (&with_delete, false, false, None, json!({}), true, "add-finalizer"),
+        (&with_delete, false, false, same.clone(), json!({}), false, "add-finalizer"),
+        (&with_delete, true, false, None, json!({}), true, "create:c"),
+        (&with_delete, true, false, None, json!({}), false, "create:c"),
+        (&with_delete, true, false, same.clone(), json!({}), true, "resume:r"),
+        (&with_delete, true, false, same.clone(), json!({}), false, "idle"),
+        (&with_delete, true, false, older.clone(), json!({}), true, "update:u"),
+        (&with_delete, true, false, older.clone(), json!({}), false, "update:u"),
+        (&with_delete, true, false, same.clone(), resuming.clone(), false, "resume:r"),
+        (&with_delete, true, true, same.clone(), json!({}), false, "delete:d"),
+        (&with_delete, true, true, None, json!({}), true, "delete:d"),
+        // Being deleted without our finalizer: nothing to do, nothing to block.
+        (&with_delete, false, true, same.clone(), json!({}), true, "idle"),
+        (&with_delete, false, true, None, json!({}), false, "idle"),
+        // Without handlers that need it, no finalizer is added and one write does it all.
+        (&without, false, false, None, json!({}), true, "create:c"),
+        (&without, false, false, None, json!({}), false, "create:c"),
+        (&without, false, false, same.clone(), json!({}), true, "resume:r"),
+        (&without, false, false, same.clone(), json!({}), false, "idle"),
+        (&without, false, false, older.clone(), json!({}), false, "update:u"),
+        (&without, false, true, same.clone(), json!({}), false, "idle"),
+        // A leftover finalizer nobody needs is released (an empty cycle that writes it away).
+        (&without, true, false, same.clone(), json!({}), false, "noop:"),
+        (&without, true, true, same.clone(), json!({}), false, "delete:"),
+    ];
+    for (world, fin, del, base, progress, first, want) in table {
+        let b = body(spec.clone(), fin, del, base.clone(), progress.clone());
+        let got = start_of(&begin(&world.subject(), &b, first, now()));
+        assert_eq!(got, want, "finalizer {fin}, deleting {del}, diffbase {base:?}, progress {progress}, first sight {first}");
+    }
+}
+
+#[test]
+fn resume_handlers_run_on_deletion_only_when_they_ask_for_it() {
+    let mut spec = pb::HandlerSpec {
+        id: "r".into(),
+        kind: pb::HandlerKind::Resume as i32,
+        resource: Some(pb::ResourceSelector { name: "kex".into(), ..Default::default() }),
+        ..Default::default()
+    };
+    let plain = handler("r", pb::HandlerKind::Resume);
+    spec.options = Some(pb::HandlerOptions { deleted: true, ..Default::default() });
+    let deleted = Arc::new(Handler::from_spec(&spec, 0).unwrap());
+    let d = handler("d", pb::HandlerKind::Delete);
+    let b = body(json!({}), true, true, Some(json!({"spec": {}})), json!({}));
+    let cases = [(plain, true, "delete:d"), (deleted.clone(), true, "delete:r,d"), (deleted, false, "delete:d")];
+    for (r, first, want) in cases {
+        let mut w = World::new(&[]);
+        w.handlers = vec![r, d.clone()];
+        assert_eq!(start_of(&begin(&w.subject(), &b, first, now())), want, "first sight {first}");
+    }
+}
+
+fn handle(world: &World, b: &Value) -> Box<Cycle> {
+    match begin(&world.subject(), b, false, now()) {
+        Start::Handle(c) => c,
+        other => panic!("expected handlers to call, got {}", start_of(&other)),
+    }
+}
+
+#[test]
+fn sub_handlers_are_called_depth_first_and_finish_their_parent() {
+    let world = World::new(&[("p", pb::HandlerKind::Create), ("q", pb::HandlerKind::Create)]);
+    let b = body(json!({}), false, false, None, json!({}));
+    let mut cycle = handle(&world, &b);
+    let mut order = Vec::new();
+    while let Some(inv) = cycle.next_call() {
+        order.push(inv.id.clone());
+        let answer = match inv.id.as_str() {
+            "p" => pb::HandleResponse {
+                subhandlers: vec![
+                    pb::SubHandler { id: "a".into(), param: b"1".to_vec(), ..Default::default() },
+                    pb::SubHandler { id: "b".into(), ..Default::default() },
+                ],
+                ..success()
+            },
+            "p/b" => pb::HandleResponse { outcome: pb::Outcome::TemporaryError as i32, delay_seconds: Some(5.0), ..Default::default() },
+            _ => success(),
+        };
+        if inv.id == "p/a" {
+            assert_eq!((inv.parent.as_deref(), inv.param.clone()), (Some("p"), Some(json!(1))));
+        }
+        cycle.absorb(&world.subject(), &b, &inv, Ok(answer));
+    }
+    assert_eq!(order, ["p", "p/a", "p/b", "q"]);
+    let (writes, next) = cycle.conclude(&world.subject(), &b, None);
+    assert_eq!(next, Next::WakeAt(now() + chrono::Duration::seconds(5)), "the sub-handler's delay");
+    let progress = &writes.status["status"]["bosun.dev"]["progress"];
+    assert_eq!(progress["p"]["subrefs"], json!(["p/a", "p/b"]));
+    assert_eq!(progress["p/a"]["success"], json!(true));
+    assert_eq!(progress["p/b"]["retries"], json!(1));
+    assert!(progress["p"].get("success").is_none(), "the parent waits for its sub-handlers: {progress}");
+    let lines: Vec<String> = cycle.take_lines().into_iter().map(|l| l.text).collect();
+    assert!(!lines.iter().any(|l| l == "Handler 'p' succeeded."), "{lines:?}");
+}
+
+#[test]
+fn answers_become_records_patches_results_and_what_comes_next() {
+    let world = World::new(&[("h", pb::HandlerKind::Create)]);
+    let b = body(json!({"a": 1}), false, false, None, json!({}));
+    let patch = |p: Value| serde_json::to_vec(&p).unwrap();
+    let tmp = |delay: Option<f64>| pb::HandleResponse {
+        outcome: pb::Outcome::TemporaryError as i32,
+        message: "later".into(),
+        delay_seconds: delay,
+        ..Default::default()
+    };
+    // (reply, status.h result?, progress of h, next, a line)
+    let cases: Vec<(Result<pb::HandleResponse, Answer>, Value, Value, Next, &str)> = vec![
+        (
+            Ok(pb::HandleResponse { result: b"{\"x\":1}".to_vec(), merge_patch: patch(json!({"spec": {"b": 2}})), ..success() }),
+            json!({"x": 1}),
+            Value::Null,
+            Next::Idle,
+            "Creation is processed: 1 succeeded; 0 failed.",
+        ),
+        (
+            Ok(tmp(Some(10.0))),
+            Value::Null,
+            json!(1),
+            Next::WakeAt(now() + chrono::Duration::seconds(10)),
+            "Handler 'h' failed temporarily: later",
+        ),
+        (Ok(tmp(Some(-1.0))), Value::Null, json!(1), Next::WakeAt(now() + chrono::Duration::seconds(60)), "invalid delay"),
+        (Ok(tmp(Some(f64::NAN))), Value::Null, json!(1), Next::WakeAt(now() + chrono::Duration::seconds(60)), "invalid delay"),
+        (
+            Ok(pb::HandleResponse { merge_patch: patch(json!({"status": "x"})), ..success() }),
+            Value::Null,
+            json!(1),
+            Next::WakeAt(now() + chrono::Duration::seconds(60)),
+            "sets `status` to \"x\"",
+        ),
+        (
+            Ok(pb::HandleResponse { result: b"{not json".to_vec(), ..success() }),
+            Value::Null,
+            json!(1),
+            Next::WakeAt(now() + chrono::Duration::seconds(60)),
+            "invalid JSON in `result`",
+        ),
+        (
+            Err(Answer::Broken("failed with UNKNOWN: Exception calling application: boom".into())),
+            Value::Null,
+            json!(1),
+            Next::WakeAt(now() + chrono::Duration::seconds(60)),
+            "failed with an exception. Will retry. failed with UNKNOWN: Exception calling application: boom",
+        ),
+        (
+            Err(Answer::Broken("did not answer in 3s".into())),
+            Value::Null,
+            json!(1),
+            Next::WakeAt(now() + chrono::Duration::seconds(60)),
+            "did not answer in 3s",
+        ),
+        (Err(Answer::Unreachable("refused".into())), Value::Null, Value::Null, Next::Throttled(None), "could not be called"),
+    ];
+    for (reply, result, retries, next, line) in cases {
+        let mut cycle = handle(&world, &b);
+        let inv = cycle.next_call().expect("h is due");
+        cycle.absorb(&world.subject(), &b, &inv, reply.clone());
+        assert_eq!(cycle.next_call(), None, "one attempt per cycle");
+        let (writes, got_next) = cycle.conclude(&world.subject(), &b, None);
+        assert_eq!(got_next, next, "{reply:?}");
+        assert_eq!(writes.status["status"]["h"], result, "{reply:?}");
+        assert_eq!(writes.status["status"]["bosun.dev"]["progress"]["h"]["retries"], retries, "{reply:?}: {}", writes.status);
+        let lines: Vec<String> = cycle.take_lines().into_iter().map(|l| l.text).collect();
+        assert!(lines.iter().any(|l| l.contains(line)), "{reply:?}: {lines:?}");
+    }
+}
+
+#[test]
+fn one_write_carries_patches_results_state_and_the_finalizer() {
+    let world = World::new(&[("c", pb::HandlerKind::Create), ("d", pb::HandlerKind::Delete)]);
+    let b = body(json!({"a": 1}), true, false, None, json!({}));
+    let mut cycle = handle(&world, &b);
+    let inv = cycle.next_call().unwrap();
+    let answer = pb::HandleResponse {
+        result: b"{\"ok\":true}".to_vec(),
+        merge_patch: serde_json::to_vec(&json!({"metadata": {"labels": {"x": "1"}}, "status": {"phase": "Up"}})).unwrap(),
+        ..success()
+    };
+    cycle.absorb(&world.subject(), &b, &inv, Ok(answer));
+    let (writes, next) = cycle.conclude(&world.subject(), &b, None);
+    assert_eq!(next, Next::Idle);
+    assert_eq!(writes.finalizer, None, "already on");
+    assert_eq!(writes.main, json!({"metadata": {"labels": {"x": "1"}}}));
+    assert_eq!(
+        writes.status,
+        json!({"status": {"phase": "Up", "c": {"ok": true}, "bosun.dev": {"last-handled-configuration": "{\"spec\":{\"a\":1}}\n"}}})
+    );
+}
+
+#[test]
+fn a_finished_deletion_releases_the_finalizer_unless_a_daemon_still_winds_down() {
+    let world = World::new(&[("d", pb::HandlerKind::Delete)]);
+    let b = body(json!({}), true, true, Some(json!({"spec": {}})), json!({}));
+    let later = now() + chrono::Duration::seconds(30);
+    for (hold, finalizer, next) in [(None, Some(false), Next::Idle), (Some(later), None, Next::WakeAt(later))] {
+        let mut cycle = handle(&world, &b);
+        let inv = cycle.next_call().unwrap();
+        cycle.absorb(&world.subject(), &b, &inv, Ok(success()));
+        let (writes, got) = cycle.conclude(&world.subject(), &b, hold);
+        assert_eq!((writes.finalizer, got), (finalizer, next), "hold {hold:?}");
+        assert!(writes.status.as_object().unwrap().is_empty(), "no state written on an object about to go: {}", writes.status);
+    }
+}
+
+#[test]
+fn refused_patches_fail_only_their_handler_and_the_state_is_still_written() {
+    let world = World::new(&[("good", pb::HandlerKind::Create), ("bad", pb::HandlerKind::Create)]);
+    let b = body(json!({}), false, false, None, json!({}));
+    let mut cycle = handle(&world, &b);
+    while let Some(inv) = cycle.next_call() {
+        let p = json!({"spec": {inv.id.clone(): 1}});
+        let answer = pb::HandleResponse { merge_patch: serde_json::to_vec(&p).unwrap(), result: b"1".to_vec(), ..success() };
+        cycle.absorb(&world.subject(), &b, &inv, Ok(answer));
+    }
+    cycle.reject(&["bad".to_string()], "422 Invalid");
+    let (writes, next) = cycle.conclude(&world.subject(), &b, None);
+    assert_eq!(next, Next::Idle);
+    assert_eq!(writes.main, json!({"spec": {"good": 1}}));
+    assert_eq!(writes.status["status"]["good"], json!(1));
+    assert!(writes.status["status"].get("bad").is_none());
+    assert!(writes.status["status"]["bosun.dev"]["last-handled-configuration"].is_string(), "the cause is processed: {}", writes.status);
+    let lines: Vec<String> = cycle.take_lines().into_iter().map(|l| l.text).collect();
+    assert!(
+        lines.contains(&"Handler 'bad' failed permanently: its patch was rejected by the API server: 422 Invalid".to_string()),
+        "{lines:?}"
+    );
+    assert!(lines.contains(&"Creation is processed: 1 succeeded; 1 failed.".to_string()), "{lines:?}");
+}
+
+#[test]
+fn an_essence_too_large_to_store_is_kept_as_a_digest_and_still_detects_changes() {
+    let world = World::new(&[("c", pb::HandlerKind::Create), ("u", pb::HandlerKind::Update)]);
+    let big = json!({"blob": "\"".repeat(STATUS_DIFFBASE_LIMIT)});
+    let b = body(big.clone(), false, false, None, json!({}));
+    let mut cycle = handle(&world, &b);
+    let inv = cycle.next_call().unwrap();
+    cycle.absorb(&world.subject(), &b, &inv, Ok(success()));
+    let (writes, _) = cycle.conclude(&world.subject(), &b, None);
+    let stored = writes.status["status"]["bosun.dev"]["last-handled-configuration"].as_str().unwrap().to_string();
+    assert!(stored.starts_with("digest:") && stored.len() < 100, "{stored}");
+    assert!(writes.events.iter().any(|e| e.reason == "DiffbaseTooLarge"));
+    // Stored as a digest: the same body is nothing to do, a changed one is an update.
+    let mut handled = b.clone();
+    handled["status"]["bosun.dev"] = json!({"last-handled-configuration": stored});
+    assert_eq!(start_of(&begin(&world.subject(), &handled, false, now())), "idle");
+    handled["spec"]["blob"] = json!("small now");
+    assert_eq!(start_of(&begin(&world.subject(), &handled, false, now())), "update:u");
+}
+
+#[test]
+fn invalid_sub_handler_ids_are_the_parents_error() {
+    let world = World::new(&[("p", pb::HandlerKind::Create)]);
+    let b = body(json!({}), false, false, None, json!({}));
+    let mut cycle = handle(&world, &b);
+    let inv = cycle.next_call().unwrap();
+    let answer = pb::HandleResponse { subhandlers: vec![pb::SubHandler { id: "has space".into(), ..Default::default() }], ..success() };
+    cycle.absorb(&world.subject(), &b, &inv, Ok(answer));
+    assert_eq!(cycle.next_call(), None);
+    let lines: Vec<String> = cycle.take_lines().into_iter().map(|l| l.text).collect();
+    assert!(lines.iter().any(|l| l.contains("sub-handler id 'has space' is not valid")), "{lines:?}");
+}
