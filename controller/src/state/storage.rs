@@ -32,7 +32,7 @@ use super::progress::ProgressRecord;
 pub enum StorageKind {
     /// In annotations (main resource write).
     Annotations,
-    /// In `status.<prefix>` (status subresource write).
+    /// In the status stanza, `status.<prefix>` (`status.kopf` for Kopf; status subresource write).
     Status,
 }
 
