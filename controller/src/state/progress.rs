@@ -79,32 +79,10 @@ pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
         .or_else(|| NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").ok().map(|n| n.and_utc()))
 }
 
-/// Makes an annotation key for a handler id as Kopf does: `/` → `.`, and keys longer than
-/// 63 characters (prefix included) cut with a stable blake2b hash suffix.
+/// Kopf's V1 annotation key for a handler id (`/` → `.`, the whole key cut to 63 characters
+/// with a hash suffix); see [`super::keys`] for V2 and for the keys Kopf actually writes.
 pub fn annotation_key(prefix: &str, id: &str) -> String {
-    use base64::Engine as _;
-    use blake2::digest::{Update, VariableOutput};
-    const MAX: usize = 63;
-    let safe = id.replace('/', ".");
-    let prefix = if prefix.is_empty() { String::new() } else { format!("{prefix}/") };
-    let suffix = if safe.len() <= MAX.saturating_sub(prefix.len()) {
-        String::new()
-    } else {
-        let mut hasher = blake2::Blake2bVar::new(4).expect("4 is a valid blake2b size");
-        hasher.update(safe.as_bytes());
-        let mut digest = [0u8; 4];
-        hasher.finalize_variable(&mut digest).expect("buffer has the digest size");
-        let alphabet =
-            base64::alphabet::Alphabet::new("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-.").expect("valid alphabet");
-        let engine = base64::engine::GeneralPurpose::new(&alphabet, base64::engine::general_purpose::PAD);
-        format!("-{}", engine.encode(digest)).trim_end_matches(['=', '-', '.']).to_string()
-    };
-    let keep = MAX.saturating_sub(prefix.len() + suffix.len()).min(safe.len());
-    let mut cut = keep;
-    while !safe.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{prefix}{}{suffix}", &safe[..cut])
+    super::keys::annotation_key_v1(prefix, id)
 }
 
 #[cfg(test)]

@@ -4,21 +4,49 @@
 //! `<prefix>/<handler-id>`; always possible, Kopf's format) or, for custom resources whose
 //! status subresource keeps unknown fields, `status.<prefix>` (`last-handled-configuration`
 //! and `progress.<handler-id>`), so the state travels in the same `/status` write as the
-//! handlers' results. State is read from both places, so switching storage loses nothing.
+//! handlers' results. State is read from both places (the one written to first), so switching
+//! storage loses nothing.
+//!
+//! Annotation keys follow Kopf's convention ([`super::keys`]): the V2 key, and the V1 key where
+//! it differs (long ids: field handlers, sub-handlers). In Kopf-compatible mode the state is
+//! exactly what Kopf 1.44/1.45 reads and writes by default, so objects can move between Kopf
+//! and Bosun both ways; see [`Convention::Kopf`].
+//!
+//! The patches given to [`Storage::patch`] may already hold handlers' merge patches. Where one
+//! of them set `metadata`, `metadata.annotations`, `status` or a stanza under it to something
+//! that is not an object (`{"status": "x"}`), the state cannot be added beside it: a merge
+//! patch cannot both replace `status` and set a key inside it. The state wins (the value is
+//! replaced by an object holding the state), because without it the handler's success would be
+//! forgotten and the handler called again forever; [`Storage::patch_with_overrides`] tells which
+//! paths were replaced, so the caller can say so. Nothing on `body` or in the patches panics.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::progress::{ProgressRecord, annotation_key};
+use super::keys::{annotation_key_v1, annotation_key_v2};
+use super::progress::ProgressRecord;
 
 /// Where new state is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StorageKind {
     /// In annotations (main resource write).
     Annotations,
-    /// In `status.<prefix>` (status subresource write).
+    /// In the status stanza, `status.<prefix>` (`status.kopf` for Kopf; status subresource write).
     Status,
+}
+
+/// Whose naming the state on objects follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Convention {
+    /// Bosun's own: annotations under V2 keys (V1 keys, which older Bosun builds wrote for long
+    /// ids, are still read and purged), or `status.<prefix>`.
+    Bosun,
+    /// Kopf's defaults (`SmartProgressStorage`, `AnnotationsDiffBaseStorage`, both `v1=True`):
+    /// progress and diffbase in annotations under the V2 key and the V1 key, both written;
+    /// progress in `status.kopf.progress.<id>` (older Kopf versions) read and purged, never
+    /// written; the diffbase never read from status.
+    Kopf,
 }
 
 /// Names and places of the controller's marks on objects.
@@ -30,6 +58,8 @@ pub struct Storage {
     pub finalizer: String,
     /// Where new state goes.
     pub kind: StorageKind,
+    /// Whose key naming and status stanza are used.
+    pub convention: Convention,
 }
 
 /// The state found on an object.
@@ -42,11 +72,65 @@ pub struct ObjectState {
 }
 
 const DIFFBASE: &str = "last-handled-configuration";
+/// The annotation Kopf sets to wake itself up after a delay (and removes with its next patch).
+const TOUCH: &str = "touch-dummy";
+
+/// Kopf's mark for the keys on ReplicaSets owned by Deployments: Kubernetes copies a
+/// Deployment's annotations to its ReplicaSets, so their own state needs other keys.
+fn collision_mark(body: &Value) -> &'static str {
+    let owned_by_deployment = body
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|owners| owners.iter().any(|o| o.get("kind").and_then(Value::as_str) == Some("Deployment")));
+    if body.get("kind").and_then(Value::as_str) == Some("ReplicaSet") && owned_by_deployment { "-ofDRS" } else { "" }
+}
+
+/// The slot at `path` in the merge patch `root`, made on the way. Values along the way that are
+/// not objects are replaced by empty objects; their paths are added to `replaced`.
+fn slot<'a>(root: &'a mut Value, path: &[&str], replaced: &mut Vec<String>) -> &'a mut Value {
+    let mut cur = root;
+    let mut at = String::new();
+    let mut given = true;
+    for p in path {
+        if !cur.is_object() {
+            if given {
+                replaced.push(if at.is_empty() { "/".to_string() } else { at.clone() });
+            }
+            *cur = Value::Object(Map::new());
+        }
+        at.push('/');
+        at.push_str(&p.replace('~', "~0").replace('/', "~1"));
+        let obj = cur.as_object_mut().expect("made an object above");
+        given = obj.contains_key(*p);
+        cur = obj.entry(p.to_string()).or_insert(Value::Null);
+    }
+    cur
+}
+
+/// The patches being built, and what was replaced in them to make room for the state.
+struct Writer<'p> {
+    main: &'p mut Value,
+    status: &'p mut Value,
+    replaced: Vec<String>,
+}
+
+impl Writer<'_> {
+    fn annotation(&mut self, key: &str, v: Value) {
+        *slot(self.main, &["metadata", "annotations", key], &mut self.replaced) = v;
+    }
+
+    fn status(&mut self, stanza: &str, path: &[&str], v: Value) {
+        let full: Vec<&str> = ["status", stanza].into_iter().chain(path.iter().copied()).collect();
+        let mut replaced = Vec::new();
+        *slot(self.status, &full, &mut replaced) = v;
+        self.replaced.extend(replaced.into_iter().map(|p| format!("(status){p}")));
+    }
+}
 
 impl Storage {
     /// Bosun's own naming under `prefix`.
     pub fn bosun(prefix: &str, kind: StorageKind) -> Storage {
-        Storage { prefix: prefix.to_string(), finalizer: format!("{prefix}/finalizer"), kind }
+        Storage { prefix: prefix.to_string(), finalizer: format!("{prefix}/finalizer"), kind, convention: Convention::Bosun }
     }
 
     /// Kopf's exact keys and finalizer, in annotations.
@@ -55,7 +139,34 @@ impl Storage {
             prefix: "kopf.zalando.org".into(),
             finalizer: "kopf.zalando.org/KopfFinalizerMarker".into(),
             kind: StorageKind::Annotations,
+            convention: Convention::Kopf,
         }
+    }
+
+    /// The stanza under `status` that holds state: `status.<prefix>`, or `status.kopf` for Kopf.
+    pub fn status_stanza(&self) -> &str {
+        match self.convention {
+            Convention::Bosun => &self.prefix,
+            Convention::Kopf => "kopf",
+        }
+    }
+
+    /// The annotation keys under which `name` (a handler id, the diffbase, the touch) may be
+    /// found on `body`, in the order they are read: the V2 key, then the V1 key if it differs.
+    pub fn annotation_keys(&self, body: &Value, name: &str) -> Vec<String> {
+        let marked = format!("{name}{}", collision_mark(body));
+        let (v2, v1) = (annotation_key_v2(&self.prefix, &marked), annotation_key_v1(&self.prefix, &marked));
+        if v1 == v2 { vec![v2] } else { vec![v2, v1] }
+    }
+
+    /// The annotation keys that are written for `name`: both versions for Kopf (so that Kopf
+    /// versions reading either find it), the V2 key only for Bosun.
+    pub fn written_keys(&self, body: &Value, name: &str) -> Vec<String> {
+        let mut keys = self.annotation_keys(body, name);
+        if self.convention == Convention::Bosun {
+            keys.truncate(1);
+        }
+        keys
     }
 
     fn annotations<'a>(&self, body: &'a Value) -> Option<&'a Map<String, Value>> {
@@ -63,7 +174,17 @@ impl Storage {
     }
 
     fn status_state<'a>(&self, body: &'a Value) -> Option<&'a Value> {
-        body.get("status").and_then(|s| s.get(&self.prefix))
+        body.get("status").and_then(|s| s.get(self.status_stanza()))
+    }
+
+    /// Whether a diffbase in the status stanza counts (Kopf keeps its diffbase in annotations only).
+    fn diffbase_in_status(&self) -> bool {
+        self.convention == Convention::Bosun || self.kind == StorageKind::Status
+    }
+
+    /// The first value among `keys` in the annotations that is a string.
+    fn first_annotation<'a>(ann: Option<&'a Map<String, Value>>, keys: &[String]) -> Option<&'a str> {
+        keys.iter().find_map(|k| ann.and_then(|a| a.get(k)).and_then(Value::as_str))
     }
 
     /// Whether the object carries our finalizer.
@@ -73,24 +194,27 @@ impl Storage {
             .is_some_and(|f| f.iter().any(|v| v.as_str() == Some(self.finalizer.as_str())))
     }
 
-    /// Reads the state of handlers `ids` from both places (status first).
+    /// Reads the state of handlers `ids` from both places (the one written to first).
     pub fn read<'a>(&self, body: &Value, ids: impl IntoIterator<Item = &'a str>) -> ObjectState {
         let ann = self.annotations(body);
         let st = self.status_state(body);
-        let diffbase = st
-            .and_then(|s| s.get(DIFFBASE))
-            .and_then(Value::as_str)
-            .or_else(|| ann.and_then(|a| a.get(&format!("{}/{DIFFBASE}", self.prefix))).and_then(Value::as_str))
-            .map(String::from);
+        let status_first = self.kind == StorageKind::Status;
+        let from_ann = Self::first_annotation(ann, &self.annotation_keys(body, DIFFBASE));
+        let from_st = st.filter(|_| self.diffbase_in_status()).and_then(|s| s.get(DIFFBASE)).and_then(Value::as_str);
+        let diffbase = if status_first { from_st.or(from_ann) } else { from_ann.or(from_st) }.map(String::from);
         let mut progress = BTreeMap::new();
         for id in ids {
-            let from_status = st
-                .and_then(|s| s.get("progress"))
-                .and_then(|p| p.get(id))
-                .and_then(|v| serde_json::from_value::<ProgressRecord>(v.clone()).ok());
-            let record = from_status.or_else(|| {
-                ann.and_then(|a| a.get(&annotation_key(&self.prefix, id))).and_then(Value::as_str).and_then(ProgressRecord::decode)
-            });
+            let from_st = || {
+                st.and_then(|s| s.get("progress"))
+                    .and_then(|p| p.get(id))
+                    .and_then(|v| serde_json::from_value::<ProgressRecord>(v.clone()).ok())
+            };
+            let from_ann = || {
+                self.annotation_keys(body, id)
+                    .iter()
+                    .find_map(|k| ann.and_then(|a| a.get(k)).and_then(Value::as_str).and_then(ProgressRecord::decode))
+            };
+            let record = if status_first { from_st().or_else(from_ann) } else { from_ann().or_else(from_st) };
             if let Some(r) = record {
                 progress.insert(id.to_string(), r);
             }
@@ -100,62 +224,88 @@ impl Storage {
 
     /// Adds to `main` and `status` (merge patches of the main resource and of the status
     /// subresource) what turns the state on `body` into `desired`. Progress of ids not in
-    /// `desired` but present on the object is removed; stale copies in the other place too.
+    /// `desired` but present on the object is removed; stale copies in the other place and
+    /// under other key versions too. Never panics; see the module docs for patches that hold
+    /// non-objects where the state goes.
     pub fn patch(&self, body: &Value, desired: &ObjectState, ids: &[&str], main: &mut Value, status: &mut Value) {
+        self.patch_with_overrides(body, desired, ids, main, status);
+    }
+
+    /// [`Storage::patch`], returning the paths (JSON pointers; `(status)` for the status patch)
+    /// where a non-object in the given patches was replaced to make room for the state.
+    pub fn patch_with_overrides(
+        &self,
+        body: &Value,
+        desired: &ObjectState,
+        ids: &[&str],
+        main: &mut Value,
+        status: &mut Value,
+    ) -> Vec<String> {
         let current = self.read(body, ids.iter().copied());
         let ann = self.annotations(body);
         let st = self.status_state(body);
-        let ann_has = |key: &str| ann.is_some_and(|a| a.contains_key(key));
+        let stanza = self.status_stanza().to_string();
+        let ann_has = |key: &String| ann.is_some_and(|a| a.contains_key(key));
         let st_progress_has = |id: &str| st.and_then(|s| s.get("progress")).and_then(|p| p.get(id)).is_some();
-        let diffbase_key = format!("{}/{DIFFBASE}", self.prefix);
-        let set_ann = |main: &mut Value, key: &str, v: Value| {
-            main["metadata"]["annotations"][key] = v;
-        };
-        let set_st = |status: &mut Value, path: &[&str], v: Value| {
-            let mut cur = &mut status["status"][self.prefix.as_str()];
-            for p in path {
-                cur = &mut cur[*p];
-            }
-            *cur = v;
-        };
+        let mut w = Writer { main, status, replaced: Vec::new() };
+
         // The diffbase.
-        if desired.diffbase != current.diffbase || (self.kind == StorageKind::Status && ann_has(&diffbase_key)) {
+        let diffbase_keys = self.annotation_keys(body, DIFFBASE);
+        let diffbase_written = self.written_keys(body, DIFFBASE);
+        let in_ann: Vec<&String> = diffbase_keys.iter().filter(|k| ann_has(k)).collect();
+        let stale_ann = in_ann.iter().any(|k| self.kind == StorageKind::Status || !diffbase_written.contains(k));
+        if desired.diffbase != current.diffbase || stale_ann {
             let v = desired.diffbase.clone().map(Value::String).unwrap_or(Value::Null);
             match self.kind {
-                StorageKind::Annotations => set_ann(main, &diffbase_key, v),
+                StorageKind::Annotations => {
+                    for k in &diffbase_written {
+                        w.annotation(k, v.clone());
+                    }
+                    for k in in_ann.iter().filter(|k| !diffbase_written.contains(k)) {
+                        w.annotation(k, Value::Null);
+                    }
+                }
                 StorageKind::Status => {
-                    set_st(status, &[DIFFBASE], v);
-                    if ann_has(&diffbase_key) {
-                        set_ann(main, &diffbase_key, Value::Null);
+                    w.status(&stanza, &[DIFFBASE], v);
+                    for k in &in_ann {
+                        w.annotation(k, Value::Null);
                     }
                 }
             }
         }
+
         // Progress records.
         for id in ids {
             let want = desired.progress.get(*id);
-            let key = annotation_key(&self.prefix, id);
-            let (in_ann, in_st) = (ann_has(&key), st_progress_has(id));
+            let keys = self.annotation_keys(body, id);
+            let written = self.written_keys(body, id);
+            let in_ann: Vec<&String> = keys.iter().filter(|k| ann_has(k)).collect();
+            let in_st = st_progress_has(id);
             let changed = want != current.progress.get(*id);
             match (self.kind, want) {
-                (StorageKind::Annotations, Some(r)) if changed || in_st => {
-                    set_ann(main, &key, Value::String(r.encode()));
+                (StorageKind::Annotations, Some(r)) if changed || in_st || in_ann.iter().any(|k| !written.contains(k)) => {
+                    for k in &written {
+                        w.annotation(k, Value::String(r.encode()));
+                    }
+                    for k in in_ann.iter().filter(|k| !written.contains(k)) {
+                        w.annotation(k, Value::Null);
+                    }
                     if in_st {
-                        set_st(status, &["progress", id], Value::Null);
+                        w.status(&stanza, &["progress", id], Value::Null);
                     }
                 }
-                (StorageKind::Status, Some(r)) if changed || in_ann => {
-                    set_st(status, &["progress", id], serde_json::to_value(r).expect("records serialize"));
-                    if in_ann {
-                        set_ann(main, &key, Value::Null);
+                (StorageKind::Status, Some(r)) if changed || !in_ann.is_empty() => {
+                    w.status(&stanza, &["progress", id], serde_json::to_value(r).expect("records serialize"));
+                    for k in &in_ann {
+                        w.annotation(k, Value::Null);
                     }
                 }
                 (_, None) => {
-                    if in_ann {
-                        set_ann(main, &key, Value::Null);
+                    for k in &in_ann {
+                        w.annotation(k, Value::Null);
                     }
                     if in_st {
-                        set_st(status, &["progress", id], Value::Null);
+                        w.status(&stanza, &["progress", id], Value::Null);
                     }
                 }
                 _ => {}
@@ -167,8 +317,16 @@ impl Storage {
             && ids.iter().all(|id| !desired.progress.contains_key(*id))
             && p.keys().all(|k| ids.contains(&k.as_str()))
         {
-            set_st(status, &["progress"], Value::Null);
+            w.status(&stanza, &["progress"], Value::Null);
         }
+        // Kopf removes its wake-up annotation with any patch it makes anyway; so does Bosun in
+        // Kopf's convention (never with a write of its own).
+        if self.convention == Convention::Kopf && !is_empty_patch(w.main) {
+            for k in self.annotation_keys(body, TOUCH).iter().filter(|k| ann_has(k)) {
+                w.annotation(k, Value::Null);
+            }
+        }
+        w.replaced
     }
 }
 
@@ -182,12 +340,12 @@ impl Storage {
         if self.kind != StorageKind::Annotations {
             return Ok(());
         }
-        let key = format!("{}/{DIFFBASE}", self.prefix);
+        let all = self.annotation_keys(body, DIFFBASE);
         let others: usize = self
             .annotations(body)
-            .map(|a| a.iter().filter(|(k, _)| **k != key).map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum())
+            .map(|a| a.iter().filter(|(k, _)| !all.contains(k)).map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum())
             .unwrap_or(0);
-        let total = others + key.len() + diffbase.len();
+        let total = others + self.written_keys(body, DIFFBASE).iter().map(|k| k.len() + diffbase.len()).sum::<usize>();
         if total > ANNOTATIONS_LIMIT { Err(total) } else { Ok(()) }
     }
 }
@@ -203,96 +361,4 @@ pub fn is_empty_patch(p: &Value) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rec(purpose: &str) -> ProgressRecord {
-        ProgressRecord { purpose: Some(purpose.into()), retries: Some(1), ..Default::default() }
-    }
-
-    #[test]
-    fn state_is_read_from_annotations_and_status() {
-        let s = Storage::bosun("bosun.dev", StorageKind::Status);
-        let body = json!({"metadata": {"annotations": {
-            "bosun.dev/last-handled-configuration": "{}\n",
-            "bosun.dev/a": rec("create").encode(),
-            "bosun.dev/p.c": rec("update").encode(),
-        }}, "status": {"bosun.dev": {"progress": {"b": {"purpose": "create", "retries": 1}}}}});
-        let st = s.read(&body, ["a", "b", "p/c", "missing"]);
-        assert_eq!(st.diffbase.as_deref(), Some("{}\n"));
-        assert_eq!(st.progress.keys().collect::<Vec<_>>(), vec!["a", "b", "p/c"]);
-        assert_eq!(st.progress["b"], rec("create"));
-        let body = json!({"status": {"bosun.dev": {"last-handled-configuration": "{\"spec\":{}}\n"}}});
-        assert_eq!(s.read(&body, []).diffbase.as_deref(), Some("{\"spec\":{}}\n"));
-    }
-
-    #[test]
-    fn patches_write_to_the_chosen_place_and_purge_the_other() {
-        let ann_body = json!({"metadata": {"annotations": {"bosun.dev/a": rec("create").encode()}}});
-        let st_body = json!({"status": {"bosun.dev": {"progress": {"a": {"purpose": "create", "retries": 1}}}}});
-        let done = ObjectState { diffbase: Some("{}\n".into()), progress: BTreeMap::new() };
-        let cases = [
-            (
-                StorageKind::Annotations,
-                json!({}),
-                done.clone(),
-                json!({"metadata": {"annotations": {"bosun.dev/last-handled-configuration": "{}\n"}}}),
-                json!({}),
-            ),
-            (
-                StorageKind::Status,
-                json!({}),
-                done.clone(),
-                json!({}),
-                json!({"status": {"bosun.dev": {"last-handled-configuration": "{}\n"}}}),
-            ),
-            (
-                StorageKind::Status,
-                ann_body.clone(),
-                done.clone(),
-                json!({"metadata": {"annotations": {"bosun.dev/a": null}}}),
-                json!({"status": {"bosun.dev": {"last-handled-configuration": "{}\n"}}}),
-            ),
-            (
-                StorageKind::Annotations,
-                st_body.clone(),
-                ObjectState { diffbase: None, progress: [("a".to_string(), rec("create"))].into() },
-                json!({"metadata": {"annotations": {"bosun.dev/a": rec("create").encode()}}}),
-                json!({"status": {"bosun.dev": {"progress": {"a": null}}}}),
-            ),
-            (
-                StorageKind::Status,
-                st_body.clone(),
-                ObjectState { diffbase: None, progress: [("a".to_string(), rec("create"))].into() },
-                json!({}),
-                json!({}),
-            ),
-            (StorageKind::Status, st_body.clone(), ObjectState::default(), json!({}), json!({"status": {"bosun.dev": {"progress": null}}})),
-        ];
-        for (kind, body, desired, want_main, want_status) in cases {
-            let s = Storage::bosun("bosun.dev", kind);
-            let (mut main, mut status) = (json!({}), json!({}));
-            s.patch(&body, &desired, &["a"], &mut main, &mut status);
-            assert_eq!((main, status), (want_main, want_status), "{kind:?} {body}");
-        }
-    }
-
-    #[test]
-    fn diffbases_too_large_for_annotations_are_caught_before_writing() {
-        let body = json!({"metadata": {"annotations": {"big": "x".repeat(200_000)}}});
-        let cases =
-            [(StorageKind::Annotations, 1_000, true), (StorageKind::Annotations, 70_000, false), (StorageKind::Status, 70_000, true)];
-        for (kind, size, fits) in cases {
-            let s = Storage::bosun("bosun.dev", kind);
-            assert_eq!(s.diffbase_fits(&body, &"d".repeat(size)).is_ok(), fits, "{kind:?} {size}");
-        }
-    }
-
-    #[test]
-    fn finalizer_names_differ_between_bosun_and_kopf_modes() {
-        let body = json!({"metadata": {"finalizers": ["x", "kopf.zalando.org/KopfFinalizerMarker"]}});
-        assert!(Storage::kopf().has_finalizer(&body));
-        assert!(!Storage::bosun("bosun.dev", StorageKind::Status).has_finalizer(&body));
-        assert_eq!(Storage::bosun("bosun.dev", StorageKind::Status).finalizer, "bosun.dev/finalizer");
-    }
-}
+mod tests;

@@ -1,0 +1,326 @@
+//! Table tests of the storage: places, key versions, Kopf's exact writes, odd inputs.
+
+use super::*;
+
+fn rec(purpose: &str) -> ProgressRecord {
+    ProgressRecord { purpose: Some(purpose.into()), retries: Some(1), ..Default::default() }
+}
+
+#[test]
+fn state_is_read_from_annotations_and_status() {
+    let s = Storage::bosun("bosun.dev", StorageKind::Status);
+    let body = json!({"metadata": {"annotations": {
+        "bosun.dev/last-handled-configuration": "{}\n",
+        "bosun.dev/a": rec("create").encode(),
+        "bosun.dev/p.c": rec("update").encode(),
+    }}, "status": {"bosun.dev": {"progress": {"b": {"purpose": "create", "retries": 1}}}}});
+    let st = s.read(&body, ["a", "b", "p/c", "missing"]);
+    assert_eq!(st.diffbase.as_deref(), Some("{}\n"));
+    assert_eq!(st.progress.keys().collect::<Vec<_>>(), vec!["a", "b", "p/c"]);
+    assert_eq!(st.progress["b"], rec("create"));
+    let body = json!({"status": {"bosun.dev": {"last-handled-configuration": "{\"spec\":{}}\n"}}});
+    assert_eq!(s.read(&body, []).diffbase.as_deref(), Some("{\"spec\":{}}\n"));
+}
+
+#[test]
+fn patches_write_to_the_chosen_place_and_purge_the_other() {
+    let ann_body = json!({"metadata": {"annotations": {"bosun.dev/a": rec("create").encode()}}});
+    let st_body = json!({"status": {"bosun.dev": {"progress": {"a": {"purpose": "create", "retries": 1}}}}});
+    let done = ObjectState { diffbase: Some("{}\n".into()), progress: BTreeMap::new() };
+    let cases = [
+        (
+            StorageKind::Annotations,
+            json!({}),
+            done.clone(),
+            json!({"metadata": {"annotations": {"bosun.dev/last-handled-configuration": "{}\n"}}}),
+            json!({}),
+        ),
+        (StorageKind::Status, json!({}), done.clone(), json!({}), json!({"status": {"bosun.dev": {"last-handled-configuration": "{}\n"}}})),
+        (
+            StorageKind::Status,
+            ann_body.clone(),
+            done.clone(),
+            json!({"metadata": {"annotations": {"bosun.dev/a": null}}}),
+            json!({"status": {"bosun.dev": {"last-handled-configuration": "{}\n"}}}),
+        ),
+        (
+            StorageKind::Annotations,
+            st_body.clone(),
+            ObjectState { diffbase: None, progress: [("a".to_string(), rec("create"))].into() },
+            json!({"metadata": {"annotations": {"bosun.dev/a": rec("create").encode()}}}),
+            json!({"status": {"bosun.dev": {"progress": {"a": null}}}}),
+        ),
+        (
+            StorageKind::Status,
+            st_body.clone(),
+            ObjectState { diffbase: None, progress: [("a".to_string(), rec("create"))].into() },
+            json!({}),
+            json!({}),
+        ),
+        (StorageKind::Status, st_body.clone(), ObjectState::default(), json!({}), json!({"status": {"bosun.dev": {"progress": null}}})),
+    ];
+    for (kind, body, desired, want_main, want_status) in cases {
+        let s = Storage::bosun("bosun.dev", kind);
+        let (mut main, mut status) = (json!({}), json!({}));
+        s.patch(&body, &desired, &["a"], &mut main, &mut status);
+        assert_eq!((main, status), (want_main, want_status), "{kind:?} {body}");
+    }
+}
+
+#[test]
+fn diffbases_too_large_for_annotations_are_caught_before_writing() {
+    let body = json!({"metadata": {"annotations": {"big": "x".repeat(200_000)}}});
+    let cases = [(StorageKind::Annotations, 1_000, true), (StorageKind::Annotations, 70_000, false), (StorageKind::Status, 70_000, true)];
+    for (kind, size, fits) in cases {
+        let s = Storage::bosun("bosun.dev", kind);
+        assert_eq!(s.diffbase_fits(&body, &"d".repeat(size)).is_ok(), fits, "{kind:?} {size}");
+    }
+}
+
+#[test]
+fn finalizer_names_differ_between_bosun_and_kopf_modes() {
+    let body = json!({"metadata": {"finalizers": ["x", "kopf.zalando.org/KopfFinalizerMarker"]}});
+    assert!(Storage::kopf().has_finalizer(&body));
+    assert!(!Storage::bosun("bosun.dev", StorageKind::Status).has_finalizer(&body));
+    assert_eq!(Storage::bosun("bosun.dev", StorageKind::Status).finalizer, "bosun.dev/finalizer");
+}
+
+/// A sub-handler id over V1's length limit, and its keys as Kopf 1.45.2 computes them.
+const SUB: &str = "create_children/child_child_child_child_child_child_child_child_";
+const SUB_V2: &str = "kopf.zalando.org/create_children.child_child_child_child_child_child_chil-pMHxXA";
+const SUB_V1: &str = "kopf.zalando.org/create_children.child_child_child_child-9ZgH3g";
+/// A field handler's id over both limits.
+const FIELD: &str = "on_field_update/spec.template.spec.containers.resources.limits.memory";
+const FIELD_V2: &str = "kopf.zalando.org/on_field_update.spec.template.spec.containers.resources.-du9bng";
+const FIELD_V1: &str = "kopf.zalando.org/on_field_update.spec.template.spec.cont-smD37A";
+
+fn retries(n: u32) -> ProgressRecord {
+    ProgressRecord { retries: Some(n), ..Default::default() }
+}
+
+#[test]
+fn kopf_convention_reads_long_ids_from_either_key_version_and_old_status() {
+    let s = Storage::kopf();
+    let ann = |pairs: &[(&str, u32)]| {
+        let a: Map<String, Value> = pairs.iter().map(|(k, n)| (k.to_string(), Value::String(retries(*n).encode()))).collect();
+        json!({"metadata": {"annotations": a}})
+    };
+    let cases = [
+        (ann(&[(SUB_V2, 1), (SUB_V1, 1), (FIELD_V2, 2), (FIELD_V1, 2)]), Some(1), Some(2)),
+        (ann(&[(SUB_V2, 1), (SUB_V1, 9)]), Some(1), None),
+        (ann(&[(SUB_V1, 3), (FIELD_V1, 4)]), Some(3), Some(4)),
+        (json!({"status": {"kopf": {"progress": {SUB: {"retries": 5}, FIELD: {"retries": 6, "stopped": null}}}}}), Some(5), Some(6)),
+        // Annotations before status, as Kopf reads them.
+        (
+            json!({"metadata": {"annotations": {SUB_V2: retries(1).encode()}}, "status": {"kopf": {"progress": {SUB: {"retries": 5}}}}}),
+            Some(1),
+            None,
+        ),
+        // Bosun's own status stanza is not Kopf's.
+        (json!({"status": {"kopf.zalando.org": {"progress": {SUB: {"retries": 5}}}}}), None, None),
+    ];
+    for (body, sub, field) in cases {
+        let st = s.read(&body, [SUB, FIELD]);
+        assert_eq!((st.progress.get(SUB).and_then(|r| r.retries), st.progress.get(FIELD).and_then(|r| r.retries)), (sub, field), "{body}");
+    }
+    // Kopf's diffbase lives in annotations only.
+    let body = json!({"status": {"kopf": {"last-handled-configuration": "{}"}}});
+    assert_eq!(s.read(&body, []).diffbase, None);
+    let body = json!({"metadata": {"annotations": {"kopf.zalando.org/last-handled-configuration": "{}\n"}}});
+    assert_eq!(s.read(&body, []).diffbase.as_deref(), Some("{}\n"));
+}
+
+#[test]
+fn kopf_convention_writes_and_purges_what_kopf_writes_and_purges() {
+    let s = Storage::kopf();
+    let started = ProgressRecord {
+        started: Some("2026-01-01T00:00:00.000000+00:00".into()),
+        purpose: Some("create".into()),
+        retries: Some(1),
+        ..Default::default()
+    };
+    // Kopf 1.45.2, `SmartProgressStorage().store(key=SUB, record=..., body={}, patch=p)`:
+    let kopf_store = json!({"metadata": {"annotations": {
+        SUB_V2: "{\"started\":\"2026-01-01T00:00:00.000000+00:00\",\"purpose\":\"create\",\"retries\":1}",
+        SUB_V1: "{\"started\":\"2026-01-01T00:00:00.000000+00:00\",\"purpose\":\"create\",\"retries\":1}",
+    }}});
+    let desired = ObjectState { diffbase: None, progress: [(SUB.to_string(), started)].into() };
+    let (mut main, mut status) = (json!({}), json!({}));
+    s.patch(&json!({}), &desired, &[SUB], &mut main, &mut status);
+    assert_eq!((main, status), (kopf_store, json!({})));
+
+    // Kopf 1.45.2, `purge(key=SUB, ...)` then `touch(value=None)` on an object carrying both
+    // keys, the old status record and the wake-up annotation:
+    let body = json!({"metadata": {"annotations": {SUB_V2: "{}", SUB_V1: "{}", "kopf.zalando.org/touch-dummy": "2026"}},
+        "status": {"kopf": {"progress": {SUB: {"retries": 1}, "other-operator": {"retries": 1}}}}});
+    let kopf_purge_main = json!({"metadata": {"annotations": {SUB_V2: null, SUB_V1: null, "kopf.zalando.org/touch-dummy": null}}});
+    let kopf_purge_status = json!({"status": {"kopf": {"progress": {SUB: null}}}});
+    let (mut main, mut status) = (json!({}), json!({}));
+    s.patch(&body, &ObjectState::default(), &[SUB], &mut main, &mut status);
+    assert_eq!((main, status), (kopf_purge_main, kopf_purge_status));
+
+    // The wake-up annotation is not worth a write of its own.
+    let body = json!({"metadata": {"annotations": {"kopf.zalando.org/touch-dummy": "2026"}}});
+    let (mut main, mut status) = (json!({}), json!({}));
+    s.patch(&body, &ObjectState::default(), &[SUB], &mut main, &mut status);
+    assert_eq!((main, status), (json!({}), json!({})));
+
+    // Kopf 1.45.2, `AnnotationsDiffBaseStorage().store(...)`: one key, V1 and V2 being equal.
+    let desired = ObjectState { diffbase: Some("{}\n".into()), progress: BTreeMap::new() };
+    let (mut main, mut status) = (json!({}), json!({}));
+    s.patch(&json!({}), &desired, &[], &mut main, &mut status);
+    assert_eq!(main, json!({"metadata": {"annotations": {"kopf.zalando.org/last-handled-configuration": "{}\n"}}}));
+}
+
+#[test]
+fn bosun_convention_writes_v2_keys_and_moves_v1_copies_of_older_builds() {
+    let s = Storage::bosun("bosun.dev", StorageKind::Annotations);
+    // 54 characters: over V1's room after `bosun.dev/` (53), under V2's limit (63).
+    let id = "parent/child_with_a_name_that_is_rather_long_for_v1_ok";
+    let (v2, v1) = (annotation_key_v2("bosun.dev", id), annotation_key_v1("bosun.dev", id));
+    assert_eq!(v2, "bosun.dev/parent.child_with_a_name_that_is_rather_long_for_v1_ok");
+    assert_ne!(v1, v2);
+    let desired = ObjectState { diffbase: None, progress: [(id.to_string(), rec("create"))].into() };
+    let cases = [
+        (json!({}), json!({"metadata": {"annotations": {v2.clone(): rec("create").encode()}}})),
+        (
+            json!({"metadata": {"annotations": {v1.clone(): rec("create").encode()}}}),
+            json!({"metadata": {"annotations": {v2.clone(): rec("create").encode(), v1.clone(): null}}}),
+        ),
+        (json!({"metadata": {"annotations": {v2.clone(): rec("create").encode()}}}), json!({})),
+    ];
+    for (body, want) in cases {
+        if body != json!({}) {
+            assert_eq!(s.read(&body, [id]), desired, "{body}");
+        }
+        let (mut main, mut status) = (json!({}), json!({}));
+        s.patch(&body, &desired, &[id], &mut main, &mut status);
+        assert_eq!((main, status), (want, json!({})), "{body}");
+    }
+}
+
+#[test]
+fn replicasets_of_deployments_keep_their_state_under_marked_keys() {
+    let s = Storage::kopf();
+    let owned = |kind: &str, owner: Value| json!({"kind": kind, "metadata": {"ownerReferences": [owner]}});
+    let cases = [
+        (owned("ReplicaSet", json!({"kind": "Deployment"})), "kopf.zalando.org/create_fn-ofDRS"),
+        (owned("ReplicaSet", json!({"kind": "Other"})), "kopf.zalando.org/create_fn"),
+        (owned("Pod", json!({"kind": "Deployment"})), "kopf.zalando.org/create_fn"),
+        (owned("ReplicaSet", json!("odd")), "kopf.zalando.org/create_fn"),
+        (json!({"kind": "ReplicaSet", "metadata": {"ownerReferences": 5}}), "kopf.zalando.org/create_fn"),
+    ];
+    for (body, key) in cases {
+        assert_eq!(s.annotation_keys(&body, "create_fn"), vec![key.to_string()], "{body}");
+    }
+    let rs = owned("ReplicaSet", json!({"kind": "Deployment"}));
+    assert_eq!(s.annotation_keys(&rs, "last-handled-configuration"), vec!["kopf.zalando.org/last-handled-configuration-ofDRS"]);
+    // The Deployment's state, copied by Kubernetes, is not the ReplicaSet's.
+    let mut copied = rs.clone();
+    copied["metadata"]["annotations"] = json!({"kopf.zalando.org/last-handled-configuration": "{}\n", "kopf.zalando.org/create_fn": "{}"});
+    assert_eq!(s.read(&copied, ["create_fn"]), ObjectState::default());
+}
+
+#[test]
+fn patches_holding_non_objects_where_the_state_goes_are_overridden_without_panicking() {
+    let done = ObjectState { diffbase: Some("{}\n".into()), progress: [("a".to_string(), rec("create"))].into() };
+    let a = rec("create").encode();
+    let db = "bosun.dev/last-handled-configuration";
+    let cases = [
+        (StorageKind::Status, json!({}), json!({"status": "x"}), json!({}), vec!["(status)/status"]),
+        (StorageKind::Status, json!({}), json!({"status": {"bosun.dev": 5}}), json!({}), vec!["(status)/status/bosun.dev"]),
+        (
+            StorageKind::Status,
+            json!({}),
+            json!({"status": {"bosun.dev": {"progress": []}}}),
+            json!({}),
+            vec!["(status)/status/bosun.dev/progress"],
+        ),
+        (StorageKind::Status, json!({}), json!("garbage"), json!({}), vec!["(status)/"]),
+        (
+            StorageKind::Annotations,
+            json!({"metadata": 5}),
+            json!({}),
+            json!({"metadata": {"annotations": {db: "{}\n", "bosun.dev/a": a}}}),
+            vec!["/metadata"],
+        ),
+        (
+            StorageKind::Annotations,
+            json!({"metadata": {"annotations": null}}),
+            json!({}),
+            json!({"metadata": {"annotations": {db: "{}\n", "bosun.dev/a": a}}}),
+            vec!["/metadata/annotations"],
+        ),
+        (
+            StorageKind::Annotations,
+            json!({"metadata": {"annotations": "x", "labels": {"l": "1"}}, "spec": 1}),
+            json!({"status": "x"}),
+            json!({"metadata": {"annotations": {db: "{}\n", "bosun.dev/a": a}, "labels": {"l": "1"}}, "spec": 1}),
+            vec!["/metadata/annotations"],
+        ),
+        (StorageKind::Annotations, json!(null), json!({}), json!({"metadata": {"annotations": {db: "{}\n", "bosun.dev/a": a}}}), vec!["/"]),
+        // A handler's own value for one of our keys is simply replaced: no path needed room.
+        (
+            StorageKind::Annotations,
+            json!({"metadata": {"annotations": {"bosun.dev/a": 5, "mine": "kept"}}}),
+            json!({}),
+            json!({"metadata": {"annotations": {db: "{}\n", "bosun.dev/a": a, "mine": "kept"}}}),
+            vec![],
+        ),
+    ];
+    for (kind, main_in, status_in, want_main, want_overrides) in cases {
+        let s = Storage::bosun("bosun.dev", kind);
+        let (mut main, mut status) = (main_in.clone(), status_in.clone());
+        let overrides = s.patch_with_overrides(&json!({}), &done, &["a"], &mut main, &mut status);
+        assert_eq!(overrides, want_overrides, "{kind:?} {main_in} {status_in}");
+        match kind {
+            StorageKind::Annotations => assert_eq!(main, want_main, "{main_in}"),
+            StorageKind::Status => {
+                assert_eq!(main, want_main, "{status_in}");
+                assert_eq!(
+                    status["status"]["bosun.dev"],
+                    json!({"last-handled-configuration": "{}\n", "progress": {"a": {"purpose": "create", "retries": 1}}})
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn odd_bodies_hold_no_state_and_never_panic() {
+    let bodies = [
+        json!(null),
+        json!("x"),
+        json!({"metadata": 5}),
+        json!({"metadata": {"annotations": "x", "finalizers": "x"}}),
+        json!({"metadata": {"annotations": {"bosun.dev/a": 5, "bosun.dev/last-handled-configuration": {"x": 1}, "kopf.zalando.org/a": null}}}),
+        json!({"metadata": {"annotations": {"bosun.dev/a": "not json", "kopf.zalando.org/a": "[1]"}, "finalizers": [1, null]}}),
+        json!({"status": "x"}),
+        json!({"status": {"bosun.dev": "x", "kopf": 5}}),
+        json!({"status": {"bosun.dev": {"progress": "x", "last-handled-configuration": 5}, "kopf": {"progress": []}}}),
+        json!({"status": {"bosun.dev": {"progress": {"a": "garbage"}}, "kopf": {"progress": {"a": 1}}}}),
+        json!({"kind": 5, "metadata": {"ownerReferences": [null, 1, {"kind": 2}]}}),
+    ];
+    let desired = ObjectState { diffbase: Some("{}\n".into()), progress: [("a".to_string(), rec("create"))].into() };
+    let storages =
+        [Storage::bosun("bosun.dev", StorageKind::Annotations), Storage::bosun("bosun.dev", StorageKind::Status), Storage::kopf()];
+    for body in &bodies {
+        for s in &storages {
+            let st = s.read(body, ["a"]);
+            assert_eq!(st, ObjectState::default(), "{s:?} {body}");
+            assert!(!s.has_finalizer(body), "{body}");
+            assert!(s.diffbase_fits(body, "{}\n").is_ok(), "{body}");
+            let (mut main, mut status) = (json!({}), json!({}));
+            let overrides = s.patch_with_overrides(body, &desired, &["a"], &mut main, &mut status);
+            assert!(overrides.is_empty(), "{body}: {overrides:?}");
+            let written = match s.kind {
+                StorageKind::Annotations => main["metadata"]["annotations"][&annotation_key_v2(&s.prefix, "a")].clone(),
+                StorageKind::Status => status["status"][s.status_stanza()]["progress"]["a"].clone(),
+            };
+            assert!(!written.is_null(), "{s:?} {body}: {main} {status}");
+            // Dropping the state again works on the same bodies.
+            let (mut main, mut status) = (json!({}), json!({}));
+            s.patch(body, &ObjectState::default(), &["a"], &mut main, &mut status);
+        }
+    }
+}
