@@ -2,14 +2,13 @@
 //! over the `bosun.v1` gRPC contract, and records progress on the objects themselves, so a
 //! restarted or replaced controller continues where the last one stopped.
 //!
-//! Layers, outer to inner: [`cli`] (flags, `bosun run`, `bosun dev`), [`runtime`] (watchers,
-//! per-object queues, the cycle), [`engines`] (handler servers), [`state`] (pure logic) and
-//! [`cluster`] (the only module that talks to the API server).
+//! Layers, outer to inner: [`runtime`] (watchers, per-object queues, the cycle), [`engines`]
+//! (handler servers), [`state`] (pure logic) and [`cluster`] (the only module that talks to the
+//! API server). The command line (`bosun run`, `bosun dev`: flags, log output, the supervised
+//! handler command) lives in the `bosun` binary, behind the default `cli` feature.
 #![warn(missing_docs)]
 
-pub mod cli;
 pub mod cluster;
-pub mod dev;
 pub mod engines;
 pub mod logs;
 pub mod runtime;
@@ -30,7 +29,7 @@ pub enum Namespaces {
 }
 
 /// Where the controller keeps its state on objects.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum StorageMode {
     /// In `status.<prefix>` when the resource's status subresource keeps unknown fields
     /// (one write per cycle), else in annotations.

@@ -1,7 +1,7 @@
 //! The real `bosun` binary, as a user runs it: `bosun dev` starts the dev cluster, applies
 //! manifests, runs the controller against a handler server, keeps the cluster's data across
 //! restarts (so handled objects are not handled again), exits cleanly on Ctrl-C, and
-//! supervises a handler server command.
+//! supervises a handler server command, ending everything it started when bosun stops.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -88,10 +88,28 @@ impl Bosun {
         self.seen.iter().filter(|l| l.contains(text)).count()
     }
 
-    async fn interrupt(mut self) -> std::process::ExitStatus {
+    /// Ctrl-C.
+    async fn interrupt(self) -> std::process::ExitStatus {
+        self.signal("INT").await
+    }
+
+    /// Sends `SIG<name>` and waits for bosun to exit.
+    async fn signal(mut self, name: &str) -> std::process::ExitStatus {
         let pid = self.child.id().expect("running");
-        std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
-        tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await.expect("exits after SIGINT").unwrap()
+        std::process::Command::new("kill").args([&format!("-{name}"), &pid.to_string()]).status().unwrap();
+        tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("bosun did not exit within 20s of SIG{name}; output:\n{}", self.seen.join("\n")))
+            .unwrap()
+    }
+}
+
+/// Whether process `pid` is running: it exists and is not a zombie (an orphan's zombie waits
+/// for init, which in some containers never reaps it).
+fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => !matches!(stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()), Some("Z" | "X")),
     }
 }
 
@@ -176,6 +194,25 @@ async fn bosun_dev_restarts_a_crashing_handler_command_with_backoff() {
     bosun.wait_line("The handler server exited (exit status: 3); restarting it in 2s.").await;
     bosun.wait_count("[handler] listening on 127.0.0.1:", 2).await; // started again
     assert!(bosun.interrupt().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bosun_dev_ends_everything_the_handler_command_started_when_it_gets_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    // A wrapper (like `npm start`) whose server is a grandchild of bosun.
+    let mut bosun = Bosun::start(dir.path(), &["dev", "--", "sh", "-c", "sleep 1000 & echo server pid $!; wait"]);
+    let line = bosun.wait_line("[handler] server pid ").await;
+    let server: u32 = line.rsplit(' ').next().and_then(|pid| pid.parse().ok()).unwrap_or_else(|| panic!("no pid in {line:?}"));
+    assert!(running(server), "the grandchild runs before bosun stops");
+    assert!(bosun.signal("TERM").await.success(), "SIGTERM exits cleanly");
+    let deadline = tokio::time::Instant::now() + T;
+    while running(server) {
+        if tokio::time::Instant::now() >= deadline {
+            let _ = std::process::Command::new("kill").args(["-KILL", &server.to_string()]).status();
+            panic!("the handler command's grandchild {server} still ran {T:?} after bosun exited");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]

@@ -1,7 +1,10 @@
 //! Fidelity against a real kube-apiserver: replays the recorded golden transcripts
-//! (`../shared/apiserver-golden`, or `BOSUN_GOLDEN_DIR`) against a fresh dev cluster with
-//! `golden.py check` and requires every scenario to pass. Skipped when the transcripts or
-//! `python3` are not available.
+//! (`../shared/apiserver-golden` beside the checkout, or `BOSUN_GOLDEN_DIR`) against a fresh
+//! dev cluster with `golden.py check` and requires every scenario to pass. Without the
+//! transcripts or `python3` it fails under CI and is skipped, with a message, elsewhere.
+
+#[path = "../../tests/src/tools.rs"]
+mod tools;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -14,8 +17,11 @@ async fn every_golden_scenario_passes() {
         .map(PathBuf::from)
         .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/apiserver-golden"));
     let script = dir.join("golden.py");
-    if !script.exists() {
-        eprintln!("no golden transcripts at {}; skipping", dir.display());
+    if !tools::require_tool(&format!("the golden transcripts ({})", script.display()), script.is_file()) {
+        return;
+    }
+    let python3 = Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !tools::require_tool("`python3` on the PATH", python3) {
         return;
     }
     let dc = DevCluster::start_local().await.unwrap();
@@ -24,11 +30,8 @@ async fn every_golden_scenario_passes() {
         Command::new("python3").arg(&script).args(["check", "--server", &url, "--golden"]).arg(dir.join("v1.36")).output()
     })
     .await
-    .unwrap();
-    let Ok(out) = out else {
-        eprintln!("python3 not available; skipping");
-        return;
-    };
+    .unwrap()
+    .expect("python3 runs golden.py");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "golden scenarios differ:\n{text}");
     dc.shutdown().await;

@@ -1,6 +1,9 @@
 //! The user-facing verbs with the real `kubectl` binary: apply a CRD and an object, get it
 //! as a table and as YAML, label/annotate/patch it, and delete it while it has a finalizer.
-//! Skipped (with a message) when `kubectl` is not installed.
+//! Without `kubectl` on the PATH they fail under CI and are skipped, with a message, elsewhere.
+
+#[path = "../../tests/src/tools.rs"]
+mod tools;
 
 use std::path::Path;
 use std::process::Command;
@@ -53,14 +56,15 @@ fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, Stri
     (out.status.success(), text)
 }
 
-fn have_kubectl() -> bool {
-    Command::new("kubectl").arg("version").arg("--client").output().is_ok_and(|o| o.status.success())
+/// Whether `kubectl` runs, under the rule of [`tools::require_tool`].
+fn require_kubectl() -> bool {
+    let works = Command::new("kubectl").arg("version").arg("--client").output().is_ok_and(|o| o.status.success());
+    tools::require_tool("`kubectl` on the PATH (Debian's kubernetes-client)", works)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_gets_labels_patches_and_deletes_a_custom_resource() {
-    if !have_kubectl() {
-        eprintln!("kubectl not installed; skipping");
+    if !require_kubectl() {
         return;
     }
     let dc = DevCluster::start_local().await.unwrap();
@@ -100,8 +104,7 @@ async fn kubectl_applies_gets_labels_patches_and_deletes_a_custom_resource() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_commands_send_protobuf_and_are_understood() {
-    if !have_kubectl() {
-        eprintln!("kubectl not installed; skipping");
+    if !require_kubectl() {
         return;
     }
     let dc = DevCluster::start_local().await.unwrap();

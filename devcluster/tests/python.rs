@@ -1,6 +1,9 @@
 //! The Python `kubernetes` client and Kopf against the dev cluster. They need a Python with
-//! those packages: set `BOSUN_PYTHON` to its interpreter (default `python3`); the tests skip
-//! with a message when the packages are missing.
+//! those packages: set `BOSUN_PYTHON` to its interpreter (default `python3`; `.ci/run` makes a
+//! venv). Without them the tests fail under CI and are skipped, with a message, elsewhere.
+
+#[path = "../../tests/src/tools.rs"]
+mod tools;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -11,8 +14,11 @@ fn python() -> String {
     std::env::var("BOSUN_PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
-fn has_module(module: &str) -> bool {
-    Command::new(python()).args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success())
+/// Whether the Python package `module` imports, under the rule of [`tools::require_tool`].
+fn require_module(module: &str) -> bool {
+    let python = python();
+    let imports = Command::new(&python).args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success());
+    tools::require_tool(&format!("the Python package `{module}` in {python} (set BOSUN_PYTHON)"), imports)
 }
 
 const CLIENT_SCRIPT: &str = r#"
@@ -37,8 +43,7 @@ print("python client ok")
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_client_creates_patches_watches_and_sees_conflicts() {
-    if !has_module("kubernetes") {
-        eprintln!("python package `kubernetes` missing; set BOSUN_PYTHON; skipping");
+    if !require_module("kubernetes") {
         return;
     }
     let dc = DevCluster::start_local().await.unwrap();
@@ -70,8 +75,7 @@ def create_fn(spec, **kwargs):
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kopfs_minimal_operator_handles_a_created_object() {
-    if !has_module("kopf") {
-        eprintln!("python package `kopf` missing; set BOSUN_PYTHON; skipping");
+    if !require_module("kopf") {
         return;
     }
     let dc = DevCluster::start_local().await.unwrap();

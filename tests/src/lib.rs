@@ -4,6 +4,7 @@
 //! over real HTTP and real gRPC.
 
 pub mod faults;
+pub mod tools;
 
 use std::collections::HashMap;
 use std::future::Future;

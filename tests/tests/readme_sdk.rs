@@ -1,33 +1,48 @@
-//! The README's Rust SDK snippet, kept compiling (and its Describe checked) so the README
-//! stays true.
+//! The README's Rust SDK snippet, run as it is written: the build script copies it out of
+//! README.md into the `readme-snippet` binary (so the README cannot show code that does not
+//! compile), and this test starts that binary as a handler server and asks it over gRPC what
+//! it registered.
 
-use bosun_sdk::{Cause, HandlerError, Operator, TemporaryError};
-use serde_json::{Value, json};
+use std::process::Stdio;
+use std::time::Duration;
 
-async fn create_fn(cause: Cause) -> Result<Value, HandlerError> {
-    cause.info(format!("Creating {}", cause.name()));
-    if cause.spec()["field"].is_null() {
-        return Err(TemporaryError::new("no field yet").delay(std::time::Duration::from_secs(10)).into());
-    }
-    Ok(json!({"message": "hello world"})) // stored at status.create_fn
-}
+use bosun_controller::engines::dispatch::Server;
+use bosun_controller::logs::Logger;
+use bosun_proto::v1 as pb;
 
-fn operator() -> Operator {
-    Operator::new()
-        .on_create("kopf.dev/v1/kopfexamples", create_fn)
-        .on_field("kopf.dev/v1/kopfexamples", "spec.field", |c: Cause| async move {
-            c.info(format!("{:?} -> {:?}", c.old(), c.new()));
-            Ok::<_, HandlerError>(())
-        })
-        .label("app", "web")
-}
+const T: Duration = Duration::from_secs(30);
 
 #[tokio::test]
-async fn readme_snippet_registers_a_create_and_a_filtered_field_handler() {
-    let described = operator().into_dispatcher().expect("valid registrations").describe();
-    let ids: Vec<&str> = described.handlers.iter().map(|h| h.id.as_str()).collect();
-    assert_eq!(ids.len(), 2, "{ids:?}");
-    assert!(ids[1].ends_with("/spec.field"), "field handler ids end with the field: {ids:?}");
-    let labels = &described.handlers[1].filters.as_ref().expect("filters").labels;
+async fn the_readme_handler_server_serves_a_create_and_a_filtered_field_handler_until_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let address = format!("unix://{}", dir.path().join("handlers.sock").display());
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_readme-snippet"))
+        .env("BOSUN_LISTEN", &address)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the README's handler server starts");
+    let server = Server::new(&address).unwrap();
+    if tokio::time::timeout(T, server.wait_ready(&Logger::new(None))).await.is_err() {
+        let _ = child.start_kill();
+        let out = child.wait_with_output().await.unwrap();
+        panic!("the README's handler server did not serve on {address} within {T:?}; it said:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    let described = server.describe().await.expect("Describe answers");
+    let kinds: Vec<i32> = described.handlers.iter().map(|h| h.kind).collect();
+    assert_eq!(kinds, [pb::HandlerKind::Create as i32, pb::HandlerKind::Field as i32], "{:?}", described.handlers);
+    assert_eq!(described.handlers[0].id, "create_fn", "the result is stored at status.create_fn, as the README says");
+    let field = &described.handlers[1];
+    assert!(field.id.ends_with("/spec.field"), "field handler ids end with the field: {}", field.id);
+    assert_eq!(field.field, "spec.field");
+    let labels = &field.filters.as_ref().expect("filters").labels;
     assert!(labels.contains_key("app"), "the label filter is registered: {labels:?}");
+
+    let pid = child.id().expect("still running");
+    std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    let out = tokio::time::timeout(T, child.wait_with_output()).await.expect("it exits after SIGTERM").unwrap();
+    assert!(out.status.success(), "it exits cleanly on SIGTERM: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
 }

@@ -4,9 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
-
-use crate::{Namespaces, Settings, StorageMode};
+use bosun_controller::{Namespaces, Settings, StorageMode};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Bosun: Kopf's semantics, handlers in any language over gRPC.
 #[derive(Debug, Parser)]
@@ -50,7 +49,7 @@ pub struct ControllerArgs {
     pub kopf_compat: bool,
     /// Where to keep state on objects.
     #[arg(long, env = "BOSUN_STORAGE", value_enum, default_value = "auto")]
-    pub storage: StorageMode,
+    pub storage: Storage,
     /// How many objects are processed at once.
     #[arg(long, env = "BOSUN_MAX_WORKERS", default_value_t = 128)]
     pub max_workers: usize,
@@ -97,6 +96,28 @@ pub struct DevArgs {
     pub command: Vec<String>,
 }
 
+/// `--storage`: the flag's spelling of [`StorageMode`], which the library keeps free of clap.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Storage {
+    /// In `status.<prefix>` when the resource's status subresource keeps unknown fields
+    /// (one write per cycle), else in annotations.
+    Auto,
+    /// Always in annotations.
+    Annotations,
+    /// In status where possible (same as auto).
+    Status,
+}
+
+impl From<Storage> for StorageMode {
+    fn from(storage: Storage) -> StorageMode {
+        match storage {
+            Storage::Auto => StorageMode::Auto,
+            Storage::Annotations => StorageMode::Annotations,
+            Storage::Status => StorageMode::Status,
+        }
+    }
+}
+
 impl ControllerArgs {
     /// The controller settings these flags say.
     pub fn settings(&self) -> Settings {
@@ -105,7 +126,7 @@ impl ControllerArgs {
             namespaces: if self.namespaces.is_empty() { Namespaces::All } else { Namespaces::Patterns(self.namespaces.clone()) },
             prefix: self.prefix.clone(),
             kopf_compat: self.kopf_compat,
-            storage: self.storage,
+            storage: self.storage.into(),
             standalone: self.standalone,
             max_workers: self.max_workers,
             inactivity_timeout: Duration::from_secs(self.inactivity_timeout.max(1)),
@@ -165,7 +186,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => {
             init_tracing(args.controller.verbose);
             let client = args.controller.client().await?;
-            crate::run(client, args.controller.settings(), stop_signal()).await?;
+            bosun_controller::run(client, args.controller.settings(), stop_signal()).await?;
             Ok(())
         }
         Command::Dev(args) => {

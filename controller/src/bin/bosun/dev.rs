@@ -1,0 +1,66 @@
+//! `bosun dev`: the development loop with no cluster around. Starts the embedded dev cluster
+//! (data kept in `.bosun/`, so objects and their handling state survive restarts), writes its
+//! kubeconfig, applies manifests, starts the handler server command as a supervised child
+//! ([`crate::supervise`]), and runs the controller until Ctrl-C.
+
+use anyhow::Context as _;
+use bosun_controller::cluster::{Cluster, apply};
+use bosun_controller::logs::Logger;
+
+use crate::cli::{DevArgs, stop_signal};
+use crate::supervise::supervise;
+
+/// Runs `bosun dev`.
+pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
+    let log = Logger::new(None);
+    let mut settings = args.controller.settings();
+    // The handler server child gets the same cluster in KUBECONFIG, for handlers that keep a
+    // client of their own (Kopf's example 10 deletes Pods with one).
+    let mut child_kubeconfig = args.controller.kubeconfig.clone().map(std::path::absolute).transpose()?;
+    let (client, devcluster) = if args.controller.names_a_cluster() {
+        (args.controller.client().await?, None)
+    } else {
+        std::fs::create_dir_all(&args.dir).with_context(|| format!("cannot create {}", args.dir.display()))?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let config = bosun_devcluster::Config { data_dir: Some(args.dir.join("data")), ..Default::default() };
+        let cluster = bosun_devcluster::DevCluster::start(listener, config).await.context("the dev cluster did not start")?;
+        let kubeconfig = std::path::absolute(args.dir.join("kubeconfig"))?;
+        cluster.write_kubeconfig(&kubeconfig)?;
+        child_kubeconfig = Some(kubeconfig.clone());
+        log.info(None, &format!("Dev cluster is serving on {}.", cluster.url()));
+        println!("export KUBECONFIG={}", kubeconfig.display());
+        (cluster.client(), Some(cluster))
+    };
+
+    let cluster = Cluster::new(client.clone());
+    for path in &args.apply {
+        for line in apply::apply_path(&cluster, path).await? {
+            log.info(None, &format!("Applied {line}"));
+        }
+    }
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut child = None;
+    if !args.command.is_empty() {
+        let port = free_port()?;
+        let listen = format!("127.0.0.1:{port}");
+        settings.handlers.push(format!("http://{listen}"));
+        child = Some(tokio::spawn(supervise(args.command.clone(), listen, child_kubeconfig, log.clone(), stop_rx.clone())));
+    }
+    if settings.handlers.is_empty() {
+        anyhow::bail!(bosun_controller::Error::NoHandlers);
+    }
+    let result = bosun_controller::run(client, settings, stop_signal()).await;
+    let _ = stop_tx.send(true);
+    if let Some(child) = child {
+        let _ = child.await;
+    }
+    if let Some(cluster) = devcluster {
+        cluster.shutdown().await;
+    }
+    result.map_err(Into::into)
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
