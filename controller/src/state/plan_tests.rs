@@ -87,7 +87,8 @@ fn causes_cross_finalizer_deletion_stored_state_and_first_sight() {
     let older = Some(json!({"spec": {"a": 0}}));
     let resuming = json!({"r": {"purpose": "resume", "retries": 1}});
     // (world, finalizer, deleting, diffbase, progress, first sight) → start
-    let table: Vec<(&World, bool, bool, Option<Value>, Value, bool, &str)> = vec![
+    type Row<'a> = (&'a World, bool, bool, Option<Value>, Value, bool, &'a str);
+    let table: Vec<Row> = vec![
         // A delete handler needs the finalizer first, before any other handler runs.
         (&with_delete, false, false, None, json!({}), true, "add-finalizer"),
         (&with_delete, false, false, same.clone(), json!({}), false, "add-finalizer"),
@@ -197,7 +198,8 @@ fn answers_become_records_patches_results_and_what_comes_next() {
         ..Default::default()
     };
     // (reply, status.h result?, progress of h, next, a line)
-    let cases: Vec<(Result<pb::HandleResponse, Answer>, Value, Value, Next, &str)> = vec![
+    type Case<'a> = (Result<pb::HandleResponse, Answer>, Value, Value, Next, &'a str);
+    let cases: Vec<Case> = vec![
         (
             Ok(pb::HandleResponse { result: b"{\"x\":1}".to_vec(), merge_patch: patch(json!({"spec": {"b": 2}})), ..success() }),
             json!({"x": 1}),

@@ -29,7 +29,8 @@ pub enum Command {
 /// Flags shared by `run` and `dev`.
 #[derive(Debug, Args, Clone)]
 pub struct ControllerArgs {
-    /// Handler server address: http://host:port or unix:///path (repeatable).
+    /// Handler server address: http://host:port or unix:///path (repeatable). TLS (https://) is
+    /// not supported: run the handler server beside the controller (loopback or a Unix socket).
     #[arg(long = "handler", env = "BOSUN_HANDLERS", value_delimiter = ',')]
     pub handlers: Vec<String>,
     /// Serve these namespaces (globs and !negation allowed; repeatable).
