@@ -63,7 +63,10 @@ pub struct Settings {
     pub standalone: bool,
     /// How many objects are processed at once.
     pub max_workers: usize,
-    /// A watch that is silent this long is restarted.
+    /// The server-side timeout of each watch request (`timeoutSeconds`): the API server ends
+    /// the watch after this long and it resumes from its last resourceVersion (no relist, no
+    /// event delivered again); a connection that brings nothing, not even a bookmark, for this
+    /// long plus 5 s is taken for stuck and reopened the same way.
     pub inactivity_timeout: Duration,
     /// Where log lines are copied to, besides `tracing`.
     pub log_sink: Option<LogSink>,

@@ -4,7 +4,7 @@
 //! increases. Writes to one table are serialized, so conflict checks and event order are exact.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -170,6 +170,8 @@ pub struct Table {
     inner: Mutex<Inner>,
     history: RwLock<History>,
     changed: watch::Sender<u64>,
+    /// Set once the table is dropped (its CRD deleted): its watches end.
+    dropped: AtomicBool,
     counter: Arc<AtomicU64>,
     strip_type: bool,
     cap: usize,
@@ -298,7 +300,12 @@ impl Table {
         Ok(h.events.range(start..).cloned().collect())
     }
 
-    /// A receiver that changes whenever the table changes.
+    /// Whether the table was dropped: watches on it end.
+    pub fn is_dropped(&self) -> bool {
+        self.dropped.load(Ordering::SeqCst)
+    }
+
+    /// A receiver that changes whenever the table changes (and when it is dropped).
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
     }
@@ -356,6 +363,7 @@ impl Store {
                     inner: Mutex::new(Inner { objects: BTreeMap::new() }),
                     history: RwLock::new(History { events: VecDeque::new(), oldest: rv }),
                     changed: watch::channel(rv).0,
+                    dropped: AtomicBool::new(false),
                     counter: self.counter.clone(),
                     strip_type: builtin,
                     cap: self.cap,
@@ -365,9 +373,13 @@ impl Store {
             .clone()
     }
 
-    /// Forget a table (after its objects were deleted).
+    /// Forget a table (after its objects were deleted) and end its watches, as a real API
+    /// server tears down the storage of a deleted CRD and with it the watches on it.
     pub fn drop_table(&self, key: &str) {
-        self.tables.write().remove(key);
+        if let Some(t) = self.tables.write().remove(key) {
+            t.dropped.store(true, Ordering::SeqCst);
+            t.changed.send_modify(|_| {});
+        }
     }
 
     /// The last resourceVersion handed out.

@@ -154,3 +154,41 @@ async fn kube_runtime_watchers_see_objects_with_both_initial_list_strategies() {
         assert!(seen.contains(&"before".to_string()), "{strategy:?}: {seen:?}");
     }
 }
+
+#[tokio::test]
+async fn watches_of_a_deleted_crd_end_after_its_objects_deletions_and_its_resource_is_not_found() {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let dc = DevCluster::start_local().await.unwrap();
+    let crds: Api<DynamicObject> = Api::all_with(
+        dc.client(),
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition")),
+    );
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "kopfexamples.kopf.dev"},
+        "spec": {"scope": "Namespaced", "group": "kopf.dev", "names": {"kind": "KopfExample", "plural": "kopfexamples"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]}});
+    crds.create(&PostParams::default(), &serde_json::from_value(crd).unwrap()).await.unwrap();
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("kopf.dev", "v1", "KopfExample"));
+    let api: Api<DynamicObject> = Api::namespaced_with(dc.client(), "default", &ar);
+    let obj = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "a"}});
+    api.create(&PostParams::default(), &serde_json::from_value(obj).unwrap()).await.unwrap();
+    let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let stream = api.watch(&no_bookmarks(), &rv).await.unwrap();
+
+    crds.delete("kopfexamples.kopf.dev", &DeleteParams::default()).await.unwrap();
+    let events = tokio::time::timeout(Duration::from_secs(10), stream.try_collect::<Vec<_>>())
+        .await
+        .expect("the watch ends when the CRD is gone")
+        .unwrap();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| match e {
+            WatchEvent::Deleted(o) if o.metadata.name.as_deref() == Some("a") => "DELETED a",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["DELETED a"]);
+    let not_found = |r: Result<_, kube::Error>| matches!(r, Err(kube::Error::Api(s)) if s.code == 404);
+    assert!(not_found(api.list(&ListParams::default()).await.map(|_| ())), "a list is 404 Not Found");
+    assert!(not_found(api.watch(&no_bookmarks(), &rv).await.map(|_| ())), "a watch is 404 Not Found");
+}

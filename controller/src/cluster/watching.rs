@@ -1,25 +1,42 @@
-//! Watching one resource in one scope: kube-runtime's watcher (list, then watch with
-//! bookmarks, relist on 410 Gone, backoff on errors) wrapped with an inactivity timeout
-//! that restarts a watch gone silent — Kopf's most reported bug was a silently stuck watch.
+//! Watching one resource in one scope. kube-runtime's watcher lists, then watches with
+//! bookmarks; when a watch ends it resumes from the last resourceVersion (the server ends
+//! each watch after the inactivity timeout, and a connection silent for that long plus 5 s
+//! is taken for dead and reopened — Kopf's most reported bug was a silently stuck watch); it
+//! relists only on 410 Gone. Around it, this module adds what an operator needs and the
+//! watcher leaves to its users:
+//!
+//! - a small memory of the objects delivered ([`Known`]), so that a relist delivers only what
+//!   changed while the watch was away — deletions included — instead of everything again;
+//! - a resource that disappears from the API server (its CRD deleted) is reported, polled
+//!   for, and watched again within seconds when it is back.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
+use futures::stream::BoxStream;
+use kube::api::{Api, DynamicObject, ListParams, ObjectMeta};
 use kube::runtime::{WatchStreamExt, watcher};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{Cluster, ResolvedResource};
 use crate::logs::Logger;
 
+/// The first wait before asking whether a gone resource is back; it doubles up to
+/// [`GONE_POLL_MAX`].
+const GONE_POLL_FIRST: Duration = Duration::from_millis(500);
+/// The longest wait between two questions whether a gone resource is back.
+const GONE_POLL_MAX: Duration = Duration::from_secs(5);
+
 /// What the watch saw.
 #[derive(Debug, Clone)]
 pub enum Seen {
-    /// An object of the initial listing (or of a relist).
+    /// An object of the first listing.
     Listed(Value),
-    /// An object was added or modified.
+    /// An object was added or modified (live, or found so by a relist).
     Upsert(Value),
-    /// An object is gone; its last state.
+    /// An object is gone: its last state from the watch, or — when a relist found it
+    /// missing — a minimal body (see [`Known`]).
     Deleted(Value),
 }
 
@@ -48,7 +65,9 @@ pub struct WatchScope {
     pub namespace: Option<String>,
     /// Label selector pushed to the API server.
     pub label_selector: Option<String>,
-    /// Restart the watch when nothing (not even a bookmark) arrived for this long.
+    /// The server ends each watch request after this long (`timeoutSeconds`) and the watch
+    /// is resumed from its last resourceVersion, with no relist; a connection that brings
+    /// nothing, not even a bookmark, for this long plus 5 s is taken for dead and reopened.
     pub inactivity_timeout: Duration,
 }
 
@@ -66,38 +85,275 @@ pub async fn watch(
         (Some(ns), true) => Api::namespaced_with(cluster.client().clone(), ns, &ar),
         _ => Api::all_with(cluster.client().clone(), &ar),
     };
-    let where_ = scope.namespace.as_deref().map(|ns| format!(" in {ns}")).unwrap_or_default();
+    let name = resource.display();
+    let what = format!("{name}{}", scope.namespace.as_deref().map(|ns| format!(" in {ns}")).unwrap_or_default());
+    let config = config(&scope);
+    let mut known = Known::new(resource.api_version(), resource.kind.clone());
+    let mut state = State::Following(follow(&api, &config));
+    log.debug(None, &format!("Watching {what}."));
     loop {
-        let mut config = watcher::Config::default();
-        if let Some(sel) = &scope.label_selector {
-            config = config.labels(sel);
-        }
-        let mut stream = watcher(api.clone(), config).default_backoff().boxed();
-        log.debug(None, &format!("Watching {}{where_}.", resource.display()));
-        loop {
-            let next = tokio::select! {
-                _ = stop.changed() => return,
-                n = tokio::time::timeout(scope.inactivity_timeout, stream.next()) => n,
-            };
-            match next {
-                Err(_) => {
-                    log.warn(
-                        None,
-                        &format!("Watch of {}{where_} was silent for {:?}; restarting it.", resource.display(), scope.inactivity_timeout),
-                    );
-                    break;
+        state = match state {
+            State::Following(mut stream) => {
+                let next = tokio::select! {
+                    _ = stop.changed() => return,
+                    n = stream.next() => n,
+                };
+                match next {
+                    Some(Ok(event)) => {
+                        let relisting = matches!(event, watcher::Event::Init) && known.is_watching();
+                        if relisting {
+                            log.info(None, &format!("Listing {what} again: the watch could not resume from where it was."));
+                        }
+                        let done_relisting = matches!(event, watcher::Event::InitDone) && known.is_relisting();
+                        let seen = known.apply(event);
+                        let vanished = seen.iter().filter(|s| matches!(s, Seen::Deleted(_))).count();
+                        if done_relisting && vanished > 0 {
+                            log.info(None, &format!("{vanished} object(s) of {what} were deleted while the watch was away."));
+                        }
+                        seen.into_iter().for_each(&mut deliver);
+                        State::Following(stream)
+                    }
+                    Some(Err(e)) if status_code(&e) == Some(404) => {
+                        log.warn(None, &format!("Resource {name} is gone from the API server; waiting for it to come back."));
+                        State::Gone { wait: GONE_POLL_FIRST }
+                    }
+                    Some(Err(e)) if status_code(&e) == Some(410) => {
+                        log.debug(None, &format!("Watch of {what} expired: {e}."));
+                        State::Following(stream)
+                    }
+                    Some(Err(e)) => {
+                        log.warn(None, &format!("Watch of {what} failed: {e}; retrying with backoff."));
+                        State::Following(stream)
+                    }
+                    // The watcher's stream is endless; should it end anyway, start over.
+                    None => State::Following(follow(&api, &config)),
                 }
-                Ok(None) => break,
-                Ok(Some(Err(e))) => log.warn(None, &format!("Watch of {}{where_} failed: {e}; retrying with backoff.", resource.display())),
-                Ok(Some(Ok(event))) => match event {
-                    watcher::Event::Apply(o) => deliver(Seen::Upsert(to_value(o))),
-                    watcher::Event::InitApply(o) => deliver(Seen::Listed(to_value(o))),
-                    watcher::Event::Delete(o) => deliver(Seen::Deleted(to_value(o))),
-                    watcher::Event::Init | watcher::Event::InitDone => {}
-                },
+            }
+            State::Gone { wait } => {
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    _ = tokio::time::sleep(wait) => {}
+                }
+                let one = ListParams::default().limit(1);
+                let probe = tokio::select! {
+                    _ = stop.changed() => return,
+                    r = api.list(&one) => r,
+                };
+                match probe {
+                    Ok(_) => {
+                        log.info(None, &format!("Resource {name} is back on the API server; resuming the watch."));
+                        State::Following(follow(&api, &config))
+                    }
+                    Err(_) => State::Gone { wait: (wait * 2).min(GONE_POLL_MAX) },
+                }
+            }
+        };
+    }
+}
+
+/// Where the watch loop is.
+enum State {
+    /// Following kube-runtime's watcher, which lists, watches and resumes by itself.
+    Following(BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>),
+    /// The resource answered 404 Not Found: ask again after `wait` whether it is back.
+    Gone {
+        /// How long until the next question.
+        wait: Duration,
+    },
+}
+
+/// The watcher's settings for a scope: the server-side timeout of each watch request is the
+/// inactivity timeout, and the watcher's own dead-connection check fires 5 s after it. No cap
+/// is needed below a client read timeout: kube-client 5 sets none by default, and one that
+/// fires merely ends the watch, which is resumed the same way. A real API server sends a
+/// bookmark about every minute and 2 s before the timeout, so a healthy watch is never silent.
+fn config(scope: &WatchScope) -> watcher::Config {
+    let secs = u32::try_from(scope.inactivity_timeout.as_secs()).unwrap_or(u32::MAX).max(1);
+    let config = watcher::Config::default().timeout(secs);
+    match &scope.label_selector {
+        Some(sel) => config.labels(sel),
+        None => config,
+    }
+}
+
+/// A new watcher stream (starting with a listing), with kube-runtime's backoff on errors.
+fn follow(api: &Api<DynamicObject>, config: &watcher::Config) -> BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>> {
+    watcher(api.clone(), config.clone()).default_backoff().boxed()
+}
+
+/// The HTTP status code of an API error the watcher reports, if it is one.
+fn status_code(e: &watcher::Error) -> Option<u16> {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(s.code),
+        watcher::Error::WatchError(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// What a watch remembers of one object it delivered.
+#[derive(Debug)]
+struct Last {
+    uid: Box<str>,
+    resource_version: Box<str>,
+    finalizers: Box<[Box<str>]>,
+    labels: Box<[(Box<str>, Box<str>)]>,
+    /// The number of the last listing that had the object.
+    listing: u32,
+}
+
+impl Last {
+    fn of(meta: &ObjectMeta, listing: u32) -> Last {
+        let boxed = |s: &Option<String>| s.as_deref().unwrap_or("").into();
+        Last {
+            uid: boxed(&meta.uid),
+            resource_version: boxed(&meta.resource_version),
+            finalizers: meta.finalizers.iter().flatten().map(|f| f.as_str().into()).collect(),
+            labels: meta.labels.iter().flatten().map(|(k, v)| (k.as_str().into(), v.as_str().into())).collect(),
+            listing,
+        }
+    }
+}
+
+/// Which listing the watch is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// The first listing: its objects are delivered as [`Seen::Listed`].
+    FirstListing,
+    /// A later listing (a relist): only what changed is delivered.
+    Relisting,
+    /// Between listings: every event is delivered.
+    Watching,
+}
+
+/// The objects one watch delivered, keyed by `namespace/name`, and the listing it is in:
+/// turns the watcher's events into what to deliver.
+///
+/// A relist (`Init`, `InitApply`…, `InitDone`) delivers an object only if it is new or its
+/// resourceVersion changed (as [`Seen::Upsert`]), and delivers [`Seen::Deleted`] for the
+/// objects known before and missing from it — deleted while the watch was away — so that
+/// the runtime drops their state instead of leaking it.
+///
+/// Per object it keeps what tells a repeat from news (uid and resourceVersion) and what a
+/// `Deleted` body needs: apiVersion and kind (once per watch), name, namespace, uid,
+/// resourceVersion, finalizers (a finalizer still ours means the object may only have left a
+/// pushed-down label selector, which the runtime checks) and labels (small, and what spies'
+/// and handlers' label filters match on). Not the body: a controller may watch 100,000
+/// objects, and annotations alone (last-applied and diffbase copies of the spec) can be
+/// larger than the spec. So annotation and field filters of spies do not match such a
+/// minimal body.
+#[derive(Debug)]
+pub struct Known {
+    api_version: String,
+    kind: String,
+    objects: HashMap<Box<str>, Last>,
+    listing: u32,
+    phase: Phase,
+}
+
+impl Known {
+    /// Nothing known yet, for objects of this apiVersion and kind.
+    pub fn new(api_version: String, kind: String) -> Known {
+        Known { api_version, kind, objects: HashMap::new(), listing: 0, phase: Phase::FirstListing }
+    }
+
+    /// Whether a listing finished and the watch follows changes.
+    pub fn is_watching(&self) -> bool {
+        self.phase == Phase::Watching
+    }
+
+    /// Whether a relist is under way.
+    pub fn is_relisting(&self) -> bool {
+        self.phase == Phase::Relisting
+    }
+
+    /// How many objects are known.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether no object is known.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// Takes one watcher event in; returns what to deliver, in order.
+    pub fn apply(&mut self, event: watcher::Event<DynamicObject>) -> Vec<Seen> {
+        match event {
+            watcher::Event::Init => {
+                self.listing = self.listing.wrapping_add(1);
+                if self.phase == Phase::Watching {
+                    self.phase = Phase::Relisting;
+                }
+                Vec::new()
+            }
+            watcher::Event::InitApply(o) => {
+                let first = self.phase == Phase::FirstListing;
+                self.upsert(o, true, if first { Seen::Listed } else { Seen::Upsert })
+            }
+            watcher::Event::Apply(o) => self.upsert(o, false, Seen::Upsert),
+            watcher::Event::Delete(o) => {
+                self.objects.remove(key(&o.metadata).as_str());
+                vec![Seen::Deleted(to_value(o))]
+            }
+            watcher::Event::InitDone => {
+                self.phase = Phase::Watching;
+                let listing = self.listing;
+                let mut vanished: Vec<(Box<str>, Last)> = self.objects.extract_if(|_, last| last.listing != listing).collect();
+                vanished.sort_by(|a, b| a.0.cmp(&b.0));
+                vanished.into_iter().map(|(k, last)| Seen::Deleted(self.minimal(&k, &last))).collect()
             }
         }
     }
+
+    /// Remembers an applied object; returns it (unless a listing repeats it unchanged),
+    /// after a `Deleted` for an object of the same name with another uid.
+    fn upsert(&mut self, o: DynamicObject, skip_unchanged: bool, wrap: fn(Value) -> Seen) -> Vec<Seen> {
+        let key = key(&o.metadata);
+        let uid = o.metadata.uid.as_deref().unwrap_or("");
+        let rv = o.metadata.resource_version.as_deref().unwrap_or("");
+        let mut out = Vec::new();
+        match self.objects.get_mut(key.as_str()) {
+            Some(last) if &*last.uid == uid => {
+                last.listing = self.listing;
+                if skip_unchanged && !rv.is_empty() && &*last.resource_version == rv {
+                    return out;
+                }
+                *last = Last::of(&o.metadata, self.listing);
+            }
+            Some(_) => {
+                let replaced = self.objects.insert(key.as_str().into(), Last::of(&o.metadata, self.listing));
+                out.extend(replaced.map(|last| Seen::Deleted(self.minimal(&key, &last))));
+            }
+            None => {
+                self.objects.insert(key.into(), Last::of(&o.metadata, self.listing));
+            }
+        }
+        out.push(wrap(to_value(o)));
+        out
+    }
+
+    /// The body delivered for an object that vanished unseen.
+    fn minimal(&self, key: &str, last: &Last) -> Value {
+        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        let mut meta = json!({"name": name, "uid": &*last.uid, "resourceVersion": &*last.resource_version});
+        if !namespace.is_empty() {
+            meta["namespace"] = namespace.into();
+        }
+        if !last.finalizers.is_empty() {
+            meta["finalizers"] = last.finalizers.iter().map(|f| Value::from(&**f)).collect();
+        }
+        if !last.labels.is_empty() {
+            meta["labels"] = last.labels.iter().map(|(k, v)| (k.to_string(), Value::from(&**v))).collect();
+        }
+        json!({"apiVersion": self.api_version, "kind": self.kind, "metadata": meta})
+    }
+}
+
+/// `namespace/name` (`/name` for cluster-scoped objects).
+fn key(meta: &ObjectMeta) -> String {
+    format!("{}/{}", meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or(""))
 }
 
 /// The object as JSON in its usual key order, moving its fields instead of serialising the
@@ -118,6 +374,174 @@ fn to_value(o: DynamicObject) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
+
+    /// An object `ns/name` with a uid and a resourceVersion.
+    fn obj(name: &str, uid: &str, rv: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+            "metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": rv},
+            "spec": {"rv": rv},
+        }))
+        .unwrap()
+    }
+
+    /// Deliveries in short: `Listed a@1`, `Upsert a@2`, `Deleted a@1` (`!` marks a minimal body).
+    fn short(seen: &[Seen]) -> Vec<String> {
+        seen.iter()
+            .map(|s| {
+                let b = s.body();
+                let kind = match s {
+                    Seen::Listed(_) => "Listed",
+                    Seen::Upsert(_) => "Upsert",
+                    Seen::Deleted(_) => "Deleted",
+                };
+                let minimal = if b.get("spec").is_none() { "!" } else { "" };
+                let m = &b["metadata"];
+                format!("{kind} {}@{}{minimal}", m["name"].as_str().unwrap(), m["resourceVersion"].as_str().unwrap())
+            })
+            .collect()
+    }
+
+    fn known() -> Known {
+        Known::new("kopf.dev/v1".into(), "KopfExample".into())
+    }
+
+    fn run(known: &mut Known, events: Vec<watcher::Event<DynamicObject>>) -> Vec<String> {
+        events.into_iter().flat_map(|e| short(&known.apply(e))).collect()
+    }
+
+    fn listing(objects: Vec<DynamicObject>) -> Vec<watcher::Event<DynamicObject>> {
+        std::iter::once(Init).chain(objects.into_iter().map(InitApply)).chain(std::iter::once(InitDone)).collect()
+    }
+
+    #[test]
+    fn the_first_listing_is_delivered_and_a_relist_delivers_only_what_changed() {
+        let (a1, a2, b1, c1) = (obj("a", "ua", "1"), obj("a", "ua", "2"), obj("b", "ub", "1"), obj("c", "uc", "1"));
+        let a_again = obj("a", "ua-2", "7");
+        type Case = (&'static str, Vec<watcher::Event<DynamicObject>>, Vec<&'static str>);
+        let cases: Vec<Case> = vec![
+            ("first listing", listing(vec![a1.clone(), b1.clone()]), vec!["Listed a@1", "Listed b@1"]),
+            (
+                "unchanged relist",
+                [listing(vec![a1.clone(), b1.clone()]), listing(vec![a1.clone(), b1.clone()])].concat(),
+                vec!["Listed a@1", "Listed b@1"],
+            ),
+            (
+                "changed, new and missing",
+                [listing(vec![a1.clone(), b1.clone()]), listing(vec![a2.clone(), c1.clone()])].concat(),
+                vec!["Listed a@1", "Listed b@1", "Upsert a@2", "Upsert c@1", "Deleted b@1!"],
+            ),
+            (
+                "recreated under the same name",
+                [listing(vec![a1.clone()]), listing(vec![a_again.clone()])].concat(),
+                vec!["Listed a@1", "Deleted a@1!", "Upsert a@7"],
+            ),
+            (
+                "live events as they come",
+                [listing(vec![a1.clone()]), vec![Apply(a2.clone()), Apply(b1.clone()), Delete(a2.clone())]].concat(),
+                vec!["Listed a@1", "Upsert a@2", "Upsert b@1", "Deleted a@2"],
+            ),
+            (
+                "deleted live, not again on a relist",
+                [listing(vec![a1.clone()]), vec![Delete(a1.clone())], listing(vec![])].concat(),
+                vec!["Listed a@1", "Deleted a@1"],
+            ),
+            (
+                "a relist restarted midway",
+                [listing(vec![a1.clone(), b1.clone()]), vec![Init, InitApply(a1.clone())], listing(vec![b1.clone()])].concat(),
+                vec!["Listed a@1", "Listed b@1", "Deleted a@1!"],
+            ),
+            (
+                "a first listing restarted midway",
+                [vec![Init, InitApply(a1.clone())], listing(vec![a1.clone(), b1.clone()])].concat(),
+                vec!["Listed a@1", "Listed b@1"],
+            ),
+        ];
+        for (what, events, want) in cases {
+            assert_eq!(run(&mut known(), events), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_relist_is_known_as_one_and_memory_follows_the_objects() {
+        let mut k = known();
+        assert!(!k.is_watching() && !k.is_relisting());
+        run(&mut k, listing(vec![obj("a", "ua", "1"), obj("b", "ub", "1")]));
+        assert!(k.is_watching());
+        assert_eq!(k.len(), 2);
+        k.apply(Init);
+        assert!(k.is_relisting());
+        k.apply(InitApply(obj("a", "ua", "1")));
+        k.apply(InitDone);
+        assert!(k.is_watching());
+        assert_eq!(k.len(), 1);
+        k.apply(Delete(obj("a", "ua", "2")));
+        assert!(k.is_empty());
+    }
+
+    #[test]
+    fn an_object_missing_from_a_relist_is_delivered_with_a_minimal_body() {
+        let mut k = known();
+        let full: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+            "metadata": {
+                "name": "a", "namespace": "ns", "uid": "ua", "resourceVersion": "5",
+                "finalizers": ["bosun.dev/finalizer"], "labels": {"app": "x"},
+                "annotations": {"big": "..."}, "generation": 3,
+            },
+            "spec": {"field": "value"}, "status": {"done": true},
+        }))
+        .unwrap();
+        let cluster_scoped = serde_json::from_value(json!({"metadata": {"name": "c", "uid": "uc", "resourceVersion": "6"}})).unwrap();
+        k.apply(Init);
+        k.apply(InitApply(full));
+        k.apply(InitApply(cluster_scoped));
+        k.apply(InitDone);
+        k.apply(Init);
+        let gone: Vec<Value> = k.apply(InitDone).iter().map(|s| s.body().clone()).collect();
+        assert_eq!(
+            gone,
+            vec![
+                json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "c", "uid": "uc", "resourceVersion": "6"}}),
+                json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {
+                    "name": "a", "namespace": "ns", "uid": "ua", "resourceVersion": "5",
+                    "finalizers": ["bosun.dev/finalizer"], "labels": {"app": "x"},
+                }}),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_inactivity_timeout_is_the_server_side_timeout_of_each_watch() {
+        let scope = |secs: u64, sel: Option<&str>| WatchScope {
+            namespace: None,
+            label_selector: sel.map(String::from),
+            inactivity_timeout: Duration::from_secs(secs),
+        };
+        let cases = [(330, None, 330), (2, Some("app=x"), 2), (0, None, 1), (u64::MAX, None, u32::MAX)];
+        for (secs, sel, want) in cases {
+            let c = config(&scope(secs, sel));
+            assert_eq!(c.timeout, Some(want), "{secs}");
+            assert_eq!(c.label_selector.as_deref(), sel);
+            assert!(c.bookmarks, "bookmarks keep the resume point fresh");
+        }
+    }
+
+    #[test]
+    fn api_errors_are_told_apart_by_their_status_code() {
+        let api = |code: u16| kube::Error::Api(kube::core::Status::failure("x", "y").with_code(code).boxed());
+        let cases = [
+            (watcher::Error::InitialListFailed(api(404)), Some(404)),
+            (watcher::Error::WatchStartFailed(api(404)), Some(404)),
+            (watcher::Error::WatchFailed(api(500)), Some(500)),
+            (watcher::Error::WatchError(kube::core::Status::failure("too old", "Expired").with_code(410).boxed()), Some(410)),
+            (watcher::Error::NoResourceVersion, None),
+        ];
+        for (e, want) in cases {
+            assert_eq!(status_code(&e), want, "{e}");
+        }
+    }
 
     #[test]
     fn objects_become_the_json_they_came_as() {

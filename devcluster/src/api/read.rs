@@ -380,6 +380,13 @@ impl Watcher {
             if self.done || Instant::now() >= self.deadline {
                 return None;
             }
+            if self.table.is_dropped() {
+                // The resource is no longer served (its CRD was deleted): send what is left and
+                // end the watch, as a real API server does when it tears down the storage.
+                self.drain();
+                self.done = true;
+                continue;
+            }
             self.rx.borrow_and_update();
             if !self.drain() {
                 continue;

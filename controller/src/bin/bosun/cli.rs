@@ -54,7 +54,8 @@ pub struct ControllerArgs {
     /// How many objects are processed at once.
     #[arg(long, env = "BOSUN_MAX_WORKERS", default_value_t = 128)]
     pub max_workers: usize,
-    /// Restart a watch silent for this many seconds.
+    /// End each watch request after this many seconds (server-side) and resume it from where
+    /// it was; a watch silent 5 s longer is taken for stuck and reopened.
     #[arg(long, env = "BOSUN_INACTIVITY_TIMEOUT", default_value_t = 330)]
     pub inactivity_timeout: u64,
     /// Serve the liveness endpoint with probe results, e.g. http://0.0.0.0:8080/healthz.
