@@ -61,14 +61,9 @@ impl Bosun {
         }
         let deadline = tokio::time::Instant::now() + T;
         loop {
-            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-                Ok(Some(l)) => {
-                    self.seen.push(l.clone());
-                    if l.contains(text) {
-                        return l;
-                    }
-                }
-                _ => panic!("no line containing {text:?} within {T:?}; output:\n{}", self.seen.join("\n")),
+            let l = self.next_line(deadline, &format!("a line containing {text:?}")).await;
+            if l.contains(text) {
+                return l;
             }
         }
     }
@@ -77,10 +72,23 @@ impl Bosun {
     async fn wait_count(&mut self, text: &str, n: usize) {
         let deadline = tokio::time::Instant::now() + T;
         while self.count(text) < n {
-            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-                Ok(Some(l)) => self.seen.push(l),
-                _ => panic!("fewer than {n} lines containing {text:?} within {T:?}; output:\n{}", self.seen.join("\n")),
+            self.next_line(deadline, &format!("{n} lines containing {text:?}")).await;
+        }
+    }
+
+    /// The next output line, kept in `seen`; fails when none comes before `deadline` or bosun
+    /// exits, saying that it waited for `what`.
+    async fn next_line(&mut self, deadline: tokio::time::Instant, what: &str) -> String {
+        match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+            Ok(Some(l)) => {
+                self.seen.push(l.clone());
+                l
             }
+            Ok(None) => {
+                let status = self.child.wait().await;
+                panic!("bosun exited ({status:?}) before {what}; output:\n{}", self.seen.join("\n"))
+            }
+            Err(_) => panic!("no {what} within {T:?}; output:\n{}", self.seen.join("\n")),
         }
     }
 
@@ -213,7 +221,6 @@ async fn bosun_dev_with_a_grandchild(dir: &Path, script: &str) -> (Bosun, u32) {
     let mut bosun = Bosun::start(dir, &["dev", "--", "sh", "-c", script]);
     let line = bosun.wait_line("[handler] server pid ").await;
     let server = line.rsplit(' ').next().and_then(|pid| pid.parse().ok()).unwrap_or_else(|| panic!("no pid in {line:?}"));
-    assert!(running(server), "the grandchild runs before bosun stops");
     (bosun, server)
 }
 
@@ -233,6 +240,7 @@ async fn wait_gone(pid: u32) {
 async fn bosun_dev_ends_everything_the_handler_command_started_when_it_gets_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let (bosun, server) = bosun_dev_with_a_grandchild(dir.path(), "sleep 1000 & echo server pid $!; wait").await;
+    assert!(running(server), "the grandchild runs before bosun stops");
     assert!(bosun.signal("TERM").await.success(), "SIGTERM exits cleanly");
     wait_gone(server).await;
 }
@@ -252,6 +260,7 @@ async fn bosun_dev_kills_a_handler_command_that_ignores_sigterm_after_a_grace_pe
     let dir = tempfile::tempdir().unwrap();
     // Ignored signals stay ignored in children: neither the shell nor its server ends on SIGTERM.
     let (mut bosun, server) = bosun_dev_with_a_grandchild(dir.path(), "trap '' TERM; sleep 1000 & echo server pid $!; wait").await;
+    assert!(running(server), "the grandchild runs before bosun stops");
     bosun.send("TERM");
     bosun.wait_line("The handler server did not exit within 5s of SIGTERM; killing it.").await;
     assert!(bosun.wait_exit().await.success(), "bosun exits cleanly after killing it");
