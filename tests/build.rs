@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 const HEADING: &str = "## Writing a handler server in Rust";
 
 fn main() {
-    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    // Read when the script runs, not baked in when it compiles: checkouts that share a target
+    // directory share this script's binary.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let readme = Path::new(&manifest_dir).join("../README.md");
     println!("cargo::rerun-if-changed={}", readme.display());
     let text = std::fs::read_to_string(&readme).unwrap_or_else(|e| panic!("cannot read {}: {e}", readme.display()));
     let (code, first_line) = rust_block_under(&text, HEADING).unwrap_or_else(|e| panic!("{}: {e}", readme.display()));

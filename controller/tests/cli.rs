@@ -61,14 +61,9 @@ impl Bosun {
         }
         let deadline = tokio::time::Instant::now() + T;
         loop {
-            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-                Ok(Some(l)) => {
-                    self.seen.push(l.clone());
-                    if l.contains(text) {
-                        return l;
-                    }
-                }
-                _ => panic!("no line containing {text:?} within {T:?}; output:\n{}", self.seen.join("\n")),
+            let l = self.next_line(deadline, &format!("a line containing {text:?}")).await;
+            if l.contains(text) {
+                return l;
             }
         }
     }
@@ -77,10 +72,23 @@ impl Bosun {
     async fn wait_count(&mut self, text: &str, n: usize) {
         let deadline = tokio::time::Instant::now() + T;
         while self.count(text) < n {
-            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-                Ok(Some(l)) => self.seen.push(l),
-                _ => panic!("fewer than {n} lines containing {text:?} within {T:?}; output:\n{}", self.seen.join("\n")),
+            self.next_line(deadline, &format!("{n} lines containing {text:?}")).await;
+        }
+    }
+
+    /// The next output line, kept in `seen`; fails when none comes before `deadline` or bosun
+    /// exits, saying that it waited for `what`.
+    async fn next_line(&mut self, deadline: tokio::time::Instant, what: &str) -> String {
+        match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+            Ok(Some(l)) => {
+                self.seen.push(l.clone());
+                l
             }
+            Ok(None) => {
+                let status = self.child.wait().await;
+                panic!("bosun exited ({status:?}) before {what}; output:\n{}", self.seen.join("\n"))
+            }
+            Err(_) => panic!("no {what} within {T:?}; output:\n{}", self.seen.join("\n")),
         }
     }
 
@@ -95,11 +103,21 @@ impl Bosun {
 
     /// Sends `SIG<name>` and waits for bosun to exit.
     async fn signal(mut self, name: &str) -> std::process::ExitStatus {
+        self.send(name);
+        self.wait_exit().await
+    }
+
+    /// Sends `SIG<name>`.
+    fn send(&mut self, name: &str) {
         let pid = self.child.id().expect("running");
         std::process::Command::new("kill").args([&format!("-{name}"), &pid.to_string()]).status().unwrap();
+    }
+
+    /// Waits for bosun to exit, after a signal.
+    async fn wait_exit(mut self) -> std::process::ExitStatus {
         tokio::time::timeout(Duration::from_secs(20), self.child.wait())
             .await
-            .unwrap_or_else(|_| panic!("bosun did not exit within 20s of SIG{name}; output:\n{}", self.seen.join("\n")))
+            .unwrap_or_else(|_| panic!("bosun did not exit within 20s of the signal; output:\n{}", self.seen.join("\n")))
             .unwrap()
     }
 }
@@ -196,23 +214,57 @@ async fn bosun_dev_restarts_a_crashing_handler_command_with_backoff() {
     assert!(bosun.interrupt().await.success());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bosun_dev_ends_everything_the_handler_command_started_when_it_gets_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
-    // A wrapper (like `npm start`) whose server is a grandchild of bosun.
-    let mut bosun = Bosun::start(dir.path(), &["dev", "--", "sh", "-c", "sleep 1000 & echo server pid $!; wait"]);
+/// Starts `bosun dev` with the handler command `sh -c script`, where `script` starts a server
+/// (`sleep`) in the background, as `npm start` starts node, and says `server pid $!`; returns
+/// the server's pid.
+async fn bosun_dev_with_a_grandchild(dir: &Path, script: &str) -> (Bosun, u32) {
+    let mut bosun = Bosun::start(dir, &["dev", "--", "sh", "-c", script]);
     let line = bosun.wait_line("[handler] server pid ").await;
-    let server: u32 = line.rsplit(' ').next().and_then(|pid| pid.parse().ok()).unwrap_or_else(|| panic!("no pid in {line:?}"));
-    assert!(running(server), "the grandchild runs before bosun stops");
-    assert!(bosun.signal("TERM").await.success(), "SIGTERM exits cleanly");
+    let server = line.rsplit(' ').next().and_then(|pid| pid.parse().ok()).unwrap_or_else(|| panic!("no pid in {line:?}"));
+    (bosun, server)
+}
+
+/// Waits until `pid` no longer runs; kills it and fails when it still does after `T`.
+async fn wait_gone(pid: u32) {
     let deadline = tokio::time::Instant::now() + T;
-    while running(server) {
+    while running(pid) {
         if tokio::time::Instant::now() >= deadline {
-            let _ = std::process::Command::new("kill").args(["-KILL", &server.to_string()]).status();
-            panic!("the handler command's grandchild {server} still ran {T:?} after bosun exited");
+            let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            panic!("the handler command's grandchild {pid} still ran {T:?} after it should have ended");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bosun_dev_ends_everything_the_handler_command_started_when_it_gets_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bosun, server) = bosun_dev_with_a_grandchild(dir.path(), "sleep 1000 & echo server pid $!; wait").await;
+    assert!(running(server), "the grandchild runs before bosun stops");
+    assert!(bosun.signal("TERM").await.success(), "SIGTERM exits cleanly");
+    wait_gone(server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bosun_dev_ends_what_an_exited_handler_command_left_running_before_restarting_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut bosun, server) = bosun_dev_with_a_grandchild(dir.path(), "sleep 1000 & echo server pid $!; exit 3").await;
+    bosun.wait_line("The handler server exited (exit status: 3); restarting it in 1s.").await;
+    wait_gone(server).await;
+    bosun.wait_count("[handler] server pid ", 2).await; // started again
+    assert!(bosun.interrupt().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bosun_dev_kills_a_handler_command_that_ignores_sigterm_after_a_grace_period() {
+    let dir = tempfile::tempdir().unwrap();
+    // Ignored signals stay ignored in children: neither the shell nor its server ends on SIGTERM.
+    let (mut bosun, server) = bosun_dev_with_a_grandchild(dir.path(), "trap '' TERM; sleep 1000 & echo server pid $!; wait").await;
+    assert!(running(server), "the grandchild runs before bosun stops");
+    bosun.send("TERM");
+    bosun.wait_line("The handler server did not exit within 5s of SIGTERM; killing it.").await;
+    assert!(bosun.wait_exit().await.success(), "bosun exits cleanly after killing it");
+    wait_gone(server).await;
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use bosun_controller::{Namespaces, Settings, StorageMode};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -168,18 +169,19 @@ pub fn init_tracing(verbose: bool) {
         .try_init();
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler installs");
+/// A future that resolves on SIGINT or SIGTERM. The handlers are installed at once, not when
+/// the future is first polled: a signal that comes while bosun starts (the dev cluster, the
+/// handler command) stops it cleanly instead of killing it and leaving the command running.
+pub fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
         }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+    })
 }
 
 /// Runs the parsed command line.
@@ -187,8 +189,9 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => {
             init_tracing(args.controller.verbose);
+            let stop = stop_signal().context("cannot install the SIGINT and SIGTERM handlers")?;
             let client = args.controller.client().await?;
-            bosun_controller::run(client, args.controller.settings(), stop_signal()).await?;
+            bosun_controller::run(client, args.controller.settings(), stop).await?;
             Ok(())
         }
         Command::Dev(args) => {

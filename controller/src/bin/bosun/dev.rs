@@ -12,6 +12,7 @@ use crate::supervise::supervise;
 
 /// Runs `bosun dev`.
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
+    let stop = stop_signal().context("cannot install the SIGINT and SIGTERM handlers")?;
     let log = Logger::new(None);
     let mut settings = args.controller.settings();
     // The handler server child gets the same cluster in KUBECONFIG, for handlers that keep a
@@ -50,7 +51,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     if settings.handlers.is_empty() {
         anyhow::bail!(bosun_controller::Error::NoHandlers);
     }
-    let result = bosun_controller::run(client, settings, stop_signal()).await;
+    let result = bosun_controller::run(client, settings, stop).await;
     let _ = stop_tx.send(true);
     if let Some(child) = child {
         let _ = child.await;
