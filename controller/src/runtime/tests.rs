@@ -120,6 +120,8 @@ type Script = Box<dyn Fn(&pb::HandleRequest, usize) -> Result<pb::HandleResponse
 /// A handler server whose answers are scripted per handler id and call number.
 struct FakeServer {
     scripts: HashMap<String, Script>,
+    /// Done to the API server while a handler runs (by handler id).
+    meanwhile: Mutex<HashMap<String, Box<dyn Fn(&FakeApi) + Send + Sync>>>,
     calls: Mutex<Vec<(String, Value)>>,
     api: Arc<FakeApi>,
 }
@@ -140,6 +142,9 @@ impl HandlerClient for FakeServer {
             let n = self.count(&req.handler_id);
             // What the object looks like on the server while the handler runs.
             self.calls.lock().push((req.handler_id.clone(), self.api.get_now()));
+            if let Some(f) = self.meanwhile.lock().get(&req.handler_id) {
+                f(&self.api);
+            }
             let script = self.scripts.get(&req.handler_id).expect("scripted handler");
             script(&req, n)
         })
@@ -189,6 +194,7 @@ fn rig(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)>) -
     let server = Arc::new(FakeServer {
         scripts: scripts.into_iter().map(|(id, s)| (id.to_string(), s)).collect(),
         calls: Mutex::default(),
+        meanwhile: Mutex::default(),
         api: api.clone(),
     });
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -339,4 +345,27 @@ async fn a_refused_patch_fails_only_its_handler_and_the_others_results_are_store
     assert_eq!((o["spec"]["b"].clone(), o["status"]["good"].clone()), (json!(2), json!(true)), "{o:#}");
     assert!(o["status"].get("bad").is_none() && o["spec"].get("forbidden").is_none(), "{o:#}");
     assert_eq!(rig.server.count("good"), 1, "not re-run");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_object_deleted_while_its_create_handler_runs_gets_its_delete_handler() {
+    let fresh = object(json!({}));
+    let c = handler("c", pb::HandlerKind::Create, Default::default());
+    let d = handler("d", pb::HandlerKind::Delete, Default::default());
+    let rig = rig(fresh.clone(), vec![c, d], vec![("c", Box::new(|_, _| ok())), ("d", Box::new(|_, _| ok()))]);
+    // The deletion lands while `c` runs; its watch event is older than the cycle's own write,
+    // so the worker only learns of it from the write's answer.
+    rig.server.meanwhile.lock().insert(
+        "c".into(),
+        Box::new(|api: &FakeApi| {
+            let mut guard = api.object.lock();
+            let o = guard.as_mut().unwrap();
+            o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            let rv: u64 = o["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+            o["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
+        }),
+    );
+    rig.router.deliver(Seen::Upsert(fresh));
+    rig.until("the object is gone", Duration::from_secs(10), |r| r.api.object.lock().is_none()).await;
+    assert_eq!((rig.server.count("c"), rig.server.count("d")), (1, 1));
 }

@@ -14,7 +14,7 @@ use tokio_util::task::TaskTracker;
 use super::background::Background;
 use super::context::ResourceContext;
 use crate::cluster::watching::Seen;
-use crate::state::plan::Next;
+use crate::state::plan::{Next, deletion_requested};
 
 /// How long a worker with nothing to do stays around.
 const IDLE: Duration = Duration::from_secs(30);
@@ -124,6 +124,7 @@ impl Router {
             if !woke && !deleted && matches!((rv_of(body), written_rv), (Some(a), Some(b)) if a <= b) {
                 continue; // An echo of our own write, or older: the written body is newer.
             }
+            let was_deleting = deletion_requested(body);
             let end = {
                 let _permit = self.limit.acquire().await.expect("the semaphore is never closed");
                 if *stop.borrow() {
@@ -131,13 +132,21 @@ impl Router {
                 }
                 self.ctx.process(&self.background, body, deleted).await
             };
+            // The watch event of a deletion that came while the cycle ran is older than our
+            // write and is skipped as its echo; the written body shows it, so handle it now.
+            let mut deletion_came = false;
             if let Some(w) = end.written {
                 written_rv = rv_of(&w);
+                deletion_came = !was_deleting && deletion_requested(&w);
                 latest = Some(Seen::Upsert(w));
             }
             let at = |t: chrono::DateTime<chrono::Utc>| self.ctx.clock.instant(t);
             failures = if matches!(end.next, Next::Throttled(_)) { failures + 1 } else { 0 };
             match end.next {
+                Next::Idle | Next::WakeAt(_) if deletion_came => {
+                    wake = None;
+                    again = true;
+                }
                 Next::Idle => wake = None,
                 Next::Now => {
                     wake = None;
