@@ -117,11 +117,14 @@ impl Api for FakeApi {
 
 type Script = Box<dyn Fn(&pb::HandleRequest, usize) -> Result<pb::HandleResponse, CallFailure> + Send + Sync>;
 
+/// Something done to the API server while a handler runs.
+type Meanwhile = Box<dyn Fn(&FakeApi) + Send + Sync>;
+
 /// A handler server whose answers are scripted per handler id and call number.
 struct FakeServer {
     scripts: HashMap<String, Script>,
     /// Done to the API server while a handler runs (by handler id).
-    meanwhile: Mutex<HashMap<String, Box<dyn Fn(&FakeApi) + Send + Sync>>>,
+    meanwhile: Mutex<HashMap<String, Meanwhile>>,
     calls: Mutex<Vec<(String, Value)>>,
     api: Arc<FakeApi>,
 }
