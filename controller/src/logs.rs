@@ -46,6 +46,19 @@ pub struct Line {
     pub text: String,
 }
 
+impl Level {
+    /// The level of a `bosun.v1.LogLine` (unknown values count as info, the zero value).
+    pub fn of_pb(level: i32) -> Level {
+        use bosun_proto::v1::log_line::Level as Pb;
+        match Pb::try_from(level).unwrap_or_default() {
+            Pb::Debug => Level::Debug,
+            Pb::Info => Level::Info,
+            Pb::Warning => Level::Warn,
+            Pb::Error => Level::Error,
+        }
+    }
+}
+
 impl Line {
     /// A line of `level`.
     pub fn new(level: Level, text: impl Into<String>) -> Line {

@@ -204,19 +204,17 @@ impl Cluster {
 
     /// GETs a path.
     pub async fn get(&self, path: &str) -> Result<Value, Error> {
-        self.call(Method::GET, path, None, None).await
+        <dyn Api>::get(self, path).await
     }
 
     /// PATCHes a path with a patch of the given content type.
     pub async fn patch(&self, path: &str, content_type: &str, patch: &Value) -> Result<Value, Error> {
-        let body = serde_json::to_vec(patch).expect("JSON values serialize");
-        self.call(Method::PATCH, path, Some(content_type), Some(body)).await
+        <dyn Api>::patch(self, path, content_type, patch).await
     }
 
     /// POSTs an object to a collection path.
     pub async fn create(&self, path: &str, object: &Value) -> Result<Value, Error> {
-        let body = serde_json::to_vec(object).expect("JSON values serialize");
-        self.call(Method::POST, path, Some(content::JSON), Some(body)).await
+        <dyn Api>::create(self, path, object).await
     }
 }
 

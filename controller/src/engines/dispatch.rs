@@ -236,13 +236,7 @@ impl HandlerClient for Server {
             let mut client = HandlerServerClient::new(self.channel.clone())
                 .max_decoding_message_size(64 * 1024 * 1024)
                 .max_encoding_message_size(64 * 1024 * 1024);
-            let mut request = tonic::Request::new(req);
-            request.set_timeout(deadline);
-            match tokio::time::timeout(deadline, client.handle(request)).await {
-                Err(_) => Err(CallFailure::TimedOut(deadline)),
-                Ok(Ok(r)) => Ok(r.into_inner()),
-                Ok(Err(s)) => Err(classify(&s, deadline)),
-            }
+            with_deadline(deadline, |r| client.handle(r), req).await
         })
     }
 
@@ -258,14 +252,26 @@ impl HandlerClient for Server {
     fn activity(&self, req: pb::ActivityRequest, deadline: Duration) -> BoxFuture<'_, Result<pb::ActivityResponse, CallFailure>> {
         Box::pin(async move {
             let mut client = HandlerServerClient::new(self.channel.clone());
-            let mut request = tonic::Request::new(req);
-            request.set_timeout(deadline);
-            match tokio::time::timeout(deadline, client.activity(request)).await {
-                Err(_) => Err(CallFailure::TimedOut(deadline)),
-                Ok(Ok(r)) => Ok(r.into_inner()),
-                Ok(Err(s)) => Err(classify(&s, deadline)),
-            }
+            with_deadline(deadline, |r| client.activity(r), req).await
         })
+    }
+}
+
+/// Makes one unary call with `deadline`, sent to the server (`grpc-timeout`) and enforced here.
+async fn with_deadline<Req, Res, Fut>(
+    deadline: Duration,
+    call: impl FnOnce(tonic::Request<Req>) -> Fut,
+    req: Req,
+) -> Result<Res, CallFailure>
+where
+    Fut: std::future::Future<Output = Result<tonic::Response<Res>, tonic::Status>>,
+{
+    let mut request = tonic::Request::new(req);
+    request.set_timeout(deadline);
+    match tokio::time::timeout(deadline, call(request)).await {
+        Err(_) => Err(CallFailure::TimedOut(deadline)),
+        Ok(Ok(r)) => Ok(r.into_inner()),
+        Ok(Err(s)) => Err(classify(&s, deadline)),
     }
 }
 

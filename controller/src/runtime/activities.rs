@@ -5,7 +5,7 @@
 
 use bosun_proto::v1 as pb;
 
-use crate::engines::dispatch::{CallFailure, HandlerClient};
+use crate::engines::dispatch::HandlerClient;
 use crate::engines::human;
 use crate::logs::Logger;
 use crate::state::outcomes::{ActivityNext, Answer, activity_next, attempt_of};
@@ -31,19 +31,13 @@ async fn attempt(h: &Handler, servers: &[std::sync::Arc<dyn HandlerClient>], log
             let given = Answer::Answered { outcome, message: a.message, delay: a.delay_seconds };
             activity_next(h, attempt_of(&given, None).as_ref(), "", retry)
         }
-        Err(failure @ CallFailure::Unreachable(_)) => activity_next(h, None, &failure.to_string(), retry),
-        Err(failure) => activity_next(h, attempt_of(&failure.answer(), None).as_ref(), "", retry),
+        Err(failure) => activity_next(h, attempt_of(&failure.answer(), None).as_ref(), &failure.to_string(), retry),
     }
 }
 
 fn log_lines(log: &Logger, answer: &pb::ActivityResponse) {
     for line in &answer.logs {
-        match pb::log_line::Level::try_from(line.level).unwrap_or_default() {
-            pb::log_line::Level::Debug => log.debug(None, &line.message),
-            pb::log_line::Level::Info => log.info(None, &line.message),
-            pb::log_line::Level::Warning => log.warn(None, &line.message),
-            pb::log_line::Level::Error => log.error(None, &line.message),
-        }
+        log.line(crate::logs::Level::of_pb(line.level), None, &line.message);
     }
 }
 

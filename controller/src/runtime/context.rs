@@ -138,13 +138,7 @@ impl ResourceContext {
     /// Writes a handler's log lines with the object's prefix.
     pub fn log_lines(&self, obj: &ObjectRef, lines: &[pb::LogLine]) {
         for line in lines {
-            let level = match pb::log_line::Level::try_from(line.level).unwrap_or_default() {
-                pb::log_line::Level::Debug => crate::logs::Level::Debug,
-                pb::log_line::Level::Info => crate::logs::Level::Info,
-                pb::log_line::Level::Warning => crate::logs::Level::Warn,
-                pb::log_line::Level::Error => crate::logs::Level::Error,
-            };
-            self.log.line(level, Some(obj), &line.message);
+            self.log.line(crate::logs::Level::of_pb(line.level), Some(obj), &line.message);
         }
     }
 

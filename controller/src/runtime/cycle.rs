@@ -65,16 +65,19 @@ impl ResourceContext {
             return CycleEnd { next: Next::Gone, written: None };
         }
         let has_finalizer = self.storage.has_finalizer(body);
-        let mut hold = None;
+        // Timers and daemons need the essence first; the plan reuses it.
+        let (mut hold, mut known_essence) = (None, None);
         if self.handlers.iter().any(|h| is_background(h)) {
             let deleting = deletion_requested(body);
             let matching: Vec<_> =
                 self.handlers.iter().filter(|h| is_background(h) && !deleting && h.matches_object(body)).cloned().collect();
-            hold = background.sync(self, &key, body, &essence(body, &self.rules), &matching, has_finalizer);
+            let e = essence(body, &self.rules);
+            hold = background.sync(self, &key, body, &e, &matching, has_finalizer);
+            known_essence = Some(e);
         }
         let subject = self.subject();
         let first_sight = !self.seen.lock().contains(&uid);
-        let mut cycle = match plan::begin(&subject, body, first_sight, self.clock.now()) {
+        let mut cycle = match plan::begin(&subject, body, known_essence, first_sight, self.clock.now()) {
             Start::Idle(lines) => {
                 self.lines(&obj, lines);
                 self.seen.lock().insert(uid);
@@ -91,16 +94,13 @@ impl ResourceContext {
         };
         while let Some(inv) = cycle.next_call() {
             self.lines(&obj, cycle.take_lines());
-            let reply = self.call(&cycle, &inv, body, &uid).await;
-            let reply = match reply {
-                Ok(mut answer) => {
-                    if answer.outcome == pb::Outcome::Success as i32 && !answer.owned.is_empty() {
-                        self.adopt_into(&obj, body, &mut answer).await;
-                    }
-                    Ok(answer)
-                }
-                Err(e) => Err(e),
-            };
+            let mut reply = self.call(&cycle, &inv, body, &uid).await;
+            if let Ok(answer) = &mut reply
+                && answer.outcome == pb::Outcome::Success as i32
+                && !answer.owned.is_empty()
+            {
+                self.adopt_into(&obj, body, answer).await;
+            }
             cycle.absorb(&subject, body, &inv, reply);
         }
         self.lines(&obj, cycle.take_lines());

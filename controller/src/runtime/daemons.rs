@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bosun_proto::v1 as pb;
 use futures::StreamExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 
 use super::background::Latest;
@@ -118,7 +118,7 @@ async fn apply(ctx: &ResourceContext, h: &Handler, body: &Value, message: pb::Da
             match serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string()).and_then(|p| check_merge_patch(&p).map(|()| p)) {
                 Err(why) => ctx.log.warn(Some(&obj), &format!("Daemon '{}' sent a merge patch that is not applied: {why}", h.id)),
                 Ok(patch) => {
-                    let mut w = Writes { main: json!({}), status: json!({}), ..Default::default() };
+                    let mut w = Writes::none();
                     ctx.subject().add_patch(body, &patch, &mut w.main, &mut w.status);
                     if let Err(e) = ctx.write(body, &w).await {
                         ctx.log.warn(Some(&obj), &format!("Daemon '{}' could not patch the object: {e}", h.id));
@@ -128,7 +128,7 @@ async fn apply(ctx: &ResourceContext, h: &Handler, body: &Value, message: pb::Da
         }
         Message::JsonPatch(bytes) => match serde_json::from_slice::<Value>(&bytes) {
             Ok(p) if serde_json::from_value::<json_patch::Patch>(p.clone()).is_ok() => {
-                let w = Writes { main: json!({}), status: json!({}), json_patches: vec![(h.id.clone(), p)], ..Default::default() };
+                let w = Writes { json_patches: vec![(h.id.clone(), p)], ..Writes::none() };
                 if let Err(e) = ctx.write(body, &w).await {
                     ctx.log.warn(Some(&obj), &format!("Daemon '{}' could not patch the object: {e}", h.id));
                 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_proto::v1 as pb;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -81,7 +81,7 @@ async fn tick(ctx: &ResourceContext, h: &Handler, body: &Value) -> TimerNext {
     }
     if matches!(attempt, Attempt::Success(_)) {
         let subject = ctx.subject();
-        let mut w = Writes { main: json!({}), status: json!({}), ..Default::default() };
+        let mut w = Writes::none();
         if let Some(m) = serde_json::from_slice::<Value>(&answer.merge_patch).ok().filter(Value::is_object) {
             match check_merge_patch(&m) {
                 Ok(()) => subject.add_patch(body, &m, &mut w.main, &mut w.status),

@@ -78,7 +78,8 @@ pub struct Writes {
 }
 
 impl Writes {
-    fn none() -> Writes {
+    /// Writes nothing (yet): empty main and status patches.
+    pub fn none() -> Writes {
         Writes { main: json!({}), status: json!({}), ..Default::default() }
     }
 }
@@ -245,8 +246,13 @@ impl Subject<'_> {
     /// Every (sub-)handler id with state on the object: the handlers' own and, recursively,
     /// the sub-handlers their records name.
     fn read_state(&self, body: &Value) -> (ObjectState, Vec<String>) {
-        let mut ids: Vec<String> = self.handlers.iter().map(|h| h.id.clone()).collect();
-        ids.dedup();
+        // One id may serve several causes (create and update): each is read once.
+        let mut ids: Vec<String> = Vec::new();
+        for h in self.handlers {
+            if !ids.contains(&h.id) {
+                ids.push(h.id.clone());
+            }
+        }
         loop {
             let state = self.storage.read(body, ids.iter().map(String::as_str));
             let mut next = ids.clone();
@@ -266,8 +272,9 @@ impl Subject<'_> {
 }
 
 /// Starts a cycle for `body` (never called for DELETED watch events: those end the object).
-/// `first_sight`: this controller has not finished a cycle of this object yet.
-pub fn begin(subject: &Subject, body: &Value, first_sight: bool, now: DateTime<Utc>) -> Start {
+/// `first_sight`: this controller has not finished a cycle of this object yet. `essence`: the
+/// body's essence when the caller has computed it already (it is computed here otherwise).
+pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, first_sight: bool, now: DateTime<Utc>) -> Start {
     let relevant: Vec<&Arc<Handler>> = subject.handlers.iter().filter(|h| h.matches_object(body)).collect();
     let has_finalizer = subject.storage.has_finalizer(body);
     let deleting = deletion_requested(body);
@@ -280,7 +287,7 @@ pub fn begin(subject: &Subject, body: &Value, first_sight: bool, now: DateTime<U
         return Start::AddFinalizer(Writes { finalizer: Some(true), ..Writes::none() }, vec![line]);
     }
     let (stored, ids) = subject.read_state(body);
-    let new_essence = essence(body, subject.rules);
+    let new_essence = essence_known.unwrap_or_else(|| essence(body, subject.rules));
     let base = stored_base(stored.diffbase.as_deref());
     let changed = match &base {
         Stored::Nothing => true,
@@ -299,7 +306,9 @@ pub fn begin(subject: &Subject, body: &Value, first_sight: bool, now: DateTime<U
     if reason == Reason::Noop && unfinished("resume") {
         reason = Reason::Resume;
     }
-    if matches!(reason, Reason::Free | Reason::Noop) && !(reason == Reason::Noop && has_finalizer && !wants_finalizer) {
+    // Nothing to do, unless a finalizer nobody needs any more is to be released.
+    let releases_finalizer = reason == Reason::Noop && has_finalizer && !wants_finalizer;
+    if matches!(reason, Reason::Free | Reason::Noop) && !releases_finalizer {
         return Start::Idle(Vec::new());
     }
     let old_essence = match (&base, reason) {
@@ -386,15 +395,6 @@ fn check(answer: &pb::HandleResponse, id: &str) -> Result<Checked, String> {
         children.push((full, param));
     }
     Ok(Checked { result, merge, json_patch, children })
-}
-
-fn level_of(l: i32) -> Level {
-    match pb::log_line::Level::try_from(l).unwrap_or_default() {
-        pb::log_line::Level::Debug => Level::Debug,
-        pb::log_line::Level::Info => Level::Info,
-        pb::log_line::Level::Warning => Level::Warn,
-        pb::log_line::Level::Error => Level::Error,
-    }
 }
 
 impl Cycle {
@@ -538,7 +538,7 @@ impl Cycle {
         let h = Arc::clone(&self.due[inv.due].handler);
         let id = inv.id.clone();
         for l in &answer.logs {
-            self.line(level_of(l.level), l.message.clone());
+            self.line(Level::of_pb(l.level), l.message.clone());
         }
         let prev = self.records.get(&id).cloned();
         let outcome = pb::Outcome::try_from(answer.outcome).unwrap_or(pb::Outcome::UnexpectedError);
@@ -665,18 +665,15 @@ impl Cycle {
         }
         // The state is not worth writing on an object about to go.
         if !deletion_done {
-            let ids: Vec<&str> = self.ids.iter().chain(self.records.keys()).map(String::as_str).collect::<Vec<_>>();
-            let mut ids_dedup: Vec<&str> = Vec::with_capacity(ids.len());
-            for id in ids {
-                if !ids_dedup.contains(&id) {
-                    ids_dedup.push(id);
-                }
+            let mut ids: Vec<&str> = self.ids.iter().map(String::as_str).collect();
+            for id in self.records.keys().filter(|id| !self.ids.contains(id)) {
+                ids.push(id);
             }
             if subject.has_status {
-                subject.storage.patch(body, &desired, &ids_dedup, &mut main, &mut status);
+                subject.storage.patch(body, &desired, &ids, &mut main, &mut status);
             } else {
                 let mut tmp = json!({});
-                subject.storage.patch(body, &desired, &ids_dedup, &mut main, &mut tmp);
+                subject.storage.patch(body, &desired, &ids, &mut main, &mut tmp);
                 compose_over(body, &mut main, &tmp);
             }
         }

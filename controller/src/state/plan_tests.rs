@@ -117,7 +117,7 @@ fn causes_cross_finalizer_deletion_stored_state_and_first_sight() {
     ];
     for (world, fin, del, base, progress, first, want) in table {
         let b = body(spec.clone(), fin, del, base.clone(), progress.clone());
-        let got = start_of(&begin(&world.subject(), &b, first, now()));
+        let got = start_of(&begin(&world.subject(), &b, None, first, now()));
         assert_eq!(got, want, "finalizer {fin}, deleting {del}, diffbase {base:?}, progress {progress}, first sight {first}");
     }
 }
@@ -139,12 +139,12 @@ fn resume_handlers_run_on_deletion_only_when_they_ask_for_it() {
     for (r, first, want) in cases {
         let mut w = World::new(&[]);
         w.handlers = vec![r, d.clone()];
-        assert_eq!(start_of(&begin(&w.subject(), &b, first, now())), want, "first sight {first}");
+        assert_eq!(start_of(&begin(&w.subject(), &b, None, first, now())), want, "first sight {first}");
     }
 }
 
 fn handle(world: &World, b: &Value) -> Box<Cycle> {
-    match begin(&world.subject(), b, false, now()) {
+    match begin(&world.subject(), b, None, false, now()) {
         Start::Handle(c) => c,
         other => panic!("expected handlers to call, got {}", start_of(&other)),
     }
@@ -337,9 +337,9 @@ fn an_essence_too_large_to_store_is_kept_as_a_digest_and_still_detects_changes()
     // Stored as a digest: the same body is nothing to do, a changed one is an update.
     let mut handled = b.clone();
     handled["status"]["bosun.dev"] = json!({"last-handled-configuration": stored});
-    assert_eq!(start_of(&begin(&world.subject(), &handled, false, now())), "idle");
+    assert_eq!(start_of(&begin(&world.subject(), &handled, None, false, now())), "idle");
     handled["spec"]["blob"] = json!("small now");
-    assert_eq!(start_of(&begin(&world.subject(), &handled, false, now())), "update:u");
+    assert_eq!(start_of(&begin(&world.subject(), &handled, None, false, now())), "update:u");
 }
 
 #[test]
