@@ -118,10 +118,18 @@ pub trait HandlerClient: Send + Sync {
 }
 
 /// Which handler servers are down, so that an outage is logged once per server (with how
-/// many objects it held up), not once per object and retry.
-#[derive(Debug, Default)]
+/// many objects it held up), not once per object and retry; and a signal that wakes the
+/// objects waiting for a server the moment it is back.
+#[derive(Debug)]
 pub struct Outages {
     down: parking_lot::Mutex<std::collections::HashMap<String, std::collections::HashSet<String>>>,
+    revivals: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Outages {
+    fn default() -> Outages {
+        Outages { down: Default::default(), revivals: tokio::sync::watch::Sender::new(0) }
+    }
 }
 
 impl Outages {
@@ -133,13 +141,28 @@ impl Outages {
         starts
     }
 
-    /// Notes that `addr` answered; `Some(n)` when this ends an outage that held up `n` objects.
+    /// Notes that the connection to `addr` is lost, before any object noticed.
+    pub fn lost(&self, addr: &str) {
+        self.down.lock().entry(addr.to_string()).or_default();
+    }
+
+    /// Notes that `addr` answered; `Some(n)` when this ends an outage that held up `n`
+    /// objects, which are woken.
     pub fn up(&self, addr: &str) -> Option<usize> {
         let mut down = self.down.lock();
         if down.is_empty() {
             return None;
         }
-        down.remove(addr).map(|objects| objects.len())
+        let ended = down.remove(addr).map(|objects| objects.len());
+        if ended.is_some() {
+            self.revivals.send_modify(|n| *n += 1);
+        }
+        ended
+    }
+
+    /// Changes each time an outage ends: objects that wait for a server wait on it too.
+    pub fn revivals(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.revivals.subscribe()
     }
 }
 
@@ -152,16 +175,23 @@ pub struct Server {
     /// The address as given.
     pub addr: String,
     channel: Channel,
+    connections: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
 }
 
-fn endpoint(addr: &str) -> Result<Channel, Error> {
+/// A lazily connecting channel to `addr` whose connector counts the connections it opens
+/// in `connections`: a new connection may reach a new (restarted) server.
+fn endpoint(addr: &str, connections: std::sync::Arc<tokio::sync::watch::Sender<u64>>) -> Result<Channel, Error> {
+    let opened = move || {
+        connections.send_modify(|n| *n += 1);
+    };
     if let Some(path) = addr.strip_prefix("unix://") {
         let path = path.to_string();
         let ep = Endpoint::from_static("http://handler.local");
         return Ok(ep.connect_with_connector_lazy(tower::service_fn(move |_: http::Uri| {
-            let path = path.clone();
+            let (path, opened) = (path.clone(), opened.clone());
             async move {
                 let stream = tokio::net::UnixStream::connect(path).await?;
+                opened();
                 Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
             }
         })));
@@ -173,18 +203,29 @@ fn endpoint(addr: &str) -> Result<Channel, Error> {
         return Err(Error::BadAddress(addr.into()));
     }
     let ep = Endpoint::from_shared(addr.to_string()).map_err(|_| Error::BadAddress(addr.into()))?;
-    Ok(ep
-        .connect_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(30))
-        .keep_alive_while_idle(true)
-        .connect_lazy())
+    let ep = ep.connect_timeout(Duration::from_secs(5)).http2_keep_alive_interval(Duration::from_secs(30)).keep_alive_while_idle(true);
+    Ok(ep.connect_with_connector_lazy(tower::service_fn(move |uri: http::Uri| {
+        let opened = opened.clone();
+        async move {
+            let host = uri.host().unwrap_or("localhost").to_string();
+            let stream = tokio::net::TcpStream::connect(format!("{host}:{}", uri.port_u16().unwrap_or(80))).await?;
+            stream.set_nodelay(true)?;
+            opened();
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+        }
+    })))
 }
 
 impl Server {
     /// Prepares a lazily connecting channel to `addr`.
     pub fn new(addr: &str) -> Result<Server, Error> {
-        Ok(Server { addr: addr.to_string(), channel: endpoint(addr)? })
+        let connections = std::sync::Arc::new(tokio::sync::watch::Sender::new(0));
+        Ok(Server { addr: addr.to_string(), channel: endpoint(addr, connections.clone())?, connections })
+    }
+
+    /// Changes each time a new connection to the server is opened.
+    pub fn connections(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.connections.subscribe()
     }
 
     /// Waits until the server's gRPC health says SERVING, logging while it does not.
@@ -215,6 +256,16 @@ impl Server {
             }
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    /// Asks the server's `grpc.health.v1` Check once: is it SERVING?
+    pub async fn health_check(&self) -> Result<bool, tonic::Status> {
+        let mut health = HealthClient::new(self.channel.clone());
+        let call = health.check(HealthCheckRequest { service: String::new() });
+        match tokio::time::timeout(Duration::from_secs(5), call).await {
+            Ok(r) => r.map(|r| r.get_ref().status == ServingStatus::Serving as i32),
+            Err(_) => Err(tonic::Status::unavailable("health check timed out")),
         }
     }
 
@@ -319,6 +370,21 @@ mod tests {
         assert_eq!(o.up("a"), Some(2));
         assert_eq!(o.up("a"), None);
         assert!(o.down("a", "ns/z"), "a new outage");
+    }
+
+    #[test]
+    fn the_end_of_an_outage_is_signalled_once() {
+        let o = Outages::default();
+        let mut revivals = o.revivals();
+        assert_eq!(o.up("a"), None);
+        assert!(!revivals.has_changed().unwrap(), "no outage, no revival");
+        o.lost("a");
+        assert!(!o.down("a", "ns/x"), "the outage began when the connection was lost");
+        assert_eq!(o.up("a"), Some(1));
+        assert!(revivals.has_changed().unwrap());
+        revivals.borrow_and_update();
+        assert_eq!(o.up("a"), None);
+        assert!(!revivals.has_changed().unwrap());
     }
 
     #[test]

@@ -80,9 +80,9 @@ pub struct ResourceContext {
     /// A label selector is pushed to the API server: DELETED may mean "stopped matching".
     pub selector_pushed: bool,
     /// UIDs whose first cycle this controller finished (the rest get resume handlers).
-    pub seen: Mutex<HashSet<String>>,
+    pub seen: Arc<Mutex<HashSet<String>>>,
     /// Memos by UID (not persisted).
-    pub memos: Mutex<HashMap<String, Vec<u8>>>,
+    pub memos: Arc<Mutex<HashMap<String, Vec<u8>>>>,
     /// Where background tasks (timers, daemons, spies, workers) are tracked.
     pub tasks: tokio_util::task::TaskTracker,
     /// Flips to true when the controller stops.

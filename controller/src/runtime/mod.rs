@@ -9,6 +9,7 @@ pub mod cycle;
 pub mod daemons;
 pub mod namespaces;
 pub mod owned;
+pub mod servers;
 pub mod spies;
 pub mod timers;
 pub mod worker;
@@ -44,7 +45,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     if settings.handlers.is_empty() {
         return Err(Error::NoHandlers);
     }
-    let servers: Vec<Server> = settings.handlers.iter().map(|a| Server::new(a)).collect::<Result<_, _>>()?;
+    let servers: Vec<Arc<Server>> = settings.handlers.iter().map(|a| Server::new(a).map(Arc::new)).collect::<Result<_, _>>()?;
     let mut shutdown = Box::pin(shutdown);
 
     // Wait for every handler server, then ask each for its handlers.
@@ -54,18 +55,17 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
         _ = &mut shutdown => return Ok(()),
     }
     let mut described = Vec::new();
-    let mut settings_of: Vec<pb::ResourceSettings> = Vec::new();
     for s in &servers {
         let d = s.describe().await?;
         log.info(None, &format!("Handler server {} registered {} handler(s).", s.addr, d.handlers.len()));
-        settings_of.extend(d.resources.clone());
-        described.push(d.handlers);
+        described.push(d);
     }
-    let handlers = registry::build(&described)?;
-    let servers: Servers = Arc::new(servers.into_iter().map(|s| Arc::new(s) as Arc<dyn HandlerClient>).collect());
+    let handlers = registry::build(&described.iter().map(|d| d.handlers.clone()).collect::<Vec<_>>())?;
+    let clients: Servers = Arc::new(servers.iter().map(|s| s.clone() as Arc<dyn HandlerClient>).collect());
     let of_kind = |k: pb::HandlerKind| handlers.iter().filter(|h| h.kind == k).cloned().collect::<Vec<_>>();
-    let (startups, cleanups) = (of_kind(pb::HandlerKind::Startup), of_kind(pb::HandlerKind::Cleanup));
+    let startups = of_kind(pb::HandlerKind::Startup);
     let probes = of_kind(pb::HandlerKind::Probe);
+    let mut cleanups = of_kind(pb::HandlerKind::Cleanup);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     if let Some(url) = &settings.liveness {
         let (addr, path) = crate::engines::liveness::parse_url(url).map_err(Error::Liveness)?;
@@ -75,15 +75,81 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
             let _ = stopped.wait_for(|s| *s).await;
         };
         log.info(None, &format!("Serving the liveness endpoint at {url} with {} probe(s).", probes.len()));
-        tokio::spawn(crate::engines::liveness::serve(listener, path, probes, servers.clone(), until));
+        tokio::spawn(crate::engines::liveness::serve(listener, path, probes, clients.clone(), until));
     }
     let startup_refs: Vec<&Handler> = startups.iter().collect();
     tokio::select! {
-        r = activities::startup(&startup_refs, &servers, &log) => r?,
+        r = activities::startup(&startup_refs, &clients, &log) => r?,
         _ = &mut shutdown => return Ok(()),
     }
 
-    // Group resource handlers by their selector, keeping registration order.
+    let outages = Arc::new(crate::engines::dispatch::Outages::default());
+    let (described_tx, mut described_rx) = tokio::sync::mpsc::unbounded_channel();
+    for (index, server) in servers.iter().enumerate() {
+        tokio::spawn(servers::monitor(index, server.clone(), outages.clone(), log.clone(), described_tx.clone(), true, stop_rx.clone()));
+    }
+    let mut served = Served {
+        running: HashMap::new(),
+        cluster: Cluster::new(client),
+        servers: clients.clone(),
+        outages: outages.clone(),
+        log: log.clone(),
+        settings: settings.clone(),
+        limit: Arc::new(Semaphore::new(settings.max_workers.max(1))),
+    };
+    served.apply(handlers, &described).await;
+
+    // Until the stop: a handler server that reconnects is described again; a changed
+    // registry is applied without a restart (only the resources whose handlers changed are
+    // served anew).
+    loop {
+        let again = tokio::select! {
+            _ = &mut shutdown => break,
+            d = described_rx.recv() => d,
+        };
+        let Some(servers::Described { server, response, was_lost }) = again else { break };
+        let addr = &settings.handlers[server];
+        if was_lost {
+            log.info(None, &format!("Handler server {addr} is serving again."));
+        }
+        if described[server] == response {
+            log.info(None, &format!("Handler server {addr} has the same {} handler(s) as before.", response.handlers.len()));
+        } else {
+            let mut next = described.clone();
+            next[server] = response;
+            match registry::build(&next.iter().map(|d| d.handlers.clone()).collect::<Vec<_>>()) {
+                Ok(handlers) => {
+                    log.info(
+                        None,
+                        &format!(
+                            "Handler server {addr} registered {} handler(s) now; applying the new registry.",
+                            next[server].handlers.len()
+                        ),
+                    );
+                    cleanups = handlers.iter().filter(|h| h.kind == pb::HandlerKind::Cleanup).cloned().collect();
+                    described = next;
+                    served.apply(handlers, &described).await;
+                }
+                Err(e) => log.error(None, &format!("The new handlers of handler server {addr} are refused: {e}; the previous ones stay.")),
+            }
+        }
+        // Only now, with its handlers in place, do the objects that waited for it go on.
+        if let Some(n) = outages.up(addr) {
+            log.info(None, &format!("{n} object(s) waited for handler server {addr}; they go on now."));
+        }
+    }
+
+    log.info(None, "Stop is requested; finishing the cycles in flight.");
+    let _ = stop_tx.send(true);
+    served.stop_all().await;
+    activities::cleanup(&cleanups.iter().collect::<Vec<_>>(), &clients, &log).await;
+    log.info(None, "The controller has stopped.");
+    Ok(())
+}
+
+/// A resource's handlers, grouped by selector in registration order; kinds that are not run
+/// here are dropped with a warning.
+fn resource_groups(handlers: Vec<Handler>, log: &Logger) -> Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> {
     let mut groups: Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> = Vec::new();
     for h in
         handlers.into_iter().filter(|h| !matches!(h.kind, pb::HandlerKind::Startup | pb::HandlerKind::Cleanup | pb::HandlerKind::Probe))
@@ -98,46 +164,119 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
             None => groups.push((h.resource.clone(), vec![Arc::new(h)])),
         }
     }
-    if groups.is_empty() {
-        log.warn(None, "No resource handlers are registered; nothing to watch.");
+    groups
+}
+
+type ResourceKey = (Option<String>, Option<String>, String);
+
+/// What the controller remembers of one resource's objects while it serves it, kept when its
+/// handlers change: which objects were seen (so a new registry fires no resume handlers) and
+/// their memos.
+#[derive(Clone, Default)]
+struct Memory {
+    seen: Arc<Mutex<HashSet<String>>>,
+    memos: Arc<Mutex<HashMap<String, Vec<u8>>>>,
+}
+
+/// One resource being served.
+struct Running {
+    handlers: Vec<Arc<Handler>>,
+    ignored: Vec<Vec<String>>,
+    memory: Memory,
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: TaskTracker,
+}
+
+impl Running {
+    /// Stops its watches, workers, timers and daemons, and waits for its cycles in flight.
+    async fn stop(self, log: &Logger, name: &str) {
+        let _ = self.stop.send(true);
+        self.tasks.close();
+        if tokio::time::timeout(GRACE, self.tasks.wait()).await.is_err() {
+            log.warn(None, &format!("Some cycles of '{name}' did not finish within {GRACE:?}; going on anyway."));
+        }
+    }
+}
+
+/// The resources served, by selector.
+struct Served {
+    running: HashMap<ResourceKey, Running>,
+    cluster: Cluster,
+    servers: Servers,
+    outages: Arc<crate::engines::dispatch::Outages>,
+    log: Logger,
+    settings: Settings,
+    limit: Arc<Semaphore>,
+}
+
+impl Served {
+    /// Serves what `handlers` need: resources no longer handled stop, resources whose handlers
+    /// changed are served anew (their memory kept), new resources start.
+    async fn apply(&mut self, handlers: Vec<Handler>, described: &[pb::DescribeResponse]) {
+        let groups = resource_groups(handlers, &self.log);
+        if groups.is_empty() {
+            self.log.warn(None, "No resource handlers are registered; nothing to watch.");
+        }
+        let keys: Vec<ResourceKey> = groups.iter().map(|(sel, _)| discovery::normalize(sel)).collect();
+        let gone: Vec<ResourceKey> = self.running.keys().filter(|k| !keys.contains(k)).cloned().collect();
+        for key in gone {
+            let running = self.running.remove(&key).expect("a running key");
+            self.log.info(None, &format!("No handlers for '{}' any more; it is not served now.", key.2));
+            running.stop(&self.log, &key.2).await;
+        }
+        for ((selector, hs), key) in groups.into_iter().zip(keys) {
+            let ignored: Vec<Vec<String>> = described
+                .iter()
+                .flat_map(|d| &d.resources)
+                .filter(|r| r.resource.as_ref().map(discovery::normalize).as_ref() == Some(&key))
+                .flat_map(|r| r.ignored_fields.iter().map(|f| parse_path(f)))
+                .collect();
+            let memory = match self.running.remove(&key) {
+                Some(r) if r.handlers == hs && r.ignored == ignored => {
+                    self.running.insert(key, r);
+                    continue;
+                }
+                Some(r) => {
+                    self.log.info(None, &format!("The handlers of '{}' changed; serving it anew.", key.2));
+                    let memory = r.memory.clone();
+                    r.stop(&self.log, &key.2).await;
+                    memory
+                }
+                None => Memory::default(),
+            };
+            let (stop, stop_rx) = tokio::sync::watch::channel(false);
+            let tasks = TaskTracker::new();
+            let job = ResourceJob {
+                selector,
+                handlers: hs.clone(),
+                ignored: ignored.clone(),
+                memory: memory.clone(),
+                cluster: self.cluster.clone(),
+                servers: self.servers.clone(),
+                outages: self.outages.clone(),
+                log: self.log.clone(),
+                settings: self.settings.clone(),
+                limit: self.limit.clone(),
+                tasks: tasks.clone(),
+                stop: stop_rx,
+            };
+            tasks.spawn(job.run());
+            self.running.insert(key, Running { handlers: hs, ignored, memory, stop, tasks });
+        }
     }
 
-    let cluster = Cluster::new(client);
-    let outages = Arc::new(crate::engines::dispatch::Outages::default());
-    let limit = Arc::new(Semaphore::new(settings.max_workers.max(1)));
-    let tasks = TaskTracker::new();
-    for (selector, hs) in groups {
-        let ignored: Vec<Vec<String>> = settings_of
-            .iter()
-            .filter(|r| r.resource.as_ref().map(discovery::normalize) == Some(discovery::normalize(&selector)))
-            .flat_map(|r| r.ignored_fields.iter().map(|f| parse_path(f)))
-            .collect();
-        let job = ResourceJob {
-            selector,
-            handlers: hs,
-            ignored,
-            cluster: cluster.clone(),
-            servers: servers.clone(),
-            outages: outages.clone(),
-            log: log.clone(),
-            settings: settings.clone(),
-            limit: limit.clone(),
-            tasks: tasks.clone(),
-            stop: stop_rx.clone(),
-        };
-        tasks.spawn(job.run());
+    /// Stops every resource, their cycles in flight finishing within [`GRACE`] together.
+    async fn stop_all(&mut self) {
+        let all: Vec<Running> = self.running.drain().map(|(_, r)| r).collect();
+        for r in &all {
+            let _ = r.stop.send(true);
+            r.tasks.close();
+        }
+        let waits = futures::future::join_all(all.iter().map(|r| r.tasks.wait()));
+        if tokio::time::timeout(GRACE, waits).await.is_err() {
+            self.log.warn(None, &format!("Some cycles did not finish within {GRACE:?}; exiting anyway."));
+        }
     }
-
-    shutdown.await;
-    log.info(None, "Stop is requested; finishing the cycles in flight.");
-    let _ = stop_tx.send(true);
-    tasks.close();
-    if tokio::time::timeout(GRACE, tasks.wait()).await.is_err() {
-        log.warn(None, &format!("Some cycles did not finish within {GRACE:?}; exiting anyway."));
-    }
-    activities::cleanup(&cleanups.iter().collect::<Vec<_>>(), &servers, &log).await;
-    log.info(None, "The controller has stopped.");
-    Ok(())
 }
 
 /// Everything needed to serve one resource.
@@ -145,6 +284,7 @@ struct ResourceJob {
     selector: pb::ResourceSelector,
     handlers: Vec<Arc<Handler>>,
     ignored: Vec<Vec<String>>,
+    memory: Memory,
     cluster: Cluster,
     servers: Servers,
     outages: Arc<crate::engines::dispatch::Outages>,
@@ -229,8 +369,8 @@ impl ResourceJob {
             outages: self.outages.clone(),
             log: self.log.clone(),
             selector_pushed: selector.is_some(),
-            seen: Mutex::new(HashSet::new()),
-            memos: Mutex::new(HashMap::new()),
+            seen: self.memory.seen.clone(),
+            memos: self.memory.memos.clone(),
             tasks: self.tasks.clone(),
             stop: self.stop.clone(),
             clock: Clock::Wall,

@@ -189,6 +189,7 @@ struct Rig {
     server: Arc<FakeServer>,
     router: Router,
     lines: Arc<Mutex<Vec<String>>>,
+    outages: Arc<Outages>,
     _stop: tokio::sync::watch::Sender<bool>,
 }
 
@@ -209,6 +210,7 @@ fn rig(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)>) -
         }
     });
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let outages = Arc::new(Outages::default());
     let ctx = Arc::new(ResourceContext {
         resource: ResolvedResource {
             group: "kopf.dev".into(),
@@ -225,17 +227,17 @@ fn rig(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)>) -
         rules: EssenceRules { own_prefixes: vec!["bosun.dev/".into()], ..Default::default() },
         api: api.clone(),
         servers: Arc::new(vec![server.clone() as Arc<dyn HandlerClient>]),
-        outages: Arc::new(Outages::default()),
+        outages: outages.clone(),
         log: Logger::new(Some(crate::LogSink(tx))),
         selector_pushed: false,
-        seen: Mutex::default(),
-        memos: Mutex::default(),
+        seen: Arc::default(),
+        memos: Arc::default(),
         tasks: TaskTracker::new(),
         stop: stop.clone(),
         clock: Clock::tokio(),
     });
     let router = Router::new(ctx, Arc::new(Semaphore::new(8)), TaskTracker::new(), stop);
-    Rig { api, server, router, lines, _stop: stop_tx }
+    Rig { api, server, router, lines, outages, _stop: stop_tx }
 }
 
 impl Rig {
@@ -371,4 +373,21 @@ async fn an_object_deleted_while_its_create_handler_runs_gets_its_delete_handler
     rig.router.deliver(Seen::Upsert(fresh));
     rig.until("the object is gone", Duration::from_secs(10), |r| r.api.object.lock().is_none()).await;
     assert_eq!((rig.server.count("c"), rig.server.count("d")), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn objects_waiting_for_a_server_are_woken_the_moment_it_is_back_not_after_their_backoff() {
+    let fresh = object(json!({}));
+    let c = handler("c", pb::HandlerKind::Create, Default::default());
+    let script: Script = Box::new(|_, n| if n < 5 { Err(CallFailure::Unreachable("connection refused".into())) } else { ok() });
+    let rig = rig(fresh.clone(), vec![c], vec![("c", script)]);
+    rig.router.deliver(Seen::Upsert(fresh));
+    // Throttled 1, 1, 2, 3 s after the first four attempts; 5 s after the fifth.
+    rig.until("five unreachable attempts", Duration::from_secs(30), |r| r.server.count("c") == 5).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(rig.server.count("c"), 5, "still waiting for the backoff: nothing tells it the server is back");
+    let back = tokio::time::Instant::now();
+    assert_eq!(rig.outages.up("fake://handlers"), Some(1), "one object waited");
+    rig.until("the handler succeeds", Duration::from_secs(10), |r| r.logged("Handler 'c' succeeded.") == 1).await;
+    assert!(back.elapsed() < Duration::from_millis(500), "woken at once, not after 5 s: {:?}", back.elapsed());
 }

@@ -91,6 +91,9 @@ impl Router {
         let mut wake: Option<tokio::time::Instant> = None;
         let mut failures = 0usize;
         let mut again = false;
+        // A throttled object waits for its backoff or for a handler server to be back.
+        let mut revivals = self.ctx.outages.revivals();
+        let mut throttled = false;
         loop {
             let woke = if std::mem::take(&mut again) {
                 true
@@ -103,6 +106,14 @@ impl Router {
                     None => return,
                 },
                 _ = tokio::time::sleep_until(wake.unwrap_or_else(tokio::time::Instant::now)), if wake.is_some() => {
+                    wake = None;
+                    true
+                }
+                r = revivals.changed(), if throttled => {
+                    throttled = false;
+                    if r.is_err() {
+                        continue; // No more revivals: the backoff decides.
+                    }
                     wake = None;
                     true
                 }
@@ -130,6 +141,8 @@ impl Router {
                 if *stop.borrow() {
                     return;
                 }
+                // A server that comes back during the cycle wakes the object after it.
+                revivals.borrow_and_update();
                 self.ctx.process(&self.background, body, deleted).await
             };
             // The watch event of a deletion that came while the cycle ran is older than our
@@ -141,7 +154,8 @@ impl Router {
                 latest = Some(Seen::Upsert(w));
             }
             let at = |t: chrono::DateTime<chrono::Utc>| self.ctx.clock.instant(t);
-            failures = if matches!(end.next, Next::Throttled(_)) { failures + 1 } else { 0 };
+            throttled = matches!(end.next, Next::Throttled(_));
+            failures = if throttled { failures + 1 } else { 0 };
             match end.next {
                 Next::Idle | Next::WakeAt(_) if deletion_came => {
                     wake = None;
@@ -154,8 +168,8 @@ impl Router {
                 }
                 Next::WakeAt(t) => wake = Some(at(t)),
                 Next::Throttled(earlier) => {
-                    let throttled = tokio::time::Instant::now() + throttle_delay(failures);
-                    wake = Some(earlier.map_or(throttled, |t| at(t).min(throttled)));
+                    let backoff = tokio::time::Instant::now() + throttle_delay(failures);
+                    wake = Some(earlier.map_or(backoff, |t| at(t).min(backoff)));
                 }
                 Next::Gone => {
                     let mut workers = self.workers.lock();

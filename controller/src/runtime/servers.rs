@@ -1,0 +1,111 @@
+//! The handler servers' connections, watched for as long as the controller runs.
+//!
+//! Each server's `grpc.health.v1` Check is asked once a second. A failed check starts an
+//! outage, logged once. Whenever the channel opens a new connection (a restarted server is
+//! always a new connection, however quick the restart) or the server is SERVING after an
+//! outage, it is asked for its handlers again (a restarted server may bring new ones: this is
+//! the edit-and-restart loop of `bosun dev`); the answer goes to the runtime, which applies a
+//! changed registry, and the objects that waited for the server are woken at once.
+//!
+//! Polling rather than holding a health Watch stream open: an open stream would keep the
+//! handler server's graceful shutdown waiting for the controller.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun_proto::v1 as pb;
+use tokio::sync::{mpsc, watch};
+
+use crate::engines::dispatch::{Outages, Server};
+use crate::logs::Logger;
+
+/// A server's answer to Describe after it (re)connected.
+#[derive(Debug)]
+pub struct Described {
+    /// The server's index (`Handler::server`).
+    pub server: usize,
+    /// Its answer.
+    pub response: pb::DescribeResponse,
+    /// It was lost before: once its handlers are applied, the objects waiting for it go on
+    /// (`Outages::up`).
+    pub was_lost: bool,
+}
+
+/// How often each server's health is checked.
+const POLL: Duration = Duration::from_secs(1);
+
+/// What the monitor knows of one server.
+struct Monitor {
+    index: usize,
+    server: Arc<Server>,
+    outages: Arc<Outages>,
+    log: Logger,
+    described: mpsc::UnboundedSender<Described>,
+    /// Connected and described since the last loss.
+    connected: bool,
+}
+
+impl Monitor {
+    fn lost(&mut self, why: &str) {
+        if std::mem::take(&mut self.connected) {
+            self.outages.lost(&self.server.addr);
+            self.log.warn(
+                None,
+                &format!(
+                    "Lost the connection to handler server {} ({why}); the objects that need it wait until it is back.",
+                    self.server.addr
+                ),
+            );
+        }
+    }
+
+    /// The server says SERVING: describe it again if it was lost or is newly connected.
+    async fn serving(&mut self, reconnected: bool) {
+        if self.connected && !reconnected {
+            return;
+        }
+        match self.server.describe().await {
+            Ok(response) => {
+                let was_lost = !std::mem::replace(&mut self.connected, true);
+                if !was_lost {
+                    self.log.info(None, &format!("Handler server {} reconnected.", self.server.addr));
+                }
+                let _ = self.described.send(Described { server: self.index, response, was_lost });
+            }
+            Err(e) => self.lost(&e.to_string()),
+        }
+    }
+}
+
+/// Watches server `index` until `stop`. `connected`: it was just seen SERVING and described.
+pub async fn monitor(
+    index: usize,
+    server: Arc<Server>,
+    outages: Arc<Outages>,
+    log: Logger,
+    described: mpsc::UnboundedSender<Described>,
+    connected: bool,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut connections = server.connections();
+    connections.borrow_and_update();
+    let mut m = Monitor { index, server, outages, log, described, connected };
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tokio::time::sleep(POLL) => {}
+        }
+        let answer = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            a = m.server.health_check() => a,
+        };
+        // Connections opened since the last look, by this check or by any call.
+        let reconnected = connections.has_changed().unwrap_or(false);
+        connections.borrow_and_update();
+        match answer {
+            Ok(true) => m.serving(reconnected).await,
+            Ok(false) => m.lost("it is not serving"),
+            Err(s) => m.lost(s.message()),
+        }
+    }
+}
