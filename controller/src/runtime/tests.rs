@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bosun_proto::v1 as pb;
@@ -12,6 +13,7 @@ use http::Method;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use super::context::{Clock, ResourceContext};
@@ -120,12 +122,30 @@ type Script = Box<dyn Fn(&pb::HandleRequest, usize) -> Result<pb::HandleResponse
 /// Something done to the API server while a handler runs.
 type Meanwhile = Box<dyn Fn(&FakeApi) + Send + Sync>;
 
+/// Opens a daemon's stream, by the number of times it was started before.
+type DaemonScript = Box<dyn Fn(usize) -> Result<DaemonStream, CallFailure> + Send + Sync>;
+
+/// Answers an activity, by attempt number.
+type ActivityScript = Box<dyn Fn(usize) -> Result<pb::ActivityResponse, CallFailure> + Send + Sync>;
+
 /// A handler server whose answers are scripted per handler id and call number.
 struct FakeServer {
     scripts: HashMap<String, Script>,
     /// Done to the API server while a handler runs (by handler id).
     meanwhile: Mutex<HashMap<String, Meanwhile>>,
+    /// How long a handler takes (by handler id).
+    slow: Mutex<HashMap<String, Duration>>,
+    daemons: Mutex<HashMap<String, DaemonScript>>,
+    activities: Mutex<HashMap<String, ActivityScript>>,
+    /// Every call: the handler id and the object on the API server when it was called.
     calls: Mutex<Vec<(String, Value)>>,
+    /// Every call: the handler id, the object it was sent, and when (tokio time).
+    sent: Mutex<Vec<(String, Value, Instant)>>,
+    /// When each daemon stream was opened and closed (by handler id).
+    opened: Mutex<Vec<(String, Instant)>>,
+    closed: Arc<Mutex<Vec<(String, Instant)>>>,
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
     api: Arc<FakeApi>,
 }
 
@@ -133,6 +153,48 @@ impl FakeServer {
     fn count(&self, id: &str) -> usize {
         self.calls.lock().iter().filter(|(i, _)| i == id).count()
     }
+
+    /// When `id` was called, relative to its first call.
+    fn schedule(&self, id: &str) -> Vec<Duration> {
+        let times: Vec<Instant> = self.sent.lock().iter().filter(|(i, _, _)| i == id).map(|(_, _, t)| *t).collect();
+        times.iter().map(|t| *t - times[0]).collect()
+    }
+
+    /// The objects `id` was sent.
+    fn sent_to(&self, id: &str) -> Vec<Value> {
+        self.sent.lock().iter().filter(|(i, _, _)| i == id).map(|(_, o, _)| o.clone()).collect()
+    }
+
+    fn times(list: &[(String, Instant)], id: &str) -> Vec<Instant> {
+        list.iter().filter(|(i, _)| i == id).map(|(_, t)| *t).collect()
+    }
+}
+
+/// A daemon stream that stays open until it is dropped, when it notes the time in `closed`.
+fn open_daemon(id: &str, closed: Arc<Mutex<Vec<(String, Instant)>>>) -> DaemonStream {
+    struct Closing(String, Arc<Mutex<Vec<(String, Instant)>>>);
+    impl Drop for Closing {
+        fn drop(&mut self) {
+            self.1.lock().push((self.0.clone(), Instant::now()));
+        }
+    }
+    let guard = Closing(id.to_string(), closed);
+    Box::pin(futures::stream::poll_fn(move |_| {
+        let _ = &guard;
+        std::task::Poll::Pending
+    }))
+}
+
+/// A daemon stream that ends at once with this exit.
+fn exiting_daemon(outcome: pb::Outcome, message: &str) -> DaemonStream {
+    let exit = pb::DaemonMessage {
+        message: Some(pb::daemon_message::Message::Exit(pb::DaemonExit {
+            outcome: outcome as i32,
+            message: message.into(),
+            ..Default::default()
+        })),
+    };
+    Box::pin(futures::stream::iter([Ok(exit)]))
 }
 
 impl HandlerClient for FakeServer {
@@ -145,20 +207,43 @@ impl HandlerClient for FakeServer {
             let n = self.count(&req.handler_id);
             // What the object looks like on the server while the handler runs.
             self.calls.lock().push((req.handler_id.clone(), self.api.get_now()));
+            let sent = serde_json::from_slice(&req.object).unwrap_or(Value::Null);
+            self.sent.lock().push((req.handler_id.clone(), sent, Instant::now()));
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most_in_flight.fetch_max(now, Ordering::SeqCst);
             if let Some(f) = self.meanwhile.lock().get(&req.handler_id) {
                 f(&self.api);
             }
+            let slow = self.slow.lock().get(&req.handler_id).copied();
+            if let Some(d) = slow {
+                tokio::time::sleep(d).await;
+            }
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
             let script = self.scripts.get(&req.handler_id).expect("scripted handler");
             script(&req, n)
         })
     }
 
-    fn daemon(&self, _req: pb::DaemonRequest) -> BoxFuture<'_, Result<DaemonStream, CallFailure>> {
-        Box::pin(async { Err(CallFailure::Unreachable("no daemons here".into())) })
+    fn daemon(&self, req: pb::DaemonRequest) -> BoxFuture<'_, Result<DaemonStream, CallFailure>> {
+        Box::pin(async move {
+            let n = FakeServer::times(&self.opened.lock(), &req.handler_id).len();
+            self.opened.lock().push((req.handler_id.clone(), Instant::now()));
+            match self.daemons.lock().get(&req.handler_id) {
+                Some(script) => script(n),
+                None => Err(CallFailure::Unreachable("no such daemon".into())),
+            }
+        })
     }
 
-    fn activity(&self, _req: pb::ActivityRequest, _d: Duration) -> BoxFuture<'_, Result<pb::ActivityResponse, CallFailure>> {
-        Box::pin(async { Err(CallFailure::Unreachable("no activities here".into())) })
+    fn activity(&self, req: pb::ActivityRequest, _d: Duration) -> BoxFuture<'_, Result<pb::ActivityResponse, CallFailure>> {
+        Box::pin(async move {
+            let n = self.sent.lock().iter().filter(|(i, _, _)| *i == req.handler_id).count();
+            self.sent.lock().push((req.handler_id.clone(), Value::Null, Instant::now()));
+            match self.activities.lock().get(&req.handler_id) {
+                Some(script) => script(n),
+                None => Err(CallFailure::Unreachable("no such activity".into())),
+            }
+        })
     }
 }
 
@@ -167,14 +252,32 @@ fn ok() -> Result<pb::HandleResponse, CallFailure> {
 }
 
 fn handler(id: &str, kind: pb::HandlerKind, options: pb::HandlerOptions) -> Arc<Handler> {
-    let spec = pb::HandlerSpec {
+    handler_with(id, kind, options, |_| {})
+}
+
+fn handler_with(id: &str, kind: pb::HandlerKind, options: pb::HandlerOptions, f: impl FnOnce(&mut pb::HandlerSpec)) -> Arc<Handler> {
+    let mut spec = pb::HandlerSpec {
         id: id.into(),
         kind: kind as i32,
         resource: Some(pb::ResourceSelector { name: "kopfexamples".into(), ..Default::default() }),
         options: Some(options),
         ..Default::default()
     };
+    f(&mut spec);
     Arc::new(Handler::from_spec(&spec, 0).unwrap())
+}
+
+fn timer(id: &str, options: pb::TimerOptions) -> Arc<Handler> {
+    handler_with(id, pb::HandlerKind::Timer, Default::default(), |s| s.timer = Some(options))
+}
+
+fn daemon(id: &str, options: pb::DaemonOptions, handler_options: pb::HandlerOptions) -> Arc<Handler> {
+    handler_with(id, pb::HandlerKind::Daemon, handler_options, |s| s.daemon = Some(options))
+}
+
+/// An object that already carries the finalizer (timers and daemons start only then).
+fn finalized() -> Value {
+    object(json!({"metadata": {"finalizers": ["bosun.dev/finalizer"]}}))
 }
 
 fn object(extra: Value) -> Value {
@@ -199,6 +302,14 @@ fn rig(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)>) -
         scripts: scripts.into_iter().map(|(id, s)| (id.to_string(), s)).collect(),
         calls: Mutex::default(),
         meanwhile: Mutex::default(),
+        slow: Mutex::default(),
+        daemons: Mutex::default(),
+        activities: Mutex::default(),
+        sent: Mutex::default(),
+        opened: Mutex::default(),
+        closed: Arc::default(),
+        in_flight: AtomicUsize::new(0),
+        most_in_flight: AtomicUsize::new(0),
         api: api.clone(),
     });
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -252,6 +363,17 @@ impl Rig {
 
     fn logged(&self, text: &str) -> usize {
         self.lines.lock().iter().filter(|l| l.contains(text)).count()
+    }
+
+    /// Changes the object on the API server (a new resourceVersion) and returns it, as its
+    /// watch event would.
+    fn change(&self, f: impl FnOnce(&mut Value)) -> Value {
+        let mut guard = self.api.object.lock();
+        let o = guard.as_mut().expect("the object exists");
+        f(o);
+        let rv: u64 = o["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+        o["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
+        o.clone()
     }
 }
 
@@ -390,4 +512,215 @@ async fn objects_waiting_for_a_server_are_woken_the_moment_it_is_back_not_after_
     assert_eq!(rig.outages.up("fake://handlers"), Some(1), "one object waited");
     rig.until("the handler succeeds", Duration::from_secs(10), |r| r.logged("Handler 'c' succeeded.") == 1).await;
     assert!(back.elapsed() < Duration::from_millis(500), "woken at once, not after 5 s: {:?}", back.elapsed());
+}
+
+// The worker.
+
+#[tokio::test(start_paused = true)]
+async fn events_during_a_cycle_collapse_to_the_newest_and_one_object_never_has_two_cycles() {
+    let fresh = object(json!({}));
+    let c = handler("c", pb::HandlerKind::Create, Default::default());
+    let u = handler("u", pb::HandlerKind::Update, Default::default());
+    let rig = rig(fresh.clone(), vec![c, u], vec![("c", Box::new(|_, _| ok())), ("u", Box::new(|_, _| ok()))]);
+    rig.server.slow.lock().insert("c".into(), Duration::from_secs(10));
+    rig.router.deliver(Seen::Upsert(fresh));
+    // Three changes land while `c` runs; their events queue behind the cycle.
+    for a in 2..=4 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let changed = rig.change(|o| o["spec"]["a"] = json!(a));
+        rig.router.deliver(Seen::Upsert(changed));
+    }
+    rig.until("the update is processed", Duration::from_secs(60), |r| r.logged("Updating is processed: 1 succeeded; 0 failed.") == 1).await;
+    let updates = rig.server.sent_to("u");
+    assert_eq!(updates.len(), 1, "one update for three changes: {updates:#?}");
+    assert_eq!(updates[0]["spec"]["a"], json!(4), "the newest");
+    assert_eq!(rig.server.most_in_flight.load(Ordering::SeqCst), 1);
+    assert_eq!(rig.router.workers(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_event_older_than_the_cycles_own_write_is_skipped() {
+    let fresh = object(json!({}));
+    let c = handler("c", pb::HandlerKind::Create, Default::default());
+    let rig = rig(fresh.clone(), vec![c], vec![("c", Box::new(|_, _| ok()))]);
+    rig.router.deliver(Seen::Upsert(fresh.clone()));
+    rig.until("creation is processed", Duration::from_secs(10), |r| r.logged("Creation is processed") == 1).await;
+    // The write's own echo, then a stale event from before it (a slow watch): were either
+    // handled as news, the stale one would run the create handler again.
+    rig.router.deliver(Seen::Upsert(rig.api.get_now()));
+    rig.router.deliver(Seen::Upsert(fresh));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(rig.server.count("c"), 1);
+    assert_eq!(*rig.api.writes.lock(), 1, "no write for the echo");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_worker_with_nothing_to_do_goes_away_after_30_seconds_and_comes_back_with_the_next_event() {
+    let fresh = object(json!({}));
+    let u = handler("u", pb::HandlerKind::Update, Default::default());
+    let rig = rig(fresh.clone(), vec![u], vec![("u", Box::new(|_, _| ok()))]);
+    rig.router.deliver(Seen::Upsert(fresh));
+    tokio::time::sleep(Duration::from_secs(29)).await;
+    assert_eq!(rig.router.workers(), 1);
+    rig.until("the idle worker leaves", Duration::from_secs(5), |r| r.router.workers() == 0).await;
+    let changed = rig.change(|o| o["spec"]["a"] = json!(2));
+    rig.router.deliver(Seen::Upsert(changed));
+    rig.until("the update is processed", Duration::from_secs(5), |r| r.server.count("u") == 1).await;
+    assert_eq!(rig.router.workers(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn framework_failures_are_throttled_on_kopfs_fibonacci_schedule() {
+    let fresh = object(json!({}));
+    let c = handler("c", pb::HandlerKind::Create, Default::default());
+    let script: Script = Box::new(|_, n| if n < 6 { Err(CallFailure::Unreachable("connection refused".into())) } else { ok() });
+    let rig = rig(fresh.clone(), vec![c], vec![("c", script)]);
+    rig.router.deliver(Seen::Upsert(fresh));
+    rig.until("the handler succeeds", Duration::from_secs(60), |r| r.logged("Handler 'c' succeeded.") == 1).await;
+    let secs: Vec<u64> = rig.server.schedule("c").iter().map(Duration::as_secs).collect();
+    assert_eq!(secs, [0, 1, 2, 4, 7, 12, 20], "throttled 1, 1, 2, 3, 5, 8 s");
+}
+
+// Timers.
+
+#[tokio::test(start_paused = true)]
+async fn a_timer_waits_its_interval_after_each_call_or_from_each_start_when_sharp() {
+    for (sharp, want) in [(false, [0, 13, 26]), (true, [0, 10, 20])] {
+        let body = finalized();
+        let t = timer("t", pb::TimerOptions { interval_seconds: 10.0, sharp, ..Default::default() });
+        let rig = rig(body.clone(), vec![t], vec![("t", Box::new(|_, _| ok()))]);
+        rig.server.slow.lock().insert("t".into(), Duration::from_secs(3));
+        rig.router.deliver(Seen::Upsert(body));
+        rig.until("three calls", Duration::from_secs(60), |r| r.logged("Timer 't' succeeded.") == 3).await;
+        let secs: Vec<u64> = rig.server.schedule("t").iter().take(3).map(Duration::as_secs).collect();
+        assert_eq!(secs, want, "sharp: {sharp}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_timer_waits_until_the_object_has_not_changed_for_its_idle_time() {
+    let body = finalized();
+    let t = timer("t", pb::TimerOptions { interval_seconds: 1.0, idle_seconds: 5.0, ..Default::default() });
+    let rig = rig(body.clone(), vec![t], vec![("t", Box::new(|_, _| ok()))]);
+    let start = Instant::now();
+    rig.router.deliver(Seen::Upsert(body));
+    for a in 1..=3 {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let changed = rig.change(|o| o["spec"]["a"] = json!(a + 1));
+        rig.router.deliver(Seen::Upsert(changed));
+    }
+    assert_eq!(rig.server.count("t"), 0, "changed every 3 s: never idle for 5 s");
+    rig.until("the timer is called", Duration::from_secs(30), |r| r.server.count("t") == 1).await;
+    assert_eq!(Instant::now().duration_since(start).as_secs(), 14, "5 s after the last change at 9 s");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timer_that_fails_temporarily_is_called_again_after_the_delay_it_asked_for() {
+    let body = finalized();
+    let t = timer("t", pb::TimerOptions { interval_seconds: 100.0, ..Default::default() });
+    let script: Script = Box::new(|_, n| {
+        if n == 0 {
+            Ok(pb::HandleResponse {
+                outcome: pb::Outcome::TemporaryError as i32,
+                delay_seconds: Some(7.0),
+                message: "not yet".into(),
+                ..Default::default()
+            })
+        } else {
+            ok()
+        }
+    });
+    let rig = rig(body.clone(), vec![t], vec![("t", script)]);
+    rig.router.deliver(Seen::Upsert(body));
+    rig.until("the second call", Duration::from_secs(30), |r| r.server.count("t") == 2).await;
+    assert_eq!(rig.server.schedule("t")[1].as_secs(), 7);
+    assert_eq!(rig.logged("Timer 't' failed temporarily: not yet"), 1);
+}
+
+// Daemons.
+
+#[tokio::test(start_paused = true)]
+async fn a_deleted_objects_daemon_is_cancelled_at_once_and_holds_the_finalizer_for_its_cancellation_timeout() {
+    let body = finalized();
+    let d = daemon("d", pb::DaemonOptions { cancellation_timeout_seconds: 5.0, ..Default::default() }, Default::default());
+    let rig = rig(body.clone(), vec![d], vec![]);
+    let closed = rig.server.closed.clone();
+    rig.server.daemons.lock().insert("d".into(), Box::new(move |_| Ok(open_daemon("d", closed.clone()))));
+    rig.router.deliver(Seen::Upsert(body));
+    rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(rig.server.closed.lock().is_empty(), "it runs while the object lives");
+
+    let deleting = rig.change(|o| o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z"));
+    let deleted_at = Instant::now();
+    rig.router.deliver(Seen::Upsert(deleting));
+    rig.until("the stream is cancelled", Duration::from_secs(1), |r| !r.server.closed.lock().is_empty()).await;
+    rig.until("the object is gone", Duration::from_secs(30), |r| r.api.object.lock().is_none()).await;
+    let gone = deleted_at.elapsed();
+    assert!(gone >= Duration::from_secs(5) && gone < Duration::from_secs(6), "the finalizer is held 5 s: {gone:?}");
+    assert_eq!(rig.server.opened.lock().len(), 1, "not restarted");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_daemon_is_restarted_after_its_own_backoff_not_the_handlers() {
+    let body = finalized();
+    let d = daemon(
+        "d",
+        pb::DaemonOptions { backoff_seconds: 2.0, initial_delay_seconds: 3.0, ..Default::default() },
+        pb::HandlerOptions { backoff_seconds: Some(60.0), ..Default::default() },
+    );
+    let rig = rig(body.clone(), vec![d], vec![]);
+    let closed = rig.server.closed.clone();
+    rig.server.daemons.lock().insert(
+        "d".into(),
+        Box::new(
+            move |n| if n < 2 { Ok(exiting_daemon(pb::Outcome::TemporaryError, "crashed")) } else { Ok(open_daemon("d", closed.clone())) },
+        ),
+    );
+    let start = Instant::now();
+    rig.router.deliver(Seen::Upsert(body));
+    rig.until("the third start", Duration::from_secs(30), |r| r.server.opened.lock().len() == 3).await;
+    let secs: Vec<u64> = FakeServer::times(&rig.server.opened.lock(), "d").iter().map(|t| t.duration_since(start).as_secs()).collect();
+    assert_eq!(secs, [3, 5, 7], "after its initial delay, then every 2 s");
+    assert_eq!(rig.logged("Daemon 'd' will be restarted in 2s."), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_daemon_that_exits_for_good_stays_stopped() {
+    let body = finalized();
+    let d = daemon("d", Default::default(), Default::default());
+    let rig = rig(body.clone(), vec![d], vec![]);
+    rig.server.daemons.lock().insert("d".into(), Box::new(|_| Ok(exiting_daemon(pb::Outcome::PermanentError, "done for good"))));
+    rig.router.deliver(Seen::Upsert(body));
+    rig.until("the daemon exits", Duration::from_secs(5), |r| r.logged("Daemon 'd' has exited: done for good") == 1).await;
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(rig.server.opened.lock().len(), 1);
+}
+
+// Activities.
+
+#[tokio::test(start_paused = true)]
+async fn startup_retries_temporary_failures_after_their_delay_and_stops_on_a_permanent_one() {
+    let rig = rig(object(json!({})), vec![], vec![]);
+    rig.server.activities.lock().insert(
+        "warm".into(),
+        Box::new(|n| {
+            let outcome = if n < 2 { pb::Outcome::TemporaryError } else { pb::Outcome::Success };
+            Ok(pb::ActivityResponse { outcome: outcome as i32, delay_seconds: Some(7.0), ..Default::default() })
+        }),
+    );
+    rig.server.activities.lock().insert(
+        "broken".into(),
+        Box::new(|_| Ok(pb::ActivityResponse { outcome: pb::Outcome::PermanentError as i32, message: "no".into(), ..Default::default() })),
+    );
+    let warm = handler("warm", pb::HandlerKind::Startup, Default::default());
+    let broken = handler("broken", pb::HandlerKind::Startup, Default::default());
+    let servers: Vec<Arc<dyn HandlerClient>> = vec![rig.server.clone()];
+    let log = Logger::new(None);
+    super::activities::startup(&[&warm], &servers, &log).await.expect("succeeds on the third attempt");
+    let secs: Vec<u64> = rig.server.schedule("warm").iter().map(Duration::as_secs).collect();
+    assert_eq!(secs, [0, 7, 14]);
+    let err = super::activities::startup(&[&broken, &warm], &servers, &log).await.unwrap_err();
+    assert_eq!(err.to_string(), "startup handler 'broken' failed permanently: no");
+    assert_eq!(rig.server.schedule("warm").len(), 3, "nothing after a permanent failure");
 }

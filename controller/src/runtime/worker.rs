@@ -47,6 +47,16 @@ fn rv_of(body: &Value) -> Option<u64> {
     body.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|s| s.parse().ok())
 }
 
+/// Keeps in `latest` the newer of it and `incoming`: an event older than the body a write
+/// returned (a slow watch, the write's own echo) must not replace it. A deletion always does.
+fn keep_newest(latest: &mut Option<Seen>, incoming: Seen) {
+    let have = latest.as_ref().and_then(|l| rv_of(l.body()));
+    let older = matches!((have, rv_of(incoming.body())), (Some(have), Some(new)) if new < have);
+    if !older || matches!(incoming, Seen::Deleted(_)) {
+        *latest = Some(incoming);
+    }
+}
+
 impl Router {
     /// A router for one resource; `limit` bounds cycles in flight across all resources.
     pub fn new(ctx: Arc<ResourceContext>, limit: Arc<Semaphore>, tasks: TaskTracker, stop: tokio::sync::watch::Receiver<bool>) -> Router {
@@ -102,7 +112,7 @@ impl Router {
                 biased;
                 _ = stop.changed() => return,
                 m = rx.recv() => match m {
-                    Some(m) => { latest = Some(m); false }
+                    Some(m) => { keep_newest(&mut latest, m); false }
                     None => return,
                 },
                 _ = tokio::time::sleep_until(wake.unwrap_or_else(tokio::time::Instant::now)), if wake.is_some() => {
@@ -128,7 +138,7 @@ impl Router {
                 }
             };
             while let Ok(m) = rx.try_recv() {
-                latest = Some(m);
+                keep_newest(&mut latest, m);
             }
             let Some(seen) = latest.clone() else { continue };
             let (body, deleted) = (seen.body(), matches!(seen, Seen::Deleted(_)));
@@ -148,6 +158,9 @@ impl Router {
             // The watch event of a deletion that came while the cycle ran is older than our
             // write and is skipped as its echo; the written body shows it, so handle it now.
             let mut deletion_came = false;
+            // Events that came while the cycle ran are older than its write, but they may
+            // be someone else's change, which the written body holds: look at it again.
+            let changed_meanwhile = end.written.is_some() && !rx.is_empty();
             if let Some(w) = end.written {
                 written_rv = rv_of(&w);
                 deletion_came = !was_deleting && deletion_requested(&w);
@@ -157,7 +170,7 @@ impl Router {
             throttled = matches!(end.next, Next::Throttled(_));
             failures = if throttled { failures + 1 } else { 0 };
             match end.next {
-                Next::Idle | Next::WakeAt(_) if deletion_came => {
+                Next::Idle | Next::WakeAt(_) if deletion_came || changed_meanwhile => {
                     wake = None;
                     again = true;
                 }
@@ -194,6 +207,26 @@ mod tests {
         let cases = [(1, 1), (2, 1), (3, 2), (4, 3), (5, 5), (9, 34), (15, 610), (40, 610)];
         for (failures, secs) in cases {
             assert_eq!(throttle_delay(failures), Duration::from_secs(secs), "{failures}");
+        }
+    }
+
+    #[test]
+    fn the_newest_body_is_kept_and_a_deletion_always_wins() {
+        let at = |rv: &str| serde_json::json!({"metadata": {"resourceVersion": rv}});
+        let up = |rv: &str| Seen::Upsert(at(rv));
+        let cases: [(Option<Seen>, Seen, &str); 6] = [
+            (None, up("5"), "5"),
+            (Some(up("5")), up("7"), "7"),
+            (Some(up("7")), up("5"), "7"),
+            (Some(up("7")), up("7"), "7"),
+            (Some(up("7")), Seen::Deleted(at("6")), "6"),
+            (Some(up("7")), Seen::Upsert(serde_json::json!({"metadata": {}})), ""),
+        ];
+        for (have, incoming, want) in cases {
+            let mut latest = have;
+            keep_newest(&mut latest, incoming);
+            let got = latest.as_ref().and_then(|l| l.body()["metadata"]["resourceVersion"].as_str()).unwrap_or("");
+            assert_eq!(got, want);
         }
     }
 }
