@@ -105,7 +105,16 @@ pub enum Error {
     Startup(#[from] runtime::activities::StartupFailed),
     /// The liveness endpoint could not be served.
     #[error("cannot serve the liveness endpoint: {0}")]
-    Liveness(String),
+    Liveness(#[from] crate::engines::liveness::BadUrl),
+    /// The liveness endpoint's address cannot be listened on.
+    #[error("cannot listen for the liveness endpoint on {addr}: {error}")]
+    LivenessListen {
+        /// The address.
+        addr: String,
+        /// Why.
+        #[source]
+        error: std::io::Error,
+    },
     /// No handler server was given.
     #[error("no handler server given: pass --handler ADDR (or a command after `--` with `bosun dev`)")]
     NoHandlers,

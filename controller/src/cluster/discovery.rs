@@ -69,9 +69,12 @@ impl ResolvedResource {
     }
 }
 
+/// A selector as (group, version, name); `None` where it leaves the choice open.
+pub type Normalized = (Option<String>, Option<String>, String);
+
 /// Splits a selector into (group, version, name), accepting `plural.group`, `group/version/plural`
 /// and `version/plural` spellings in the name.
-pub fn normalize(sel: &ResourceSelector) -> (Option<String>, Option<String>, String) {
+pub fn normalize(sel: &ResourceSelector) -> Normalized {
     let group = Some(sel.group.clone()).filter(|g| !g.is_empty());
     let version = Some(sel.version.clone()).filter(|v| !v.is_empty());
     let parts: Vec<&str> = sel.name.split('/').collect();
@@ -155,6 +158,35 @@ pub async fn resolve(cluster: &dyn Api, sel: &ResourceSelector) -> Result<Option
     Ok(None)
 }
 
+/// Resolved resources, kept: owned objects name their kind on every call, and resolving one
+/// takes two to four requests. Only found resources are kept (one not served yet is looked up
+/// again next time); [`Kinds::forget`] drops one whose requests answered 404 (its CRD went
+/// away or changed).
+#[derive(Debug, Default)]
+pub struct Kinds {
+    known: parking_lot::Mutex<std::collections::HashMap<Normalized, ResolvedResource>>,
+}
+
+impl Kinds {
+    /// [`resolve`], answered from what is kept when it can be.
+    pub async fn resolve(&self, api: &dyn Api, sel: &ResourceSelector) -> Result<Option<ResolvedResource>, Error> {
+        let key = normalize(sel);
+        if let Some(r) = self.known.lock().get(&key) {
+            return Ok(Some(r.clone()));
+        }
+        let found = resolve(api, sel).await?;
+        if let Some(r) = &found {
+            self.known.lock().insert(key, r.clone());
+        }
+        Ok(found)
+    }
+
+    /// Looks `sel` up afresh next time.
+    pub fn forget(&self, sel: &ResourceSelector) {
+        self.known.lock().remove(&normalize(sel));
+    }
+}
+
 async fn status_keeps_unknown(cluster: &dyn Api, r: &ResolvedResource) -> bool {
     let path = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{}.{}", r.plural, r.group);
     let Ok(crd) = cluster.get(&path).await else { return false };
@@ -173,6 +205,49 @@ mod tests {
 
     fn sel(group: &str, version: &str, name: &str) -> ResourceSelector {
         ResourceSelector { group: group.into(), version: version.into(), name: name.into() }
+    }
+
+    /// An API server that serves ConfigMaps and counts the requests.
+    #[derive(Default)]
+    struct Served {
+        requests: parking_lot::Mutex<Vec<String>>,
+    }
+
+    impl Api for Served {
+        fn request<'a>(
+            &'a self,
+            method: http::Method,
+            path: &'a str,
+            _ct: Option<&'a str>,
+            _body: Option<Vec<u8>>,
+        ) -> futures::future::BoxFuture<'a, Result<Value, Error>> {
+            self.requests.lock().push(path.to_string());
+            Box::pin(async move {
+                match path {
+                    "/apis" => Ok(json!({"groups": []})),
+                    "/api/v1" => Ok(json!({"resources": [{"name": "configmaps", "kind": "ConfigMap", "namespaced": true}]})),
+                    _ => Err(Error::Api { method, path: path.into(), code: 404, reason: "NotFound".into(), message: String::new() }),
+                }
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn kinds_are_looked_up_once_and_again_after_forget_and_unserved_ones_every_time() {
+        let api = Served::default();
+        let kinds = Kinds::default();
+        let cm = sel("", "v1", "ConfigMap");
+        for _ in 0..3 {
+            assert_eq!(kinds.resolve(&api, &cm).await.unwrap().unwrap().plural, "configmaps");
+        }
+        assert_eq!(api.requests.lock().len(), 2, "/apis and /api/v1, once: {:?}", api.requests.lock());
+        kinds.forget(&cm);
+        kinds.resolve(&api, &cm).await.unwrap();
+        assert_eq!(api.requests.lock().len(), 4);
+        let missing = sel("", "v1", "Secret");
+        assert!(kinds.resolve(&api, &missing).await.unwrap().is_none());
+        assert!(kinds.resolve(&api, &missing).await.unwrap().is_none());
+        assert_eq!(api.requests.lock().len(), 8, "not served: asked each time");
     }
 
     #[test]

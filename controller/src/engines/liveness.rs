@@ -20,11 +20,11 @@ const CACHE: Duration = Duration::from_secs(10);
 struct Probes {
     handlers: Vec<Handler>,
     servers: crate::engines::dispatch::Servers,
-    last: Mutex<Option<(Instant, Result<Value, String>)>>,
+    last: Mutex<Option<(Instant, Result<Value, ProbeFailed>)>>,
 }
 
 impl Probes {
-    async fn run(&self) -> Result<Value, String> {
+    async fn run(&self) -> Result<Value, ProbeFailed> {
         let mut out = Map::new();
         for h in &self.handlers {
             let req = pb::ActivityRequest { handler_id: h.id.clone(), kind: pb::HandlerKind::Probe as i32, retry: 0 };
@@ -34,8 +34,8 @@ impl Probes {
                     let v = serde_json::from_slice(&a.result).unwrap_or(Value::Null);
                     out.insert(h.id.clone(), v);
                 }
-                Ok(a) => return Err(format!("probe '{}' failed: {}", h.id, a.message)),
-                Err(e) => return Err(format!("probe '{}' could not run: {e}", h.id)),
+                Ok(a) => return Err(ProbeFailed::Failed { id: h.id.clone(), message: a.message }),
+                Err(e) => return Err(ProbeFailed::NotRun { id: h.id.clone(), why: e }),
             }
         }
         Ok(Value::Object(out))
@@ -50,16 +50,36 @@ async fn answer(State(probes): State<Arc<Probes>>) -> Response {
     }
     match &last.as_ref().expect("just filled").1 {
         Ok(v) => (StatusCode::OK, axum::Json(v.clone())).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.clone()).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }
 
+/// Why the probes answer 500.
+#[derive(Debug, thiserror::Error)]
+enum ProbeFailed {
+    #[error("probe '{id}' failed: {message}")]
+    Failed { id: String, message: String },
+    #[error("probe '{id}' could not run: {why}")]
+    NotRun { id: String, why: crate::engines::dispatch::CallFailure },
+}
+
+/// A liveness URL that cannot be served.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BadUrl {
+    /// Not `http://`.
+    #[error("liveness URL '{0}' must start with http://")]
+    NotHttp(String),
+    /// No address.
+    #[error("liveness URL '{0}' names no host:port")]
+    NoAddress(String),
+}
+
 /// Splits a liveness URL (`http://0.0.0.0:8080/healthz`) into a bind address and a path.
-pub fn parse_url(url: &str) -> Result<(String, String), String> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| format!("liveness URL '{url}' must start with http://"))?;
+pub fn parse_url(url: &str) -> Result<(String, String), BadUrl> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| BadUrl::NotHttp(url.into()))?;
     let (addr, path) = rest.split_once('/').map(|(a, p)| (a, format!("/{p}"))).unwrap_or((rest, "/".into()));
     if addr.is_empty() {
-        return Err(format!("liveness URL '{url}' names no host:port"));
+        return Err(BadUrl::NoAddress(url.into()));
     }
     Ok((addr.to_string(), path))
 }
@@ -90,7 +110,7 @@ mod tests {
             ("http:///h", Err("liveness URL 'http:///h' names no host:port".to_string())),
         ];
         for (url, want) in cases {
-            assert_eq!(parse_url(url), want, "{url}");
+            assert_eq!(parse_url(url).map_err(|e| e.to_string()), want, "{url}");
         }
     }
 }

@@ -73,6 +73,8 @@ pub struct ResourceContext {
     pub api: Arc<dyn Api>,
     /// The handler servers, by index.
     pub servers: Servers,
+    /// Resolved kinds of owned objects (shared by all resources).
+    pub kinds: Arc<crate::cluster::discovery::Kinds>,
     /// Which handler servers are down (shared by all resources).
     pub outages: Arc<Outages>,
     /// The log.

@@ -115,7 +115,8 @@ async fn apply(ctx: &ResourceContext, h: &Handler, body: &Value, message: pb::Da
         Message::Log(line) => ctx.log_lines(&obj, std::slice::from_ref(&line)),
         Message::Event(event) => ctx.post_events(body, std::iter::once(&event)).await,
         Message::MergePatch(bytes) => {
-            match serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string()).and_then(|p| check_merge_patch(&p).map(|()| p)) {
+            let patch = serde_json::from_slice::<Value>(&bytes).map_err(|e| format!("it is not JSON: {e}"));
+            match patch.and_then(|p| check_merge_patch(&p).map(|()| p).map_err(|e| e.to_string())) {
                 Err(why) => ctx.log.warn(Some(&obj), &format!("Daemon '{}' sent a merge patch that is not applied: {why}", h.id)),
                 Ok(patch) => {
                     let mut w = Writes::none();

@@ -68,8 +68,8 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     let mut cleanups = of_kind(pb::HandlerKind::Cleanup);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     if let Some(url) = &settings.liveness {
-        let (addr, path) = crate::engines::liveness::parse_url(url).map_err(Error::Liveness)?;
-        let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|e| Error::Liveness(format!("{addr}: {e}")))?;
+        let (addr, path) = crate::engines::liveness::parse_url(url)?;
+        let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|error| Error::LivenessListen { addr: addr.clone(), error })?;
         let mut stopped = stop_rx.clone();
         let until = async move {
             let _ = stopped.wait_for(|s| *s).await;
@@ -93,6 +93,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
         cluster: Cluster::new(client),
         servers: clients.clone(),
         outages: outages.clone(),
+        kinds: Arc::default(),
         log: log.clone(),
         settings: settings.clone(),
         limit: Arc::new(Semaphore::new(settings.max_workers.max(1))),
@@ -167,7 +168,7 @@ fn resource_groups(handlers: Vec<Handler>, log: &Logger) -> Vec<(pb::ResourceSel
     groups
 }
 
-type ResourceKey = (Option<String>, Option<String>, String);
+type ResourceKey = discovery::Normalized;
 
 /// What the controller remembers of one resource's objects while it serves it, kept when its
 /// handlers change: which objects were seen (so a new registry fires no resume handlers) and
@@ -204,6 +205,7 @@ struct Served {
     cluster: Cluster,
     servers: Servers,
     outages: Arc<crate::engines::dispatch::Outages>,
+    kinds: Arc<discovery::Kinds>,
     log: Logger,
     settings: Settings,
     limit: Arc<Semaphore>,
@@ -254,6 +256,7 @@ impl Served {
                 cluster: self.cluster.clone(),
                 servers: self.servers.clone(),
                 outages: self.outages.clone(),
+                kinds: self.kinds.clone(),
                 log: self.log.clone(),
                 settings: self.settings.clone(),
                 limit: self.limit.clone(),
@@ -288,6 +291,7 @@ struct ResourceJob {
     cluster: Cluster,
     servers: Servers,
     outages: Arc<crate::engines::dispatch::Outages>,
+    kinds: Arc<discovery::Kinds>,
     log: Logger,
     settings: Settings,
     limit: Arc<Semaphore>,
@@ -367,6 +371,7 @@ impl ResourceJob {
             api: Arc::new(self.cluster.clone()),
             servers: self.servers.clone(),
             outages: self.outages.clone(),
+            kinds: self.kinds.clone(),
             log: self.log.clone(),
             selector_pushed: selector.is_some(),
             seen: self.memory.seen.clone(),

@@ -8,16 +8,51 @@ use bosun_proto::v1 as pb;
 use serde_json::{Value, json};
 
 use super::context::{ResourceContext, meta_str};
-use crate::cluster::{content, discovery};
+use crate::cluster::content;
+
+/// Why owned objects could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum AdoptError {
+    /// Not JSON.
+    #[error("an owned object is not valid JSON: {0}")]
+    NotJson(#[from] serde_json::Error),
+    /// JSON, but no object.
+    #[error("an owned object is not a JSON object")]
+    NotAnObject,
+    /// No `apiVersion` or `kind`.
+    #[error("an owned object has no {0}")]
+    Missing(&'static str),
+    /// The API server does not serve the kind.
+    #[error("the API server serves no {kind} in {api_version}")]
+    NotServed {
+        /// The kind.
+        kind: String,
+        /// Its apiVersion.
+        api_version: String,
+    },
+    /// An object of that name exists and belongs to someone else.
+    #[error("{kind} {namespace}/{name} exists and is not owned by this object")]
+    NotOurs {
+        /// The kind.
+        kind: String,
+        /// The namespace.
+        namespace: String,
+        /// The name.
+        name: String,
+    },
+    /// The API server refused.
+    #[error(transparent)]
+    Api(#[from] crate::cluster::Error),
+}
 
 /// Makes `child` an adopted child of `owner`; `index` tells apart unnamed children of a kind.
-pub fn prepare(owner: &Value, mut child: Value, index: usize, copy_labels: bool) -> Result<Value, String> {
+pub fn prepare(owner: &Value, mut child: Value, index: usize, copy_labels: bool) -> Result<Value, AdoptError> {
     if !child.is_object() {
-        return Err("an owned object is not a JSON object".into());
+        return Err(AdoptError::NotAnObject);
     }
     for key in ["apiVersion", "kind"] {
         if !child[key].is_string() {
-            return Err(format!("an owned object has no {key}"));
+            return Err(AdoptError::Missing(key));
         }
     }
     if !child["metadata"].is_object() {
@@ -59,12 +94,19 @@ pub fn prepare(owner: &Value, mut child: Value, index: usize, copy_labels: bool)
 }
 
 impl ResourceContext {
+    /// A 404 for a kind that discovery found: its CRD went away or changed; look it up again.
+    fn forget_on_404(&self, e: &crate::cluster::Error, selector: &pb::ResourceSelector) {
+        if e.code() == Some(404) {
+            self.kinds.forget(selector);
+        }
+    }
+
     /// Creates or applies the owned objects; returns their UIDs, or why it failed.
-    pub async fn adopt(&self, owner: &Value, owned: &[pb::OwnedObject]) -> Result<Vec<String>, String> {
+    pub async fn adopt(&self, owner: &Value, owned: &[pb::OwnedObject]) -> Result<Vec<String>, AdoptError> {
         let mut uids = Vec::new();
         let mut per_kind: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         for o in owned {
-            let raw: Value = serde_json::from_slice(&o.object).map_err(|e| format!("an owned object is not valid JSON: {e}"))?;
+            let raw: Value = serde_json::from_slice(&o.object)?;
             let kind_key = format!("{}/{}", raw["apiVersion"].as_str().unwrap_or(""), raw["kind"].as_str().unwrap_or(""));
             let index = *per_kind.entry(kind_key).and_modify(|n| *n += 1).or_insert(0);
             let child = prepare(owner, raw, index, o.copy_labels)?;
@@ -72,29 +114,33 @@ impl ResourceContext {
             let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
             let kind = child["kind"].as_str().unwrap_or_default();
             let selector = pb::ResourceSelector { group: group.into(), version: version.into(), name: kind.into() };
-            let resource = discovery::resolve(&*self.api, &selector)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("the API server serves no {kind} in {api_version}"))?;
+            let resource = self
+                .kinds
+                .resolve(&*self.api, &selector)
+                .await?
+                .ok_or_else(|| AdoptError::NotServed { kind: kind.into(), api_version: api_version.into() })?;
             let (ns, name) = (meta_str(&child, "namespace").to_string(), meta_str(&child, "name").to_string());
             let path = resource.object_path(&ns, &name);
             let created = if o.apply {
                 let apply_path = format!("{path}?fieldManager=bosun&force=true");
-                self.api.patch(&apply_path, content::APPLY, &child).await.map_err(|e| e.to_string())?
+                self.api.patch(&apply_path, content::APPLY, &child).await.inspect_err(|e| self.forget_on_404(e, &selector))?
             } else {
                 match self.api.create(&resource.collection_path(Some(&ns)), &child).await {
                     Ok(v) => v,
                     Err(e) if e.code() == Some(409) => {
-                        let existing = self.api.get(&path).await.map_err(|e| e.to_string())?;
+                        let existing = self.api.get(&path).await?;
                         let ours = existing["metadata"]["ownerReferences"]
                             .as_array()
                             .is_some_and(|refs| refs.iter().any(|r| r["uid"].as_str() == Some(meta_str(owner, "uid"))));
                         if !ours {
-                            return Err(format!("{kind} {ns}/{name} exists and is not owned by this object"));
+                            return Err(AdoptError::NotOurs { kind: kind.into(), namespace: ns, name });
                         }
                         existing
                     }
-                    Err(e) => return Err(e.to_string()),
+                    Err(e) => {
+                        self.forget_on_404(&e, &selector);
+                        return Err(e.into());
+                    }
                 }
             };
             uids.push(meta_str(&created, "uid").to_string());
@@ -149,7 +195,7 @@ mod tests {
             (json!({"apiVersion": "v1"}), "an owned object has no kind"),
         ];
         for (child, want) in cases {
-            assert_eq!(prepare(&owner(), child, 0, false).unwrap_err(), want);
+            assert_eq!(prepare(&owner(), child, 0, false).unwrap_err().to_string(), want);
         }
     }
 }

@@ -339,6 +339,7 @@ fn rig(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)>) -
         api: api.clone(),
         servers: Arc::new(vec![server.clone() as Arc<dyn HandlerClient>]),
         outages: outages.clone(),
+        kinds: Arc::default(),
         log: Logger::new(Some(crate::LogSink(tx))),
         selector_pushed: false,
         seen: Arc::default(),

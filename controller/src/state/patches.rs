@@ -83,12 +83,28 @@ pub fn split_status(patch: &Value) -> (Option<Value>, Option<Value>) {
     (status, rest)
 }
 
+/// A merge patch the controller cannot combine with its own writes.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum UnusablePatch {
+    /// Not an object.
+    #[error("the merge patch is not a JSON object")]
+    NotAnObject,
+    /// `metadata`, `status`, `metadata.labels` or `metadata.annotations` set to a non-object.
+    #[error("the merge patch sets `{field}` to {value}, not an object")]
+    FieldNotAnObject {
+        /// The field.
+        field: &'static str,
+        /// Its value, as JSON.
+        value: String,
+    },
+}
+
 /// Why a handler's merge patch cannot be combined with the controller's writes.
-pub fn check_merge_patch(patch: &Value) -> Result<(), String> {
-    let Some(obj) = patch.as_object() else { return Err("the merge patch is not a JSON object".into()) };
-    let must_be_object = |v: Option<&Value>, what: &str| match v {
+pub fn check_merge_patch(patch: &Value) -> Result<(), UnusablePatch> {
+    let Some(obj) = patch.as_object() else { return Err(UnusablePatch::NotAnObject) };
+    let must_be_object = |v: Option<&Value>, field: &'static str| match v {
         None | Some(Value::Object(_)) => Ok(()),
-        Some(other) => Err(format!("the merge patch sets `{what}` to {other}, not an object")),
+        Some(other) => Err(UnusablePatch::FieldNotAnObject { field, value: other.to_string() }),
     };
     must_be_object(obj.get("metadata"), "metadata")?;
     must_be_object(obj.get("status"), "status")?;
@@ -96,7 +112,10 @@ pub fn check_merge_patch(patch: &Value) -> Result<(), String> {
         for key in ["labels", "annotations"] {
             match meta.get(key) {
                 None | Some(Value::Object(_)) => {}
-                Some(other) => return Err(format!("the merge patch sets `metadata.{key}` to {other}, not an object")),
+                Some(other) => {
+                    let field = if key == "labels" { "metadata.labels" } else { "metadata.annotations" };
+                    return Err(UnusablePatch::FieldNotAnObject { field, value: other.to_string() });
+                }
             }
         }
     }

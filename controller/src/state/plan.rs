@@ -356,13 +356,26 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
     }))
 }
 
-fn parse_bytes(bytes: &[u8], what: &str) -> Result<Option<Value>, String> {
+/// Why a handler's answer cannot be used (the handler's unexpected error).
+#[derive(Debug, thiserror::Error)]
+enum Unusable {
+    #[error("the handler server returned invalid JSON in `{field}`: {error}")]
+    NotJson { field: &'static str, error: serde_json::Error },
+    #[error("the handler server returned an unusable `merge_patch`: {0}")]
+    MergePatch(#[from] super::patches::UnusablePatch),
+    #[error("the handler server returned an invalid `json_patch`: {0}")]
+    JsonPatch(serde_json::Error),
+    #[error("sub-handler id '{id}' is not valid: {why}")]
+    SubhandlerId { id: String, why: super::registry::BadId },
+    #[error("sub-handler id '{0}' is given twice")]
+    SubhandlerTwice(String),
+}
+
+fn parse_bytes(bytes: &[u8], field: &'static str) -> Result<Option<Value>, Unusable> {
     if bytes.is_empty() {
         return Ok(None);
     }
-    serde_json::from_slice::<Value>(bytes)
-        .map(|v| Some(v).filter(|v| !v.is_null()))
-        .map_err(|e| format!("the handler server returned invalid JSON in `{what}`: {e}"))
+    serde_json::from_slice::<Value>(bytes).map(|v| Some(v).filter(|v| !v.is_null())).map_err(|error| Unusable::NotJson { field, error })
 }
 
 /// A handler's answer, checked: result, merge patch, JSON patch and sub-handlers.
@@ -373,23 +386,22 @@ struct Checked {
     children: Vec<(String, Option<Value>)>,
 }
 
-fn check(answer: &pb::HandleResponse, id: &str) -> Result<Checked, String> {
+fn check(answer: &pb::HandleResponse, id: &str) -> Result<Checked, Unusable> {
     let result = parse_bytes(&answer.result, "result")?;
     let merge = parse_bytes(&answer.merge_patch, "merge_patch")?;
     if let Some(m) = &merge {
-        check_merge_patch(m).map_err(|why| format!("the handler server returned an unusable `merge_patch`: {why}"))?;
+        check_merge_patch(m)?;
     }
     let json_patch = parse_bytes(&answer.json_patch, "json_patch")?;
     if let Some(p) = &json_patch {
-        serde_json::from_value::<json_patch::Patch>(p.clone())
-            .map_err(|e| format!("the handler server returned an invalid `json_patch`: {e}"))?;
+        serde_json::from_value::<json_patch::Patch>(p.clone()).map_err(Unusable::JsonPatch)?;
     }
     let mut children = Vec::new();
     for c in &answer.subhandlers {
         let full = format!("{id}/{}", c.id);
-        check_id(&c.id).map_err(|why| format!("sub-handler id '{}' is not valid: {why}", c.id))?;
+        check_id(&c.id).map_err(|why| Unusable::SubhandlerId { id: c.id.clone(), why })?;
         if children.iter().any(|(f, _)| *f == full) {
-            return Err(format!("sub-handler id '{}' is given twice", c.id));
+            return Err(Unusable::SubhandlerTwice(c.id.clone()));
         }
         let param = parse_bytes(&c.param, "subhandlers.param")?;
         children.push((full, param));
@@ -543,7 +555,7 @@ impl Cycle {
         let prev = self.records.get(&id).cloned();
         let outcome = pb::Outcome::try_from(answer.outcome).unwrap_or(pb::Outcome::UnexpectedError);
         let (attempt, checked) = match check(&answer, &id) {
-            Err(why) => (Attempt::Unexpected(why), None),
+            Err(why) => (Attempt::Unexpected(why.to_string()), None),
             Ok(c) => {
                 let given = Answer::Answered { outcome, message: answer.message.clone(), delay: answer.delay_seconds };
                 let attempt = attempt_of(&given, c.result.clone()).expect("an answer is an attempt");

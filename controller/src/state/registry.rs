@@ -31,28 +31,45 @@ pub enum Error {
     NoField(String),
     /// The id cannot be a key of the controller's state on objects.
     #[error("handler id '{0}' is not valid: {1}")]
-    BadId(String, String),
+    BadId(String, BadId),
     /// An option holds a value that is no duration.
     #[error("handler '{0}' has an invalid option: {1}")]
-    BadOption(String, String),
+    BadOption(String, super::outcomes::BadSeconds),
+}
+
+/// Why a string cannot be a handler id.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BadId {
+    /// Empty.
+    #[error("it is empty")]
+    Empty,
+    /// A character a key does not allow.
+    #[error("{0:?} is not allowed (use letters, digits, '-', '_', '.' and '/')")]
+    Character(char),
+    /// Begins or ends with a symbol.
+    #[error("it must begin and end with a letter or digit")]
+    Ends,
+    /// `a//b`.
+    #[error("it has an empty part between '/'")]
+    EmptyPart,
 }
 
 /// Why `id` cannot name a (sub-)handler: its state is kept under an annotation key made from
 /// it (`/` becomes `.`; long ones are cut and hashed), so it must be made of the characters
 /// a key allows and begin and end with a letter or digit.
-pub fn check_id(id: &str) -> Result<(), String> {
+pub fn check_id(id: &str) -> Result<(), BadId> {
     if id.is_empty() {
-        return Err("it is empty".into());
+        return Err(BadId::Empty);
     }
     if let Some(c) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))) {
-        return Err(format!("{c:?} is not allowed (use letters, digits, '-', '_', '.' and '/')"));
+        return Err(BadId::Character(c));
     }
     let ends_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
     if !ends_ok(id.chars().next()) || !ends_ok(id.chars().last()) {
-        return Err("it must begin and end with a letter or digit".into());
+        return Err(BadId::Ends);
     }
     if id.split('/').any(str::is_empty) {
-        return Err("it has an empty part between '/'".into());
+        return Err(BadId::EmptyPart);
     }
     Ok(())
 }
@@ -214,7 +231,8 @@ impl Handler {
             new: f.new.as_ref().and_then(ValueCheck::from_pb),
         };
         let o = spec.options.unwrap_or_default();
-        let secs = |v: Option<f64>, what: &str| super::outcomes::seconds(v, what).map_err(|why| Error::BadOption(spec.id.clone(), why));
+        let secs =
+            |v: Option<f64>, what: &'static str| super::outcomes::seconds(v, what).map_err(|why| Error::BadOption(spec.id.clone(), why));
         let timer = match spec.timer {
             None => Timer::default(),
             Some(t) => Timer {
