@@ -1,5 +1,8 @@
 //! Raw-event spies (Kopf's `on.event`): every watch event, including the initial listing,
-//! goes to the matching EVENT handlers with its type. Nothing is stored on the object,
+//! goes to the matching EVENT handlers with its type. A relist after the watch was down
+//! (`cluster::watching`) delivers only what changed meanwhile (objects whose
+//! resourceVersion moved, and deletions), so spies see it as the events they missed, not as
+//! every object anew. Nothing is stored on the object,
 //! failures are logged and ignored, and spies run in queues of their own (serial per
 //! object, in event order) so they never hold up the changing handlers of the same object.
 

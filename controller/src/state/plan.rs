@@ -681,12 +681,25 @@ impl Cycle {
             for id in self.records.keys().filter(|id| !self.ids.contains(id)) {
                 ids.push(id);
             }
-            if subject.has_status {
-                subject.storage.patch(body, &desired, &ids, &mut main, &mut status);
+            let replaced = if subject.has_status {
+                subject.storage.patch_with_overrides(body, &desired, &ids, &mut main, &mut status)
             } else {
                 let mut tmp = json!({});
-                subject.storage.patch(body, &desired, &ids, &mut main, &mut tmp);
+                let replaced = subject.storage.patch_with_overrides(body, &desired, &ids, &mut main, &mut tmp);
                 compose_over(body, &mut main, &tmp);
+                replaced
+            };
+            if !replaced.is_empty() {
+                let patched_by: Vec<&str> =
+                    self.calls.iter().filter(|c| c.main_patch.is_some() || c.status_patch.is_some()).map(|c| c.id.as_str()).collect();
+                self.line(
+                    Level::Warn,
+                    format!(
+                        "The patch of handler(s) '{}' replaces where the controller keeps its state ({}); the state is kept and that part of the patch is not applied.",
+                        patched_by.join("', '"),
+                        replaced.join(", ")
+                    ),
+                );
             }
         }
         if finalizer_wanted != self.has_finalizer {

@@ -283,6 +283,21 @@ fn one_write_carries_patches_results_state_and_the_finalizer() {
 }
 
 #[test]
+fn a_patch_over_the_controllers_own_state_is_not_applied_and_is_said() {
+    let world = World::new(&[("c", pb::HandlerKind::Create)]);
+    let b = body(json!({"a": 1}), false, false, None, json!({}));
+    let mut cycle = handle(&world, &b);
+    let inv = cycle.next_call().unwrap();
+    let answer = pb::HandleResponse { merge_patch: serde_json::to_vec(&json!({"status": {"bosun.dev": "mine"}})).unwrap(), ..success() };
+    cycle.absorb(&world.subject(), &b, &inv, Ok(answer));
+    let (writes, _) = cycle.conclude(&world.subject(), &b, None);
+    assert_eq!(writes.status["status"]["bosun.dev"]["last-handled-configuration"], json!("{\"spec\":{\"a\":1}}\n"), "{}", writes.status);
+    let lines = cycle.take_lines();
+    let warning = lines.iter().find(|l| l.level == Level::Warn).expect("a warning");
+    assert!(warning.text.starts_with("The patch of handler(s) 'c' replaces where the controller keeps its state"), "{}", warning.text);
+}
+
+#[test]
 fn a_finished_deletion_releases_the_finalizer_unless_a_daemon_still_winds_down() {
     let world = World::new(&[("d", pb::HandlerKind::Delete)]);
     let b = body(json!({}), true, true, Some(json!({"spec": {}})), json!({}));
