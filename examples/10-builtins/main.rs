@@ -16,8 +16,12 @@ use tokio::task::AbortHandle;
 
 const PODS: &str = "v1/pods";
 
-/// How long a Pod may live (Kopf's `timeout=30`).
-const TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a Pod may live: Kopf's `timeout=30`, or `POD_KILL_AFTER_SECONDS` (the example's
+/// test uses a few seconds).
+static TIMEOUT: LazyLock<Duration> = LazyLock::new(|| {
+    let secs = std::env::var("POD_KILL_AFTER_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
+    Duration::from_secs(secs)
+});
 
 /// The pending killers by namespace and name (Kopf's `tasks`); they live in this process only.
 static TASKS: LazyLock<Mutex<HashMap<(String, String), AbortHandle>>> = LazyLock::new(Default::default);
@@ -53,7 +57,7 @@ async fn pod_deleted(cause: Cause) -> Result<(), HandlerError> {
 }
 
 async fn pod_killer(namespace: String, name: String) {
-    tokio::time::sleep(TIMEOUT).await;
+    tokio::time::sleep(*TIMEOUT).await;
     TASKS.lock().expect("the task map is never poisoned").remove(&(namespace.clone(), name.clone()));
     // Outside a handler call, so this goes to this server's stderr, not the controller's log.
     eprintln!("[{namespace}/{name}] === Pod killing happens NOW!");

@@ -49,6 +49,11 @@ pub struct Stage {
 }
 
 pub async fn stage(example: &str) -> Stage {
+    stage_with(example, &[]).await
+}
+
+/// [`stage`], with extra environment variables for the handler server.
+pub async fn stage_with(example: &str, env: &[(&str, &str)]) -> Stage {
     let cluster = DevCluster::start_local().await.unwrap();
     let client = cluster.client();
     kex::install_crd(&client).await;
@@ -59,6 +64,7 @@ pub async fn stage(example: &str) -> Stage {
     let child = tokio::process::Command::new(binary(example))
         .env("BOSUN_LISTEN", format!("127.0.0.1:{port}"))
         .env("KUBECONFIG", dir.path().join("kubeconfig"))
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)

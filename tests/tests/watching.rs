@@ -66,10 +66,10 @@ async fn a_quiet_watch_is_resumed_without_a_relist_and_spies_are_not_called_agai
     kex::create(&client, "default", "obj", json!({})).await;
     let server = spy();
     let (addr, stopper) = server.clone().spawn().await;
-    let controller = Controller::start(client.clone(), settings(&addr, Duration::from_secs(2)));
+    let controller = Controller::start(client.clone(), settings(&addr, Duration::from_secs(1)));
     wait_spy_calls(&server, "the listing", |c| c.len() == 1).await;
 
-    // The thing under test: three server-side watch timeouts (2 s each) pass quietly.
+    // The thing under test: three server-side watch timeouts (1 s each) pass quietly.
     let c = client.clone();
     wait_for("three watch timeouts", T, || {
         let c = c.clone();
