@@ -104,10 +104,12 @@ impl Router {
         // A throttled object waits for its backoff or for a handler server to be back.
         let mut revivals = self.ctx.outages.revivals();
         let mut throttled = false;
+        let mut permit: Option<tokio::sync::OwnedSemaphorePermit> = None;
         loop {
             let woke = if std::mem::take(&mut again) {
                 true
             } else {
+                permit = None; // Never held while waiting.
                 tokio::select! {
                 biased;
                 _ = stop.changed() => return,
@@ -146,15 +148,17 @@ impl Router {
                 continue; // An echo of our own write, or older: the written body is newer.
             }
             let was_deleting = deletion_requested(body);
-            let end = {
-                let _permit = self.limit.acquire().await.expect("the semaphore is never closed");
-                if *stop.borrow() {
-                    return;
-                }
-                // A server that comes back during the cycle wakes the object after it.
-                revivals.borrow_and_update();
-                self.ctx.process(&self.background, body, deleted).await
-            };
+            // A cycle that goes on at once (after adding the finalizer) keeps its permit, so
+            // an object that has begun is not queued behind every object that has not.
+            if permit.is_none() {
+                permit = Some(self.limit.clone().acquire_owned().await.expect("the semaphore is never closed"));
+            }
+            if *stop.borrow() {
+                return;
+            }
+            // A server that comes back during the cycle wakes the object after it.
+            revivals.borrow_and_update();
+            let end = self.ctx.process(&self.background, body, deleted).await;
             // The watch event of a deletion that came while the cycle ran is older than our
             // write and is skipped as its echo; the written body shows it, so handle it now.
             let mut deletion_came = false;
