@@ -135,7 +135,9 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
             }
         }
         // Only now, with its handlers in place, do the objects that waited for it go on.
-        if let Some(n) = outages.up(addr) {
+        if let Some(n) = outages.up(addr)
+            && n > 0
+        {
             log.info(None, &format!("{n} object(s) waited for handler server {addr}; they go on now."));
         }
     }
