@@ -234,10 +234,8 @@ impl Server {
         let since = std::time::Instant::now();
         let mut warned = false;
         loop {
-            let mut health = HealthClient::new(self.channel.clone());
-            let answer = tokio::time::timeout(Duration::from_secs(5), health.check(HealthCheckRequest { service: String::new() })).await;
-            match answer {
-                Ok(Ok(r)) if r.get_ref().status == ServingStatus::Serving as i32 => {
+            match self.health_check().await {
+                Ok(ServingStatus::Serving) => {
                     log.info(None, &format!("Handler server {} is serving.", self.addr));
                     return;
                 }
@@ -245,9 +243,8 @@ impl Server {
                     // A server that starts together with the controller gets a second of grace.
                     if since.elapsed() >= Duration::from_secs(1) && (!warned || delay >= Duration::from_secs(5)) {
                         let why = match other {
-                            Ok(Ok(r)) => format!("health status {}", r.get_ref().status),
-                            Ok(Err(s)) => s.message().to_string(),
-                            Err(_) => "health check timed out".into(),
+                            Ok(status) => format!("health status {}", status as i32),
+                            Err(s) => s.message().to_string(),
                         };
                         log.warn(None, &format!("Waiting for handler server {} to be ready: {why}", self.addr));
                         warned = true;
@@ -259,12 +256,12 @@ impl Server {
         }
     }
 
-    /// Asks the server's `grpc.health.v1` Check once: is it SERVING?
-    pub async fn health_check(&self) -> Result<bool, tonic::Status> {
+    /// Asks the server's `grpc.health.v1` Check once (unknown statuses read as UNKNOWN).
+    pub async fn health_check(&self) -> Result<ServingStatus, tonic::Status> {
         let mut health = HealthClient::new(self.channel.clone());
         let call = health.check(HealthCheckRequest { service: String::new() });
         match tokio::time::timeout(Duration::from_secs(5), call).await {
-            Ok(r) => r.map(|r| r.get_ref().status == ServingStatus::Serving as i32),
+            Ok(r) => r.map(|r| ServingStatus::try_from(r.get_ref().status).unwrap_or(ServingStatus::Unknown)),
             Err(_) => Err(tonic::Status::unavailable("health check timed out")),
         }
     }

@@ -17,7 +17,6 @@ use super::background::Latest;
 use super::context::{ResourceContext, object_ref, to_json};
 use crate::engines::human;
 use crate::state::outcomes::{Answer, Attempt, DaemonNext, attempt_of, daemon_next};
-use crate::state::patches::check_merge_patch;
 use crate::state::plan::Writes;
 use crate::state::registry::Handler;
 
@@ -115,12 +114,14 @@ async fn apply(ctx: &ResourceContext, h: &Handler, body: &Value, message: pb::Da
         Message::Log(line) => ctx.log_lines(&obj, std::slice::from_ref(&line)),
         Message::Event(event) => ctx.post_events(body, std::iter::once(&event)).await,
         Message::MergePatch(bytes) => {
-            let patch = serde_json::from_slice::<Value>(&bytes).map_err(|e| format!("it is not JSON: {e}"));
-            match patch.and_then(|p| check_merge_patch(&p).map(|()| p).map_err(|e| e.to_string())) {
+            let mut w = Writes::none();
+            let added = match serde_json::from_slice::<Value>(&bytes) {
+                Err(e) => Err(format!("it is not JSON: {e}")),
+                Ok(patch) => ctx.subject().add_checked_patch(body, &patch, &mut w).map_err(|e| e.to_string()),
+            };
+            match added {
                 Err(why) => ctx.log.warn(Some(&obj), &format!("Daemon '{}' sent a merge patch that is not applied: {why}", h.id)),
-                Ok(patch) => {
-                    let mut w = Writes::none();
-                    ctx.subject().add_patch(body, &patch, &mut w.main, &mut w.status);
+                Ok(()) => {
                     if let Err(e) = ctx.write(body, &w).await {
                         ctx.log.warn(Some(&obj), &format!("Daemon '{}' could not patch the object: {e}", h.id));
                     }

@@ -62,10 +62,9 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     }
     let handlers = registry::build(&described.iter().map(|d| d.handlers.clone()).collect::<Vec<_>>())?;
     let clients: Servers = Arc::new(servers.iter().map(|s| s.clone() as Arc<dyn HandlerClient>).collect());
-    let of_kind = |k: pb::HandlerKind| handlers.iter().filter(|h| h.kind == k).cloned().collect::<Vec<_>>();
-    let startups = of_kind(pb::HandlerKind::Startup);
-    let probes = of_kind(pb::HandlerKind::Probe);
-    let mut cleanups = of_kind(pb::HandlerKind::Cleanup);
+    let startups = of_kind(&handlers, pb::HandlerKind::Startup);
+    let probes = of_kind(&handlers, pb::HandlerKind::Probe);
+    let mut cleanups = of_kind(&handlers, pb::HandlerKind::Cleanup);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     if let Some(url) = &settings.liveness {
         let (addr, path) = crate::engines::liveness::parse_url(url)?;
@@ -86,17 +85,21 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     let outages = Arc::new(crate::engines::dispatch::Outages::default());
     let (described_tx, mut described_rx) = tokio::sync::mpsc::unbounded_channel();
     for (index, server) in servers.iter().enumerate() {
-        tokio::spawn(servers::monitor(index, server.clone(), outages.clone(), log.clone(), described_tx.clone(), true, stop_rx.clone()));
+        let monitor =
+            servers::Monitor { index, server: server.clone(), outages: outages.clone(), log: log.clone(), described: described_tx.clone() };
+        tokio::spawn(monitor.run(stop_rx.clone()));
     }
     let mut served = Served {
         running: HashMap::new(),
-        cluster: Cluster::new(client),
-        servers: clients.clone(),
-        outages: outages.clone(),
-        kinds: Arc::default(),
-        log: log.clone(),
-        settings: settings.clone(),
-        limit: Arc::new(Semaphore::new(settings.max_workers.max(1))),
+        shared: Shared {
+            cluster: Cluster::new(client),
+            servers: clients.clone(),
+            outages: outages.clone(),
+            kinds: Arc::default(),
+            log: log.clone(),
+            settings: settings.clone(),
+            limit: Arc::new(Semaphore::new(settings.max_workers.max(1))),
+        },
     };
     served.apply(handlers, &described).await;
 
@@ -127,7 +130,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
                             next[server].handlers.len()
                         ),
                     );
-                    cleanups = handlers.iter().filter(|h| h.kind == pb::HandlerKind::Cleanup).cloned().collect();
+                    cleanups = of_kind(&handlers, pb::HandlerKind::Cleanup);
                     described = next;
                     served.apply(handlers, &described).await;
                 }
@@ -148,6 +151,11 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     activities::cleanup(&cleanups.iter().collect::<Vec<_>>(), &clients, &log).await;
     log.info(None, "The controller has stopped.");
     Ok(())
+}
+
+/// The handlers of one kind, in registration order.
+fn of_kind(handlers: &[Handler], kind: pb::HandlerKind) -> Vec<Handler> {
+    handlers.iter().filter(|h| h.kind == kind).cloned().collect()
 }
 
 /// A resource's handlers, grouped by selector in registration order; kinds that are not run
@@ -196,37 +204,44 @@ impl Running {
         let _ = self.stop.send(true);
         self.tasks.close();
         if tokio::time::timeout(GRACE, self.tasks.wait()).await.is_err() {
-            log.warn(None, &format!("Some cycles of '{name}' did not finish within {GRACE:?}; going on anyway."));
+            log.warn(None, &format!("Some cycles of '{name}' did not finish within {GRACE:?}; going on without them."));
         }
     }
 }
 
-/// The resources served, by selector.
-struct Served {
-    running: HashMap<ResourceKey, Running>,
+/// What every served resource shares.
+#[derive(Clone)]
+struct Shared {
     cluster: Cluster,
     servers: Servers,
     outages: Arc<crate::engines::dispatch::Outages>,
     kinds: Arc<discovery::Kinds>,
     log: Logger,
     settings: Settings,
+    /// Cycles in flight, across all resources.
     limit: Arc<Semaphore>,
+}
+
+/// The resources served, by selector.
+struct Served {
+    running: HashMap<ResourceKey, Running>,
+    shared: Shared,
 }
 
 impl Served {
     /// Serves what `handlers` need: resources no longer handled stop, resources whose handlers
     /// changed are served anew (their memory kept), new resources start.
     async fn apply(&mut self, handlers: Vec<Handler>, described: &[pb::DescribeResponse]) {
-        let groups = resource_groups(handlers, &self.log);
+        let groups = resource_groups(handlers, &self.shared.log);
         if groups.is_empty() {
-            self.log.warn(None, "No resource handlers are registered; nothing to watch.");
+            self.shared.log.warn(None, "No resource handlers are registered; nothing to watch.");
         }
         let keys: Vec<ResourceKey> = groups.iter().map(|(sel, _)| discovery::normalize(sel)).collect();
         let gone: Vec<ResourceKey> = self.running.keys().filter(|k| !keys.contains(k)).cloned().collect();
         for key in gone {
             let running = self.running.remove(&key).expect("a running key");
-            self.log.info(None, &format!("No handlers for '{}' any more; it is not served now.", key.2));
-            running.stop(&self.log, &key.2).await;
+            self.shared.log.info(None, &format!("No handlers for '{}' any more; it is not served now.", key.2));
+            running.stop(&self.shared.log, &key.2).await;
         }
         for ((selector, hs), key) in groups.into_iter().zip(keys) {
             let ignored: Vec<Vec<String>> = described
@@ -241,9 +256,9 @@ impl Served {
                     continue;
                 }
                 Some(r) => {
-                    self.log.info(None, &format!("The handlers of '{}' changed; serving it anew.", key.2));
+                    self.shared.log.info(None, &format!("The handlers of '{}' changed; serving it anew.", key.2));
                     let memory = r.memory.clone();
-                    r.stop(&self.log, &key.2).await;
+                    r.stop(&self.shared.log, &key.2).await;
                     memory
                 }
                 None => Memory::default(),
@@ -255,13 +270,7 @@ impl Served {
                 handlers: hs.clone(),
                 ignored: ignored.clone(),
                 memory: memory.clone(),
-                cluster: self.cluster.clone(),
-                servers: self.servers.clone(),
-                outages: self.outages.clone(),
-                kinds: self.kinds.clone(),
-                log: self.log.clone(),
-                settings: self.settings.clone(),
-                limit: self.limit.clone(),
+                shared: self.shared.clone(),
                 tasks: tasks.clone(),
                 stop: stop_rx,
             };
@@ -272,15 +281,8 @@ impl Served {
 
     /// Stops every resource, their cycles in flight finishing within [`GRACE`] together.
     async fn stop_all(&mut self) {
-        let all: Vec<Running> = self.running.drain().map(|(_, r)| r).collect();
-        for r in &all {
-            let _ = r.stop.send(true);
-            r.tasks.close();
-        }
-        let waits = futures::future::join_all(all.iter().map(|r| r.tasks.wait()));
-        if tokio::time::timeout(GRACE, waits).await.is_err() {
-            self.log.warn(None, &format!("Some cycles did not finish within {GRACE:?}; exiting anyway."));
-        }
+        let log = &self.shared.log;
+        futures::future::join_all(self.running.drain().map(|(key, r)| async move { r.stop(log, &key.2).await })).await;
     }
 }
 
@@ -290,13 +292,7 @@ struct ResourceJob {
     handlers: Vec<Arc<Handler>>,
     ignored: Vec<Vec<String>>,
     memory: Memory,
-    cluster: Cluster,
-    servers: Servers,
-    outages: Arc<crate::engines::dispatch::Outages>,
-    kinds: Arc<discovery::Kinds>,
-    log: Logger,
-    settings: Settings,
-    limit: Arc<Semaphore>,
+    shared: Shared,
     tasks: TaskTracker,
     stop: tokio::sync::watch::Receiver<bool>,
 }
@@ -309,14 +305,14 @@ impl ResourceJob {
         let resource = loop {
             let attempt = tokio::select! {
                 _ = stop.changed() => return,
-                r = discovery::resolve(&self.cluster, &self.selector) => r,
+                r = discovery::resolve(&self.shared.cluster, &self.selector) => r,
             };
             match attempt {
                 Ok(Some(r)) => break r,
                 Ok(None) => {
-                    self.log.warn(None, &format!("Resource '{name}' is not served by the API server (yet); retrying in {delay:?}."))
+                    self.shared.log.warn(None, &format!("Resource '{name}' is not served by the API server (yet); retrying in {delay:?}."))
                 }
-                Err(e) => self.log.warn(None, &format!("Resource '{name}' could not be resolved: {e}; retrying in {delay:?}.")),
+                Err(e) => self.shared.log.warn(None, &format!("Resource '{name}' could not be resolved: {e}; retrying in {delay:?}.")),
             }
             tokio::select! {
                 _ = stop.changed() => return,
@@ -324,11 +320,12 @@ impl ResourceJob {
             }
             delay = (delay * 2).min(Duration::from_secs(30));
         };
-        let storage = if self.settings.kopf_compat {
+        let storage = if self.shared.settings.kopf_compat {
             Storage::kopf()
         } else {
-            let in_status = resource.has_status && resource.status_keeps_unknown && self.settings.storage != StorageMode::Annotations;
-            Storage::bosun(&self.settings.prefix, if in_status { StorageKind::Status } else { StorageKind::Annotations })
+            let in_status =
+                resource.has_status && resource.status_keeps_unknown && self.shared.settings.storage != StorageMode::Annotations;
+            Storage::bosun(&self.shared.settings.prefix, if in_status { StorageKind::Status } else { StorageKind::Annotations })
         };
         let extra: Vec<Vec<String>> =
             self.handlers.iter().filter_map(|h| h.field.clone()).filter(|f| f.first().map(String::as_str) == Some("status")).collect();
@@ -336,7 +333,7 @@ impl ResourceJob {
         if !own_prefixes.contains(&"kopf.zalando.org/".to_string()) {
             own_prefixes.push("kopf.zalando.org/".into());
         }
-        self.log.info(
+        self.shared.log.info(
             None,
             &format!(
                 "Serving {} with {} handler(s); state in {}.",
@@ -349,7 +346,7 @@ impl ResourceJob {
             ),
         );
         if !resource.status_keeps_unknown {
-            self.log.info(
+            self.shared.log.info(
                 None,
                 &format!(
                     "The status of {} keeps no unknown fields: handler results go to annotations {}.",
@@ -362,7 +359,9 @@ impl ResourceJob {
             self.handlers.iter().cloned().partition(|h| h.kind == pb::HandlerKind::Event);
         let selector = registry::common_label_selector(&self.handlers.iter().map(|h| h.as_ref()).collect::<Vec<_>>());
         if let Some(sel) = &selector {
-            self.log.info(None, &format!("Watching {} with the label selector {sel}, which all its handlers share.", resource.display()));
+            self.shared
+                .log
+                .info(None, &format!("Watching {} with the label selector {sel}, which all its handlers share.", resource.display()));
         }
         let ctx = Arc::new(ResourceContext {
             resource: resource.clone(),
@@ -370,11 +369,11 @@ impl ResourceJob {
             spies,
             storage,
             rules: EssenceRules { own_prefixes, extra_fields: extra, ignored_fields: self.ignored.clone() },
-            api: Arc::new(self.cluster.clone()),
-            servers: self.servers.clone(),
-            outages: self.outages.clone(),
-            kinds: self.kinds.clone(),
-            log: self.log.clone(),
+            api: Arc::new(self.shared.cluster.clone()),
+            servers: self.shared.servers.clone(),
+            outages: self.shared.outages.clone(),
+            kinds: self.shared.kinds.clone(),
+            log: self.shared.log.clone(),
             selector_pushed: selector.is_some(),
             seen: self.memory.seen.clone(),
             memos: self.memory.memos.clone(),
@@ -383,8 +382,8 @@ impl ResourceJob {
             clock: Clock::Wall,
         });
         let spies = spies::Spies::new(ctx.clone(), self.tasks.clone(), self.stop.clone());
-        let router = Router::new(ctx, self.limit.clone(), self.tasks.clone(), self.stop.clone());
-        let scopes: Vec<(Option<String>, Option<Vec<String>>)> = match (&self.settings.namespaces, resource.namespaced) {
+        let router = Router::new(ctx, self.shared.limit.clone(), self.tasks.clone(), self.stop.clone());
+        let scopes: Vec<(Option<String>, Option<Vec<String>>)> = match (&self.shared.settings.namespaces, resource.namespaced) {
             (Namespaces::Patterns(p), true) if namespaces::plain_names(p) => p.iter().map(|ns| (Some(ns.clone()), None)).collect(),
             (Namespaces::Patterns(p), true) => vec![(None, Some(p.clone()))],
             _ => vec![(None, None)],
@@ -393,8 +392,9 @@ impl ResourceJob {
         for (namespace, patterns) in scopes {
             let router = router.clone();
             let spies = spies.clone();
-            let scope = WatchScope { namespace, label_selector: selector.clone(), inactivity_timeout: self.settings.inactivity_timeout };
-            let fut = watching::watch(self.cluster.clone(), resource.clone(), scope, self.log.clone(), self.stop.clone(), {
+            let scope =
+                WatchScope { namespace, label_selector: selector.clone(), inactivity_timeout: self.shared.settings.inactivity_timeout };
+            let fut = watching::watch(self.shared.cluster.clone(), resource.clone(), scope, self.shared.log.clone(), self.stop.clone(), {
                 let resource = resource.clone();
                 move |seen: Seen| {
                     let seen = with_type_meta(seen, &resource);

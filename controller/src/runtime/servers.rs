@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::engines::dispatch::{Outages, Server};
 use crate::logs::Logger;
+use tonic_health::pb::health_check_response::ServingStatus;
 
 /// A server's answer to Describe after it (re)connected.
 #[derive(Debug)]
@@ -34,20 +35,24 @@ pub struct Described {
 /// How often each server's health is checked.
 const POLL: Duration = Duration::from_secs(1);
 
-/// What the monitor knows of one server.
-struct Monitor {
-    index: usize,
-    server: Arc<Server>,
-    outages: Arc<Outages>,
-    log: Logger,
-    described: mpsc::UnboundedSender<Described>,
-    /// Connected and described since the last loss.
-    connected: bool,
+/// Watches one handler server for as long as the controller runs.
+pub struct Monitor {
+    /// The server's index (`Handler::server`).
+    pub index: usize,
+    /// The server.
+    pub server: Arc<Server>,
+    /// Where its outages are noted.
+    pub outages: Arc<Outages>,
+    /// The log.
+    pub log: Logger,
+    /// Where its answers to Describe go.
+    pub described: mpsc::UnboundedSender<Described>,
 }
 
 impl Monitor {
-    fn lost(&mut self, why: &str) {
-        if std::mem::take(&mut self.connected) {
+    /// Notes a loss; `connected`: connected and described since the last loss.
+    fn lost(&self, connected: &mut bool, why: &str) {
+        if std::mem::take(connected) {
             self.outages.lost(&self.server.addr);
             self.log.warn(
                 None,
@@ -60,52 +65,44 @@ impl Monitor {
     }
 
     /// The server says SERVING: describe it again if it was lost or is newly connected.
-    async fn serving(&mut self, reconnected: bool) {
-        if self.connected && !reconnected {
+    async fn serving(&self, connected: &mut bool, reconnected: bool) {
+        if *connected && !reconnected {
             return;
         }
         match self.server.describe().await {
             Ok(response) => {
-                let was_lost = !std::mem::replace(&mut self.connected, true);
+                let was_lost = !std::mem::replace(connected, true);
                 if !was_lost {
                     self.log.info(None, &format!("Handler server {} reconnected.", self.server.addr));
                 }
                 let _ = self.described.send(Described { server: self.index, response, was_lost });
             }
-            Err(e) => self.lost(&e.to_string()),
+            Err(e) => self.lost(connected, &e.to_string()),
         }
     }
-}
 
-/// Watches server `index` until `stop`. `connected`: it was just seen SERVING and described.
-pub async fn monitor(
-    index: usize,
-    server: Arc<Server>,
-    outages: Arc<Outages>,
-    log: Logger,
-    described: mpsc::UnboundedSender<Described>,
-    connected: bool,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut connections = server.connections();
-    connections.borrow_and_update();
-    let mut m = Monitor { index, server, outages, log, described, connected };
-    loop {
-        tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            _ = tokio::time::sleep(POLL) => {}
-        }
-        let answer = tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            a = m.server.health_check() => a,
-        };
-        // Connections opened since the last look, by this check or by any call.
-        let reconnected = connections.has_changed().unwrap_or(false);
+    /// Watches the server until `stop`; it was just seen SERVING and described.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        let mut connected = true;
+        let mut connections = self.server.connections();
         connections.borrow_and_update();
-        match answer {
-            Ok(true) => m.serving(reconnected).await,
-            Ok(false) => m.lost("it is not serving"),
-            Err(s) => m.lost(s.message()),
+        loop {
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => return,
+                _ = tokio::time::sleep(POLL) => {}
+            }
+            let answer = tokio::select! {
+                _ = stop.wait_for(|s| *s) => return,
+                a = self.server.health_check() => a,
+            };
+            // Connections opened since the last look, by this check or by any call.
+            let reconnected = connections.has_changed().unwrap_or(false);
+            connections.borrow_and_update();
+            match answer {
+                Ok(ServingStatus::Serving) => self.serving(&mut connected, reconnected).await,
+                Ok(_) => self.lost(&mut connected, "it is not serving"),
+                Err(s) => self.lost(&mut connected, s.message()),
+            }
         }
     }
 }

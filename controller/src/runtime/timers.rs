@@ -15,7 +15,6 @@ use tokio::time::Instant;
 use super::background::Latest;
 use super::context::{ResourceContext, object_ref, to_json};
 use crate::state::outcomes::{Answer, Attempt, TimerNext, attempt_of, timer_next};
-use crate::state::patches::check_merge_patch;
 use crate::state::plan::Writes;
 use crate::state::registry::Handler;
 
@@ -82,11 +81,10 @@ async fn tick(ctx: &ResourceContext, h: &Handler, body: &Value) -> TimerNext {
     if matches!(attempt, Attempt::Success(_)) {
         let subject = ctx.subject();
         let mut w = Writes::none();
-        if let Some(m) = serde_json::from_slice::<Value>(&answer.merge_patch).ok().filter(Value::is_object) {
-            match check_merge_patch(&m) {
-                Ok(()) => subject.add_patch(body, &m, &mut w.main, &mut w.status),
-                Err(why) => ctx.log.warn(Some(&obj), &format!("Timer '{}' returned a patch that is not applied: {why}", h.id)),
-            }
+        if let Some(m) = serde_json::from_slice::<Value>(&answer.merge_patch).ok().filter(Value::is_object)
+            && let Err(why) = subject.add_checked_patch(body, &m, &mut w)
+        {
+            ctx.log.warn(Some(&obj), &format!("Timer '{}' returned a patch that is not applied: {why}", h.id));
         }
         if let Some(result) = serde_json::from_slice::<Value>(&answer.result).ok().filter(|v| !v.is_null()) {
             subject.add_result(body, &h.id, &result, &mut w.main, &mut w.status);

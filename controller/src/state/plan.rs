@@ -216,6 +216,14 @@ fn stored_base(text: Option<&str>) -> Stored {
 }
 
 impl Subject<'_> {
+    /// Checks a handler's merge patch and adds it to `w` (timers and daemons, which write
+    /// theirs at once; a cycle checks patches when it absorbs the answers).
+    pub fn add_checked_patch(&self, base: &Value, patch: &Value, w: &mut Writes) -> Result<(), super::patches::UnusablePatch> {
+        check_merge_patch(patch)?;
+        self.add_patch(base, patch, &mut w.main, &mut w.status);
+        Ok(())
+    }
+
     /// Adds a handler's merge patch to the writes: its `status` part goes to the status write
     /// where the resource has a status subresource, the rest to the main write.
     pub fn add_patch(&self, base: &Value, patch: &Value, main: &mut Value, status: &mut Value) {
