@@ -293,3 +293,26 @@ async fn bosun_run_with_bad_input_says_what_is_wrong() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+/// `bosun dev`/`run` with handler files: what cannot work is said at once, with the fix,
+/// instead of a restart loop of a child that cannot start.
+#[tokio::test]
+async fn handler_files_that_cannot_be_served_are_a_clear_error_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("handlers.py"), "import bosun\n").unwrap();
+    std::fs::write(dir.path().join("handlers.js"), "").unwrap();
+    // A Python without the SDK: `false` stands in for one whose `import bosun` fails.
+    let cases: [(&[&str], &str); 4] = [
+        (&["dev", "handlers.js"], "handlers.js: a handler file must be a Python file (.py)"),
+        (&["run", "missing.py"], "missing.py: no such handler file"),
+        (&["dev", "--python", "false", "handlers.py"], "cannot import Bosun's Python SDK"),
+        (&["dev", "handlers.py", "--", "sh", "-c", "true"], "either handler files (FILE.py, -m MODULE) or a handler server command"),
+    ];
+    for (args, error) in cases {
+        let out =
+            Command::new(env!("CARGO_BIN_EXE_bosun")).args(args).current_dir(dir.path()).env("RUST_BACKTRACE", "0").output().await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} fails");
+        assert!(stderr.contains(error), "{args:?} says {error:?}; it said: {stderr}");
+    }
+}

@@ -98,7 +98,12 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
                 return;
             }
             DaemonNext::Restart(delay) => {
-                ctx.log.warn(Some(&obj), &format!("Daemon '{}' will be restarted in {}.", h.id, human(delay)));
+                let why = match &ended {
+                    End::Exit(Attempt::Temporary { message, .. }) => format!(" failed temporarily: {message};"),
+                    End::Exit(Attempt::Unexpected(message)) => format!(" failed with an exception: {message};"),
+                    _ => String::new(),
+                };
+                ctx.log.warn(Some(&obj), &format!("Daemon '{}'{why} will be restarted in {}.", h.id, human(delay)));
                 retry = retry.saturating_add(1);
                 tokio::select! { _ = stop.changed() => return, _ = tokio::time::sleep(delay) => {} }
             }

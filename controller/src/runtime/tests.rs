@@ -683,7 +683,7 @@ async fn a_daemon_is_restarted_after_its_own_backoff_not_the_handlers() {
     rig.until("the third start", Duration::from_secs(30), |r| r.server.opened.lock().len() == 3).await;
     let secs: Vec<u64> = FakeServer::times(&rig.server.opened.lock(), "d").iter().map(|t| t.duration_since(start).as_secs()).collect();
     assert_eq!(secs, [3, 5, 7], "after its initial delay, then every 2 s");
-    assert_eq!(rig.logged("Daemon 'd' will be restarted in 2s."), 2);
+    assert_eq!(rig.logged("Daemon 'd' failed temporarily: crashed; will be restarted in 2s."), 2);
 }
 
 #[tokio::test(start_paused = true)]

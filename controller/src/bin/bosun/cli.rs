@@ -1,7 +1,7 @@
 //! The command line: `bosun run` against a cluster, `bosun dev` on the embedded dev
 //! cluster. Every flag has a `BOSUN_*` environment equivalent.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -73,12 +73,98 @@ pub struct ControllerArgs {
     pub context: Option<String>,
 }
 
+/// The handler server that `run` and `dev` start themselves: Python files or modules (served
+/// by Bosun's Python SDK, `python -m bosun`), or any command after `--`.
+#[derive(Debug, Args, Clone)]
+pub struct HandlerServerArgs {
+    /// Python files with handlers, served by Bosun's Python SDK as a child (`bosun dev
+    /// handlers.py`), as `kopf run handlers.py` does.
+    #[arg(value_name = "FILE.py")]
+    pub files: Vec<PathBuf>,
+    /// Python modules with handlers, as `kopf run -m MODULE` (repeatable).
+    #[arg(short = 'm', long = "module", value_name = "MODULE")]
+    pub modules: Vec<String>,
+    /// The Python interpreter for FILE.py and -m (default: the `python3` or `python` beside
+    /// this `bosun` binary, as in a virtualenv where `pip install` put both, else `python3`).
+    #[arg(long, env = "BOSUN_PYTHON", value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// The handler server command to start (and restart) as a child; it must listen where
+    /// $BOSUN_LISTEN says.
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+impl HandlerServerArgs {
+    /// The command to start as the handler server, if these flags name one.
+    pub fn command(&self, verbose: bool) -> anyhow::Result<Option<Vec<String>>> {
+        if self.files.is_empty() && self.modules.is_empty() {
+            return Ok((!self.command.is_empty()).then(|| self.command.clone()));
+        }
+        if !self.command.is_empty() {
+            anyhow::bail!("give either handler files (FILE.py, -m MODULE) or a handler server command after --, not both");
+        }
+        let mut files = Vec::new();
+        for file in &self.files {
+            if file.extension().and_then(|e| e.to_str()) != Some("py") {
+                anyhow::bail!(
+                    "{}: a handler file must be a Python file (.py), served by Bosun's Python SDK; for a server in another language give its command after --",
+                    file.display()
+                );
+            }
+            if !file.is_file() {
+                anyhow::bail!("{}: no such handler file", file.display());
+            }
+            files.push(std::path::absolute(file)?.display().to_string());
+        }
+        let python = self.interpreter();
+        // Checked once here: a missing SDK would otherwise be a restart loop of the child.
+        let probe = std::process::Command::new(&python)
+            .args(["-c", "import bosun.v1.handler_pb2"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .with_context(|| format!("cannot start the Python interpreter {} (set --python or BOSUN_PYTHON)", python.display()))?;
+        if !probe.status.success() {
+            let stderr = String::from_utf8_lossy(&probe.stderr);
+            let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+            anyhow::bail!(
+                "the Python at {} cannot import Bosun's Python SDK ({last}): `pip install ./sdk-python` (from Bosun's repository) into its environment, or point --python / BOSUN_PYTHON at one that has it",
+                python.display()
+            );
+        }
+        let mut command = vec![python.display().to_string(), "-m".into(), "bosun".into()];
+        command.extend(files);
+        for module in &self.modules {
+            command.extend(["-m".to_string(), module.clone()]);
+        }
+        if verbose {
+            command.push("--verbose".into());
+        }
+        Ok(Some(command))
+    }
+
+    fn interpreter(&self) -> PathBuf {
+        if let Some(python) = &self.python {
+            return python.clone();
+        }
+        let beside = std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_path_buf));
+        for name in ["python3", "python"] {
+            if let Some(path) = beside.as_ref().map(|dir| dir.join(name)).filter(|p| p.is_file()) {
+                return path;
+            }
+        }
+        PathBuf::from("python3")
+    }
+}
+
 /// `bosun run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Controller flags.
     #[command(flatten)]
     pub controller: ControllerArgs,
+    /// A handler server to start as a child.
+    #[command(flatten)]
+    pub server: HandlerServerArgs,
 }
 
 /// `bosun dev`.
@@ -93,10 +179,9 @@ pub struct DevArgs {
     /// Controller flags.
     #[command(flatten)]
     pub controller: ControllerArgs,
-    /// The handler server command to start (and restart) as a child; it must listen where
-    /// $BOSUN_LISTEN says.
-    #[arg(last = true)]
-    pub command: Vec<String>,
+    /// A handler server to start as a child.
+    #[command(flatten)]
+    pub server: HandlerServerArgs,
 }
 
 /// `--storage`: the flag's spelling of [`StorageMode`], which the library keeps free of clap.
@@ -190,9 +275,16 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => {
             init_tracing(args.controller.verbose);
             let stop = stop_signal().context("cannot install the SIGINT and SIGTERM handlers")?;
+            let command = args.server.command(args.controller.verbose)?;
             let client = args.controller.client().await?;
-            bosun_controller::run(client, args.controller.settings(), stop).await?;
-            Ok(())
+            let mut settings = args.controller.settings();
+            let kubeconfig = args.controller.kubeconfig.clone().map(std::path::absolute).transpose()?;
+            let child = command.map(|command| crate::supervise::start(command, &mut settings, kubeconfig)).transpose()?;
+            let result = bosun_controller::run(client, settings, stop).await;
+            if let Some(child) = child {
+                child.stop().await;
+            }
+            Ok(result?)
         }
         Command::Dev(args) => {
             init_tracing(args.controller.verbose);

@@ -8,11 +8,12 @@ use bosun_controller::cluster::{Cluster, apply};
 use bosun_controller::logs::Logger;
 
 use crate::cli::{DevArgs, stop_signal};
-use crate::supervise::supervise;
+use crate::supervise;
 
 /// Runs `bosun dev`.
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let stop = stop_signal().context("cannot install the SIGINT and SIGTERM handlers")?;
+    let command = args.server.command(args.controller.verbose)?;
     let log = Logger::new(None);
     let mut settings = args.controller.settings();
     // The handler server child gets the same cluster in KUBECONFIG, for handlers that keep a
@@ -40,28 +41,16 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         }
     }
 
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut child = None;
-    if !args.command.is_empty() {
-        let port = free_port()?;
-        let listen = format!("127.0.0.1:{port}");
-        settings.handlers.push(format!("http://{listen}"));
-        child = Some(tokio::spawn(supervise(args.command.clone(), listen, child_kubeconfig, log.clone(), stop_rx.clone())));
-    }
+    let child = command.map(|command| supervise::start(command, &mut settings, child_kubeconfig)).transpose()?;
     if settings.handlers.is_empty() {
         anyhow::bail!(bosun_controller::Error::NoHandlers);
     }
     let result = bosun_controller::run(client, settings, stop).await;
-    let _ = stop_tx.send(true);
     if let Some(child) = child {
-        let _ = child.await;
+        child.stop().await;
     }
     if let Some(cluster) = devcluster {
         cluster.shutdown().await;
     }
     result.map_err(Into::into)
-}
-
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }

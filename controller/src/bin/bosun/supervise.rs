@@ -17,8 +17,34 @@ use tokio::process::Child;
 /// How long the handler server's process group has to exit after SIGTERM before SIGKILL.
 const GRACE: Duration = Duration::from_secs(5);
 
+/// A supervised handler server command.
+pub struct Supervised {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Supervised {
+    /// Ends the command's process group and waits for it.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// Starts `command` as the handler server on a free loopback port (in `$BOSUN_LISTEN`) and
+/// adds that address to the controller's handler servers; `kubeconfig` goes to its
+/// `KUBECONFIG`.
+pub fn start(command: Vec<String>, settings: &mut bosun_controller::Settings, kubeconfig: Option<PathBuf>) -> std::io::Result<Supervised> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let listen = format!("127.0.0.1:{port}");
+    settings.handlers.push(format!("http://{listen}"));
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(supervise(command, listen, kubeconfig, Logger::new(None), stop_rx));
+    Ok(Supervised { stop, task })
+}
+
 /// Keeps the handler server command running until `stop`, restarting it with backoff.
-pub async fn supervise(
+async fn supervise(
     command: Vec<String>,
     listen: String,
     kubeconfig: Option<PathBuf>,

@@ -1,0 +1,214 @@
+"""Kopf's examples in Python, end to end, Kopf's e2e way: each runs under `bosun dev` (the
+real controller, the embedded dev cluster, the SDK's handler server over real gRPC) with
+`examples/crd.yaml` applied; the test creates `examples/obj.yaml`, checks from the log that
+each handler succeeded exactly once (and the intended ones failed), that a delete handler
+means `Adding the finalizer`, that deleting the object completes, and that no traceback shows
+where none is intended.
+
+Needs: the `bosun` binary and SDK (`pip install ./sdk-python`), `kubectl`, and the
+`kubernetes` and `pyyaml` packages for the examples that use a client of their own."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+import time
+from typing import Callable, Dict, List, Optional
+
+import pytest
+
+import bosun.testing
+
+HERE = pathlib.Path(__file__).resolve().parent
+CRD = HERE.parent / "crd.yaml"
+OBJ = HERE.parent / "obj.yaml"
+OBJECT = "[default/kopf-example-1]"
+
+
+class Cluster:
+    """kubectl against the dev cluster of one test."""
+
+    def __init__(self, kubeconfig: pathlib.Path):
+        self.kubeconfig = kubeconfig
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run(["kubectl", f"--kubeconfig={self.kubeconfig}", *args], capture_output=True, text=True,
+                                timeout=60)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
+        return result
+
+    def get(self, *args: str) -> dict:
+        return json.loads(self("get", *args, "-o", "json").stdout)
+
+    def wait_until(self, what: str, predicate: Callable[[], bool], timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout} s waiting until {what}")
+            time.sleep(0.2)
+
+
+@dataclasses.dataclass
+class Case:
+    folder: str
+    #: Handlers that must succeed exactly once for the object (ids).
+    succeeded: List[str] = dataclasses.field(default_factory=list)
+    #: Handlers that must fail permanently (exactly once).
+    failed: List[str] = dataclasses.field(default_factory=list)
+    #: Lines that must show up (waited for) after the object is created.
+    lines: List[str] = dataclasses.field(default_factory=list)
+    #: Lines that must never show up.
+    absent: List[str] = dataclasses.field(default_factory=list)
+    #: Whether tracebacks are intended (handlers that raise unexpected errors).
+    tracebacks: bool = False
+    #: Whether the example has a delete handler (so a finalizer).
+    deletes: List[str] = dataclasses.field(default_factory=list)
+    #: What to do after creation (patch the object, create pods…) and what that must show.
+    then: Optional[Callable[[Cluster, bosun.testing.Runner], None]] = None
+    #: Lines that must show up once bosun stopped (cleanup handlers).
+    at_exit: List[str] = dataclasses.field(default_factory=list)
+    env: Dict[str, str] = dataclasses.field(default_factory=dict)
+    create_object: bool = True
+
+    def __str__(self) -> str:
+        return self.folder
+
+
+def patch_field(cluster: Cluster, runner: bosun.testing.Runner) -> None:
+    cluster("patch", "-f", str(OBJ), "--type=merge", "-p", '{"spec": {"field": "changed", "lst": ["a"]}}')
+
+
+def update_05(cluster, runner):
+    patch_field(cluster, runner)
+    runner.wait_for(f"{OBJECT} Handler 'update_fn' succeeded.")
+    runner.wait_for(f"{OBJECT} Handler 'field_fn/spec.field' succeeded.", count=2)
+    runner.wait_for("FIELD CHANGED: value -> changed")
+
+
+def update_11(cluster, runner):
+    patch_field(cluster, runner)
+    runner.wait_for(f"{OBJECT} Field change is satisfied.")
+    runner.wait_for(f"{OBJECT} Handler 'update_with_field_change_satisfied/spec.field' succeeded.")
+
+
+def update_99(cluster, runner):
+    patch_field(cluster, runner)
+    runner.wait_for(f"{OBJECT} Handler 'update' succeeded.")
+    runner.wait_for("Handling the FIELD = None -> ['a']")
+
+
+POD = """{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "example-pod", "namespace": "default"},
+ "spec": {"containers": [{"name": "c", "image": "busybox"}]}}"""
+
+
+def pods_10(cluster, runner):
+    subprocess.run(["kubectl", f"--kubeconfig={cluster.kubeconfig}", "create", "-f", "-"], input=POD, text=True,
+                   check=True, capture_output=True, timeout=60)
+    runner.wait_for("[default/example-pod] === Pod killing happens in 2s.")
+    runner.wait_for("[default/example-pod] === Pod killing happens NOW!")
+    cluster.wait_until("the pod is killed", lambda: cluster("get", "pod", "example-pod", check=False).returncode != 0)
+
+
+def pods_13(cluster, runner):
+    subprocess.run(["kubectl", f"--kubeconfig={cluster.kubeconfig}", "create", "-f", "-"], input=POD, text=True,
+                   check=True, capture_output=True, timeout=60)
+    runner.wait_for("Served by the background task.", timeout=30)
+
+
+def events_04(cluster, runner):
+    def reasons():
+        events = cluster.get("events", "-n", "default", "--field-selector", "involvedObject.name=kopf-example-1")
+        return [(e["type"], e["reason"], e["message"]) for e in events["items"]]
+
+    cluster.wait_until("the events are posted", lambda: len(reasons()) >= 4)
+    assert ("Warning", "SomeReason", "Some exception: Exception text.") in reasons()
+    assert ("Normal", "SomeReason", "Some message") in reasons()
+
+
+def status_02(cluster, runner):
+    obj = cluster.get("-f", str(OBJ))
+    children = obj["status"]["create_fn"]["children"]
+    pod = cluster.get("pods", "-n", "default", "-l", "somelabel=somevalue")["items"][0]
+    assert children == [pod["metadata"]["uid"]]
+    assert pod["metadata"]["ownerReferences"][0]["name"] == "kopf-example-1"
+
+
+def daemons_14(cluster, runner):
+    runner.wait_for(f"{OBJECT} => Ping from a sync daemon: field='value', retry=3")
+    runner.wait_for(f"{OBJECT} => Ping from an async daemon: field='value'")
+
+
+CASES = [
+    Case("01-minimal", succeeded=["create_fn"], lines=["And here we are! Creating: {'duration': '1m'"]),
+    Case("02-children", succeeded=["create_fn"], then=status_02),
+    Case("03-exceptions", succeeded=["eventual_success_with_few_messages"],
+         failed=["instant_failure_with_only_a_message", "eventual_failure_with_tracebacks", "instant_failure_with_traceback"],
+         tracebacks=True),
+    Case("04-events", succeeded=["create_fn"], then=events_04),
+    Case("05-handlers", succeeded=["create_fn_1", "create_fn_2"], deletes=["delete_fn_1", "delete_fn_2"],
+         lines=["CREATED 1st", "CREATED 2nd"], then=update_05),
+    Case("07-subhandlers", succeeded=["create_fn/item1", "create_fn/item2"],
+         lines=["=== Handling creation for item1. ===", "=== Handling creation for item2. ==="]),
+    Case("08-events", lines=["Event received: {'type': 'ADDED'", "Handler 'event_fn_with_error' failed"], tracebacks=True),
+    Case("10-builtins", create_object=False, then=pods_10, env={"POD_KILL_AFTER_SECONDS": "2"}),
+    Case("11-filtering-handlers",
+         succeeded=["create_with_labels_matching", "create_with_labels_present", "create_with_labels_absent",
+                    "create_with_labels_callback_matching", "create_with_annotations_matching",
+                    "create_with_annotations_present", "create_with_annotations_absent", "create_with_filter_satisfied",
+                    "create_with_field_value_satisfied/spec.field", "create_with_field_presence_satisfied/spec.field"],
+         absent=["Annotation callback mismatch.", "Filter not satisfied.", "Field value is not satisfied.",
+                 "Field presence is not satisfied."],
+         lines=["Field daemon is satisfied."], then=update_11),
+    Case("13-hooks", create_object=False, then=pods_13,
+         lines=["Activity 'startup_fn_simple' succeeded.", "Starting retried...", "Activity 'startup_fn_retried' succeeded."],
+         at_exit=["Cleaning up...", "All pod-tasks are requested to stop..."]),
+    Case("14-daemons", then=daemons_14, lines=["Simulated failure."]),
+    Case("15-timers", lines=[f"{OBJECT} Ping from a sync timer: field='value'", f"{OBJECT} Ping from an async timer: field='value'"]),
+    Case("99-all-at-once", succeeded=["create_1", "create_2", "create_pod"], deletes=["delete"], tracebacks=True,
+         lines=["Starting retried...", "This pod is special for us."], then=update_99, at_exit=["Cleaning up in 3s..."]),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_example(case: Case, tmp_path: pathlib.Path) -> None:
+    cluster = Cluster(tmp_path / "kubeconfig")
+    args = ["dev", "--dir", str(tmp_path), "--apply", str(CRD), str(HERE / case.folder / "example.py")]
+    env = dict(os.environ, **case.env)
+    with bosun.testing.Runner(args, timeout=60, env=env) as runner:
+        runner.wait_for("export KUBECONFIG=")
+        if case.create_object:
+            runner.wait_for("Serving kopfexamples.v1.kopf.dev")
+            cluster("create", "-f", str(OBJ))
+        for handler in case.succeeded:
+            runner.wait_for(f"Handler '{handler}' succeeded.")
+        for handler in case.failed:
+            runner.wait_for(f"Handler '{handler}' failed permanently")
+        for line in case.lines:
+            runner.wait_for(line)
+        if case.then is not None:
+            case.then(cluster, runner)
+        if case.create_object:
+            cluster("delete", "-f", str(OBJ), "--wait=true", "--timeout=30s")
+            for handler in case.deletes:
+                runner.wait_for(f"{OBJECT} Handler '{handler}' succeeded.")
+    output = runner.output
+    assert runner.exception is None
+    assert runner.exit_code == 0, output
+    for handler in case.succeeded + case.deletes:
+        assert output.count(f"Handler '{handler}' succeeded.") == 1, f"{handler} succeeded more or less than once:\n{output}"
+    for handler in case.failed:
+        assert output.count(f"Handler '{handler}' failed permanently") == 1, output
+    if not case.failed:
+        assert "failed permanently" not in output, output
+    if case.deletes:
+        assert f"{OBJECT} Adding the finalizer" in output, output
+    if not case.tracebacks:
+        assert "Traceback (most recent call last)" not in output, output
+    for line in case.absent:
+        assert line not in output, output
+    for line in case.at_exit:
+        assert line in output, output

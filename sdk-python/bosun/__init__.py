@@ -1,0 +1,38 @@
+"""Bosun's Python SDK: Kopf's API for handlers that the Bosun controller calls over gRPC.
+
+    import bosun
+
+    @bosun.on.create('kopfexamples')
+    def create_fn(spec, logger, **kwargs):
+        logger.info(f"And here we are! Creating: {spec}")
+        return {'message': 'hello world'}
+
+Run it with the controller: `bosun dev handlers.py` (embedded dev cluster) or
+`bosun run handlers.py -A` (the cluster of your kubeconfig). `python -m bosun handlers.py`
+serves the handlers alone, where `BOSUN_LISTEN` says (`host:port` or `unix:///path`).
+"""
+
+from . import on
+from ._errors import AdmissionError, ErrorsMode, HandlerError, PermanentError, TemporaryError
+from ._helpers import (adjust_namespace, adopt, append_owner_reference, event, exception, harmonize_naming, info,
+                       label, own, remove_owner_reference, warn)
+from ._kwargs import DaemonStopped, DiffItem, Memo, Patch
+from ._registry import ABSENT, PRESENT, Registry, default_registry
+from ._server import run, serve
+from ._subhandlers import execute, subhandler
+from .on import daemon, timer
+
+try:
+    from importlib.metadata import version as _version
+
+    __version__ = _version("bosun-operator")
+except Exception:  # running from a source tree
+    __version__ = "0.0.0+source"
+
+__all__ = [
+    "on", "timer", "daemon", "subhandler", "execute",
+    "TemporaryError", "PermanentError", "AdmissionError", "HandlerError", "ErrorsMode",
+    "PRESENT", "ABSENT", "Memo", "Patch", "DiffItem", "DaemonStopped", "Registry", "default_registry",
+    "adopt", "label", "harmonize_naming", "append_owner_reference", "remove_owner_reference", "adjust_namespace",
+    "own", "info", "warn", "exception", "event", "serve", "run",
+]

@@ -1,0 +1,77 @@
+"""What one call of a handler collects for its answer: log lines, events, owned objects,
+declared sub-handlers. The current call is a context variable, so `bosun.info(...)`,
+`bosun.own(...)` and `@bosun.subhandler` reach it from the handler's code (also from a
+sync handler's thread: `asyncio.to_thread` copies the context)."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+
+class Call:
+    """One handler call. `emit` sends a message of the contract (a LogLine, an Event, an
+    OwnedObject) to wherever this call's answer goes."""
+
+    def __init__(self, body: Dict[str, Any], emit: Callable[[str, Any], None], *, rebuilding: bool = False):
+        self.body = body
+        self.emit = emit
+        #: Sub-handlers declared during this call, in order: id → (fn, options).
+        self.subhandlers: Dict[str, "SubhandlerDecl"] = {}
+        #: Re-entering a parent only to rebuild its sub-handlers' closures: `execute` stops it.
+        self.rebuilding = rebuilding
+
+
+class SubhandlerDecl:
+    def __init__(self, id: str, fn: Callable[..., Any], options: Dict[str, Any], param: Any):
+        self.id = id
+        self.fn = fn
+        self.options = options
+        self.param = param
+
+
+current: contextvars.ContextVar[Optional[Call]] = contextvars.ContextVar("bosun_call", default=None)
+
+
+def require(what: str) -> Call:
+    call = current.get()
+    if call is None:
+        raise RuntimeError(f"{what} works only inside a handler call")
+    return call
+
+
+_LEVELS: Tuple[Tuple[int, str], ...] = (
+    (logging.ERROR, "LEVEL_ERROR"),
+    (logging.WARNING, "LEVEL_WARNING"),
+    (logging.INFO, "LEVEL_INFO"),
+    (0, "LEVEL_DEBUG"),
+)
+
+
+class _ToCall(logging.Handler):
+    """Sends the object logger's records to the call's answer as LogLines."""
+
+    def __init__(self, send: Callable[[str, str], None]):
+        super().__init__(logging.DEBUG)
+        self._send = send
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+            if record.exc_info:
+                message += "\n" + logging.Formatter().formatException(record.exc_info)
+            level = next(name for floor, name in _LEVELS if record.levelno >= floor)
+            self._send(level, message)
+        except Exception:  # a logger must never break the handler
+            self.handleError(record)
+
+
+def object_logger(namespace: Optional[str], name: Optional[str], send: Callable[[str, str], None]) -> logging.Logger:
+    """A `logging.Logger` for one object whose lines travel to the controller's log, which
+    prefixes them with `[namespace/name]`. It is not registered in `logging`'s manager (no
+    leak per object) and does not propagate (no second copy in the server's own output)."""
+    logger = logging.Logger(f"bosun.objects.{namespace or ''}/{name or ''}", logging.DEBUG)
+    logger.propagate = False
+    logger.addHandler(_ToCall(send))
+    return logger

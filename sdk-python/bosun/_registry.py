@@ -1,0 +1,249 @@
+"""The handlers a server registers, and their Describe answer: one `Handler` per decorated
+function, turned into a `HandlerSpec` of the contract."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from ._errors import ErrorsMode
+
+
+class _Marker:
+    def __init__(self, name: str):
+        self._name = name
+
+    def __repr__(self) -> str:
+        return f"bosun.{self._name}"
+
+
+#: A label, annotation or field filter: the key is present, whatever its value.
+PRESENT = _Marker("PRESENT")
+#: A label, annotation or field filter: the key is absent.
+ABSENT = _Marker("ABSENT")
+
+
+@dataclasses.dataclass(frozen=True)
+class Selector:
+    """A resource, as Kopf names them: by plural, kind, short name, `plural.group` or
+    group/version/plural. Resolved by the controller through discovery."""
+
+    group: str = ""
+    version: str = ""
+    name: str = ""
+
+    @staticmethod
+    def of(args: Tuple[Any, ...], group=None, version=None, kind=None, plural=None, singular=None,
+           shortcut=None, category=None) -> "Selector":
+        args = tuple(a for a in args if a is not None)
+        named = [n for n in (plural, kind, singular, shortcut, category) if n]
+        if len(args) > 3:
+            raise TypeError(f"a resource is at most 3 positional arguments (group, version, name); got {args!r}")
+        if len(named) > 1:
+            raise TypeError(f"name the resource once: got {named!r}")
+        g, v, n = group or "", version or "", named[0] if named else ""
+        if len(args) == 3:
+            g, v, n = args
+        elif len(args) == 2:
+            first, n = args
+            if "/" in first:  # "group/version", name
+                g, v = first.split("/", 1)
+            elif "." in first:  # "group", name
+                g = first
+            else:  # "v1", "pods": the core group's version
+                v, g = first, g
+        elif len(args) == 1:
+            n = args[0]
+        if named and args and len(args) != 2:
+            raise TypeError("name the resource either positionally or with plural=/kind=/…, not both")
+        if len(args) == 2 and named:
+            raise TypeError("name the resource either positionally or with plural=/kind=/…, not both")
+        if not n:
+            raise TypeError("which resource? give its plural, kind or short name, e.g. @bosun.on.create('kopfexamples')")
+        if len(args) == 2 and not g and v == "v1":
+            n = f"v1/{n}"  # core, explicitly
+            v = ""
+        return Selector(str(g), str(v), str(n))
+
+
+@dataclasses.dataclass
+class Handler:
+    """One registered handler."""
+
+    id: str
+    kind: str  # create, update, delete, resume, field, event, timer, daemon, startup, cleanup, probe, validate, mutate
+    fn: Callable[..., Any]
+    selector: Optional[Selector] = None
+    param: Any = None
+    # Options
+    retries: Optional[int] = None
+    backoff: Optional[float] = None
+    timeout: Optional[float] = None
+    errors: Optional[ErrorsMode] = None
+    optional: bool = False
+    deleted: bool = False
+    # Filters
+    labels: Optional[Mapping[str, Any]] = None
+    annotations: Optional[Mapping[str, Any]] = None
+    when: Optional[Callable[..., bool]] = None
+    field: Optional[str] = None
+    value: Any = None
+    old: Any = None
+    new: Any = None
+    has_value: bool = False
+    has_old: bool = False
+    has_new: bool = False
+    # Timers and daemons
+    interval: Optional[float] = None
+    idle: Optional[float] = None
+    initial_delay: Optional[float] = None
+    sharp: bool = False
+    cancellation_timeout: Optional[float] = None
+    cancellation_backoff: Optional[float] = None
+    # Admission
+    operations: Tuple[str, ...] = ()
+    subresources: Tuple[str, ...] = ()
+    side_effects: bool = False
+    fail_closed: bool = True
+
+    @property
+    def local_checks(self) -> List[Tuple[str, Any]]:
+        """Filters the controller cannot evaluate (callables): the server checks them on each
+        call and answers SKIPPED when one does not hold."""
+        checks: List[Tuple[str, Any]] = []
+        for key, cond in (self.labels or {}).items():
+            if callable(cond) and not isinstance(cond, _Marker):
+                checks.append((f"labels.{key}", cond))
+        for key, cond in (self.annotations or {}).items():
+            if callable(cond) and not isinstance(cond, _Marker):
+                checks.append((f"annotations.{key}", cond))
+        for name in ("value", "old", "new"):
+            cond = getattr(self, name)
+            if getattr(self, f"has_{name}") and callable(cond) and not isinstance(cond, _Marker):
+                checks.append((name, cond))
+        if self.when is not None:
+            checks.append(("when", self.when))
+        return checks
+
+
+class Registry:
+    """All handlers of this handler server, in registration order."""
+
+    def __init__(self) -> None:
+        self.handlers: List[Handler] = []
+        self._by_id: Dict[str, Handler] = {}
+
+    def add(self, handler: Handler) -> Handler:
+        if handler.id in self._by_id:
+            raise ValueError(f"a handler with id {handler.id!r} is registered already: give one of them id='…'")
+        self.handlers.append(handler)
+        self._by_id[handler.id] = handler
+        return handler
+
+    def get(self, handler_id: str) -> Optional[Handler]:
+        return self._by_id.get(handler_id)
+
+    def __len__(self) -> int:
+        return len(self.handlers)
+
+    def clear(self) -> None:
+        self.handlers.clear()
+        self._by_id.clear()
+
+    def route(self, parent_id: str) -> Optional[Tuple[Handler, List[str]]]:
+        """The top-level handler a sub-handler's `parent_id` starts with, and the chain of
+        sub-handler ids below it (`fn/spec.x/a/b` → handler `fn/spec.x`, chain `[a, b]`)."""
+        if parent_id in self._by_id:
+            return self._by_id[parent_id], []
+        best = None
+        for handler_id in self._by_id:
+            if parent_id.startswith(handler_id + "/") and (best is None or len(handler_id) > len(best)):
+                best = handler_id
+        if best is None:
+            return None
+        return self._by_id[best], parent_id[len(best) + 1:].split("/")
+
+
+#: The handlers registered by the decorators of `bosun.on`, `bosun.timer`, `bosun.daemon`.
+default_registry = Registry()
+
+
+def _value_filter(pb, cond) -> Any:
+    msg = pb.ValueFilter()
+    if cond is PRESENT:
+        msg.present = True
+    elif cond is ABSENT:
+        msg.absent = True
+    else:
+        msg.equals = json.dumps(cond).encode()
+    return msg
+
+
+_KINDS = {
+    "create": "HANDLER_KIND_CREATE", "update": "HANDLER_KIND_UPDATE", "delete": "HANDLER_KIND_DELETE",
+    "resume": "HANDLER_KIND_RESUME", "field": "HANDLER_KIND_FIELD", "event": "HANDLER_KIND_EVENT",
+    "timer": "HANDLER_KIND_TIMER", "daemon": "HANDLER_KIND_DAEMON", "startup": "HANDLER_KIND_STARTUP",
+    "cleanup": "HANDLER_KIND_CLEANUP", "probe": "HANDLER_KIND_PROBE", "validate": "HANDLER_KIND_VALIDATE",
+    "mutate": "HANDLER_KIND_MUTATE",
+}
+
+_ERRORS = {None: "ERRORS_MODE_TEMPORARY", ErrorsMode.TEMPORARY: "ERRORS_MODE_TEMPORARY",
+           ErrorsMode.PERMANENT: "ERRORS_MODE_PERMANENT", ErrorsMode.IGNORED: "ERRORS_MODE_IGNORED"}
+
+
+def options_spec(pb, retries=None, backoff=None, timeout=None, errors=None, optional=False, deleted=False):
+    """HandlerOptions of the contract from Kopf's arguments."""
+    options = pb.HandlerOptions(errors=_ERRORS[errors], optional=bool(optional), deleted=bool(deleted))
+    if retries is not None:
+        options.retries = int(retries)
+    if backoff is not None:
+        options.backoff_seconds = float(backoff)
+    if timeout is not None:
+        options.timeout_seconds = float(timeout)
+    return options
+
+
+def handler_spec(pb, handler: Handler):
+    """The contract's HandlerSpec of one handler."""
+    spec = pb.HandlerSpec(id=handler.id, kind=_KINDS[handler.kind])
+    if handler.selector is not None:
+        spec.resource.CopyFrom(pb.ResourceSelector(group=handler.selector.group, version=handler.selector.version,
+                                                   name=handler.selector.name))
+    filters = pb.Filters(has_when=bool(handler.local_checks))
+    for key, cond in (handler.labels or {}).items():
+        if not (callable(cond) and not isinstance(cond, _Marker)):
+            filters.labels[key].CopyFrom(_value_filter(pb, cond))
+    for key, cond in (handler.annotations or {}).items():
+        if not (callable(cond) and not isinstance(cond, _Marker)):
+            filters.annotations[key].CopyFrom(_value_filter(pb, cond))
+    if handler.kind == "field":
+        spec.field = handler.field or ""
+    elif handler.field:
+        if handler.kind == "update":
+            spec.field = handler.field
+        filters.field = handler.field
+    if handler.kind == "field" and handler.has_value:
+        filters.field = handler.field or ""
+    for name in ("value", "old", "new"):
+        cond = getattr(handler, name)
+        if getattr(handler, f"has_{name}") and not (callable(cond) and not isinstance(cond, _Marker)):
+            getattr(filters, name).CopyFrom(_value_filter(pb, cond))
+    spec.filters.CopyFrom(filters)
+    spec.options.CopyFrom(options_spec(pb, handler.retries, handler.backoff, handler.timeout, handler.errors,
+                                       handler.optional, handler.deleted))
+    if handler.kind == "timer":
+        spec.timer.CopyFrom(pb.TimerOptions(interval_seconds=float(handler.interval or 0), idle_seconds=float(handler.idle or 0),
+                                            initial_delay_seconds=float(handler.initial_delay or 0), sharp=bool(handler.sharp)))
+    if handler.kind == "daemon":
+        spec.daemon.CopyFrom(pb.DaemonOptions(initial_delay_seconds=float(handler.initial_delay or 0),
+                                              # Kopf waits `cancellation_backoff`, then cancels and
+                                              # waits `cancellation_timeout`: the controller holds
+                                              # the object for both.
+                                              cancellation_timeout_seconds=float(handler.cancellation_timeout or 0)
+                                              + float(handler.cancellation_backoff or 0),
+                                              backoff_seconds=float(handler.backoff if handler.backoff is not None else 0)))
+    if handler.kind in ("validate", "mutate"):
+        spec.admission.CopyFrom(pb.AdmissionOptions(operations=list(handler.operations), subresources=list(handler.subresources),
+                                                    side_effects=bool(handler.side_effects), fail_closed=bool(handler.fail_closed)))
+    return spec

@@ -1,0 +1,550 @@
+"""The handler server: `bosun.v1.HandlerServer` over grpc.aio, plus `grpc.health.v1`
+(service `""` SERVING). It answers Describe from the registry and routes each call to its
+Python function. Whatever a handler does ends as an answer, never as a gRPC error: Kopf's
+errors map to outcomes, anything else is an unexpected error with its traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import traceback
+from typing import Any, Dict, List, Optional, Tuple
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from . import _context, _kwargs
+from ._errors import AdmissionError, PermanentError, TemporaryError
+from ._registry import Handler, Registry, default_registry, handler_spec, options_spec
+from ._subhandlers import SubhandlersDeclared
+
+LISTEN_ENV = "BOSUN_LISTEN"
+DEFAULT_LISTEN = "127.0.0.1:50051"
+
+log = logging.getLogger("bosun")
+
+_REASONS = {1: "create", 2: "update", 3: "delete", 4: "resume", 5: "event", 6: "timer"}
+_DIFF_OPS = {1: "add", 2: "change", 3: "remove"}
+
+
+def _pb():
+    from .v1 import handler_pb2  # generated at build time
+
+    return handler_pb2
+
+
+def _grpc():
+    from .v1 import handler_pb2_grpc
+
+    return handler_pb2_grpc
+
+
+def _json(data: bytes, default: Any = None) -> Any:
+    return json.loads(data) if data else default
+
+
+def _dumps(value: Any, what: str) -> bytes:
+    try:
+        return json.dumps(value, separators=(",", ":")).encode()
+    except (TypeError, ValueError) as e:
+        raise _Unusable(f"the handler's {what} is not JSON-serialisable: {e}") from None
+
+
+class _Unusable(Exception):
+    """A handler's return value or patch that cannot be sent."""
+
+
+def _diff(items) -> Tuple[_kwargs.DiffItem, ...]:
+    return tuple(
+        _kwargs.DiffItem(_DIFF_OPS.get(item.operation, "change"), tuple(item.path), _json(item.old), _json(item.new))
+        for item in items
+    )
+
+
+def _traceback(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+
+
+def _resource(resource) -> Dict[str, Any]:
+    return {"group": resource.group, "version": resource.version, "plural": resource.plural, "kind": resource.kind,
+            "namespaced": resource.namespaced}
+
+
+def _value_at(body: Dict[str, Any], path: Optional[str]) -> Any:
+    node: Any = body
+    for key in (path or "").split("."):
+        if not key:
+            continue
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+class Collector:
+    """Collects what one Handle/Activity call sends back with its answer."""
+
+    def __init__(self, prefix: str = "") -> None:
+        self.prefix = prefix
+        #: Set once the answer is sent: later lines (a background task kept the logger) go to
+        #: the server's own stderr, prefixed like the controller's object lines.
+        self.sent = False
+        self.logs: List[Tuple[str, str]] = []
+        self.events: List[Dict[str, Any]] = []
+        self.owned: List[Dict[str, Any]] = []
+
+    def emit(self, what: str, item: Any) -> None:
+        if what == "log":
+            self.logs.append(item)
+        elif what == "event":
+            self.events.append(item)
+        elif what == "owned":
+            self.owned.append(item)
+
+    def send_log(self, level: str, message: str) -> None:
+        if self.sent:
+            sys.stderr.write(f"{level[len('LEVEL_'):]} {self.prefix}{message}\n")
+            return
+        self.emit("log", (level, message))
+
+    def fill(self, pb, response) -> None:
+        self.sent = True
+        for level, message in self.logs:
+            response.logs.append(pb.LogLine(level=level, message=message))
+        for ev in self.events:
+            if hasattr(response, "events"):
+                response.events.append(_event(pb, ev))
+        for owned in self.owned:
+            if hasattr(response, "owned"):
+                response.owned.append(pb.OwnedObject(**owned))
+
+
+def _event(pb, ev: Dict[str, Any]):
+    msg = pb.Event(type=ev["type"], reason=ev["reason"], message=ev["message"])
+    if ev.get("regarding"):
+        msg.regarding.CopyFrom(pb.ObjectReference(**ev["regarding"]))
+    return msg
+
+
+class Servicer:
+    """`bosun.v1.HandlerServer` for a registry of Python handlers."""
+
+    def __init__(self, registry: Registry, server_name: str = ""):
+        self.registry = registry
+        self.server_name = server_name or f"python:{os.getpid()}@{socket.gethostname()}"
+        self.memos: Dict[str, _kwargs.Memo] = {}
+        self.operator_memo = _kwargs.Memo()
+
+    # ---- Describe ------------------------------------------------------------------------
+
+    async def Describe(self, request, context):
+        pb = _pb()
+        return pb.DescribeResponse(handlers=[handler_spec(pb, h) for h in self.registry.handlers],
+                                   server_name=self.server_name)
+
+    # ---- Handle --------------------------------------------------------------------------
+
+    def _memo(self, uid: Optional[str]) -> _kwargs.Memo:
+        if not uid:
+            return _kwargs.Memo()
+        memo = self.memos.get(uid)
+        if memo is None:
+            memo = self.memos[uid] = _kwargs.Memo()
+        return memo
+
+    def _object_kwargs(self, request, body, collector: Collector, reason: str) -> Dict[str, Any]:
+        kwargs = _kwargs.object_kwargs(body)
+        kwargs.update(
+            resource=_resource(request.resource),
+            patch=_kwargs.Patch(),
+            logger=_context.object_logger(kwargs["namespace"], kwargs["name"], collector.send_log),
+            memo=self._memo(kwargs["uid"]),
+            reason=reason,
+            cause=reason,
+            retry=getattr(request, "retry", 0),
+        )
+        return kwargs
+
+    async def Handle(self, request, context):
+        pb = _pb()
+        response = pb.HandleResponse()
+        collector = Collector()
+        body = {}
+        try:
+            body = _json(request.object, {}) or {}
+            meta = body.get("metadata") or {}
+            collector.prefix = f"[{meta.get('namespace') or ''}/{meta.get('name') or ''}] " if meta.get("namespace") else f"[{meta.get('name') or ''}] "
+            reason = _REASONS.get(request.reason, "")
+            kwargs = self._object_kwargs(request, body, collector, reason)
+            kwargs.update(
+                old=_json(request.old), new=_json(request.new), diff=_diff(request.diff),
+                started=_kwargs.timestamp(request.started) if request.HasField("started") else None,
+                runtime=request.runtime.ToTimedelta() if request.HasField("runtime") else datetime.timedelta(0),
+                param=_json(request.param),
+            )
+            if request.reason == 5:  # EVENT
+                kwargs["type"] = request.event_type or None
+                kwargs["event"] = {"type": request.event_type or None, "object": body}
+            await self._handle(request, kwargs, body, collector, response)
+        except _Unusable as e:
+            response.Clear()
+            response.outcome = pb.OUTCOME_UNEXPECTED_ERROR
+            response.message = str(e)
+        except Exception as e:  # a defect of the SDK or an unparseable request: still an answer
+            response.Clear()
+            response.outcome = pb.OUTCOME_UNEXPECTED_ERROR
+            response.message = f"the handler server could not run {request.handler_id!r}: {_traceback(e)}"
+        collector.fill(pb, response)
+        return response
+
+    async def _handle(self, request, kwargs, body, collector: Collector, response) -> None:
+        pb = _pb()
+        handler_id = request.handler_id
+        if request.parent_id:
+            routed = self.registry.route(request.parent_id)
+            if routed is None:
+                raise LookupError(f"no handler {request.parent_id!r} for the sub-handler {handler_id!r}")
+            top, chain = routed
+            chain = chain + [request.subhandler_id]
+        else:
+            top, chain = self.registry.get(handler_id), []
+            if top is None:
+                known = ", ".join(h.id for h in self.registry.handlers) or "none"
+                response.outcome = pb.OUTCOME_UNEXPECTED_ERROR
+                response.message = f"this handler server has no handler {handler_id!r} (it has: {known})"
+                return
+        if not chain:
+            kwargs["param"] = top.param if top.param is not None else kwargs.get("param")
+            skipped = self._check_local(top, kwargs, body)
+            if skipped is not None:
+                response.outcome = pb.OUTCOME_SKIPPED
+                response.message = skipped
+                return
+
+        fn = top.fn
+        for depth, child_id in enumerate(chain):
+            declared = await self._rebuild(fn, kwargs, body)
+            decl = declared.get(child_id)
+            if decl is None:
+                response.outcome = pb.OUTCOME_PERMANENT_ERROR
+                parent = "/".join([top.id] + chain[:depth])
+                response.message = (f"the handler {parent!r} no longer declares the sub-handler {child_id!r} "
+                                    f"(it declares: {', '.join(declared) or 'none'})")
+                return
+            fn = decl.fn
+            if decl.param is not None:
+                kwargs["param"] = decl.param
+
+        call = _context.Call(body, collector.emit)
+        token = _context.current.set(call)
+        try:
+            result = await _kwargs.invoke(fn, kwargs)
+        except SubhandlersDeclared:
+            result = None
+        except TemporaryError as e:
+            response.outcome = pb.OUTCOME_TEMPORARY_ERROR
+            response.message = str(e)
+            if e.delay is not None:
+                response.delay_seconds = float(e.delay)
+            self._patch(response, kwargs)
+            return
+        except PermanentError as e:
+            response.outcome = pb.OUTCOME_PERMANENT_ERROR
+            response.message = str(e)
+            self._patch(response, kwargs)
+            return
+        except Exception as e:
+            response.outcome = pb.OUTCOME_UNEXPECTED_ERROR
+            response.message = _traceback(e)
+            self._patch(response, kwargs)
+            return
+        finally:
+            _context.current.reset(token)
+        response.outcome = pb.OUTCOME_SUCCESS
+        if result is not None:
+            response.result = _dumps(result, "return value")
+        self._patch(response, kwargs)
+        for decl in call.subhandlers.values():
+            sub = pb.SubHandler(id=decl.id, options=options_spec(pb, **decl.options))
+            if decl.param is not None:
+                try:
+                    sub.param = json.dumps(decl.param).encode()
+                except (TypeError, ValueError):
+                    pass  # a Python-only parameter: the child gets it when its parent is re-entered
+            response.subhandlers.append(sub)
+
+    @staticmethod
+    def _patch(response, kwargs) -> None:
+        patch = _kwargs.prune(kwargs.get("patch") or {})
+        if patch:
+            response.merge_patch = _dumps(patch, "patch")
+
+    async def _rebuild(self, fn, kwargs, body) -> Dict[str, _context.SubhandlerDecl]:
+        """Re-enters a parent with a throwaway answer to get its sub-handlers' closures."""
+        scratch = dict(kwargs, patch=_kwargs.Patch(), logger=_context.object_logger(None, None, lambda *_: None))
+        call = _context.Call(body, lambda *_: None, rebuilding=True)
+        token = _context.current.set(call)
+        try:
+            await _kwargs.invoke(fn, scratch)
+        except SubhandlersDeclared:
+            pass
+        finally:
+            _context.current.reset(token)
+        return call.subhandlers
+
+    @staticmethod
+    def _check_local(handler: Handler, kwargs, body) -> Optional[str]:
+        """Evaluates the filters only Python can (callables); a reason to skip, or None."""
+        for name, check in handler.local_checks:
+            if name.startswith("labels."):
+                value = (kwargs["labels"] or {}).get(name[len("labels."):])
+            elif name.startswith("annotations."):
+                value = (kwargs["annotations"] or {}).get(name[len("annotations."):])
+            elif name == "value":
+                value = _value_at(body, handler.field)
+            elif name == "old":
+                value = kwargs.get("old")
+            elif name == "new":
+                value = kwargs.get("new")
+            else:
+                value = None
+            if not _kwargs.call_sync(check, dict(kwargs, value=value)):
+                return f"the {name} filter does not hold"
+        return None
+
+    # ---- Daemon --------------------------------------------------------------------------
+
+    async def Daemon(self, request, context):
+        pb = _pb()
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+
+        def put(msg) -> None:
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                queue.put_nowait(msg)
+            else:
+                loop.call_soon_threadsafe(queue.put_nowait, msg)
+
+        def emit(what: str, item: Any) -> None:
+            if what == "log":
+                put(pb.DaemonMessage(log=pb.LogLine(level=item[0], message=item[1])))
+            elif what == "event":
+                put(pb.DaemonMessage(event=_event(pb, item)))
+
+        handler = self.registry.get(request.handler_id)
+        if handler is None:
+            yield pb.DaemonMessage(exit=pb.DaemonExit(outcome=pb.OUTCOME_PERMANENT_ERROR,
+                                                      message=f"this handler server has no daemon {request.handler_id!r}"))
+            return
+        body = _json(request.object, {}) or {}
+        stopped = _kwargs.DaemonStopped(loop)
+        kwargs = _kwargs.object_kwargs(body)
+        kwargs.update(resource=_resource(request.resource), patch=_kwargs.Patch(), memo=self._memo(kwargs["uid"]),
+                      logger=_context.object_logger(kwargs["namespace"], kwargs["name"],
+                                                    lambda level, message: emit("log", (level, message))),
+                      retry=request.retry, stopped=stopped, param=handler.param, reason="daemon",
+                      started=datetime.datetime.utcnow(), runtime=datetime.timedelta(0))
+        skipped = self._check_local(handler, kwargs, body)
+        if skipped is not None:
+            yield pb.DaemonMessage(exit=pb.DaemonExit(outcome=pb.OUTCOME_SKIPPED, message=skipped))
+            return
+
+        async def run() -> None:
+            call = _context.Call(body, emit)
+            token = _context.current.set(call)
+            exit_ = pb.DaemonExit(outcome=pb.OUTCOME_SUCCESS)
+            try:
+                await _kwargs.invoke(handler.fn, kwargs)
+            except asyncio.CancelledError:
+                exit_ = pb.DaemonExit(outcome=pb.OUTCOME_SUCCESS, message="cancelled")
+            except TemporaryError as e:
+                exit_ = pb.DaemonExit(outcome=pb.OUTCOME_TEMPORARY_ERROR, message=str(e))
+                if e.delay is not None:
+                    exit_.delay_seconds = float(e.delay)
+            except PermanentError as e:
+                exit_ = pb.DaemonExit(outcome=pb.OUTCOME_PERMANENT_ERROR, message=str(e))
+            except Exception as e:
+                exit_ = pb.DaemonExit(outcome=pb.OUTCOME_UNEXPECTED_ERROR, message=_traceback(e))
+            finally:
+                _context.current.reset(token)
+            patch = _kwargs.prune(kwargs["patch"])
+            if patch:
+                try:
+                    put(pb.DaemonMessage(merge_patch=json.dumps(patch).encode()))
+                except (TypeError, ValueError) as e:
+                    log.warning("Daemon %r: its patch is not JSON-serialisable: %s", handler.id, e)
+            put(pb.DaemonMessage(exit=exit_))
+
+        task = asyncio.ensure_future(run())
+        try:
+            while True:
+                msg = await queue.get()
+                yield msg
+                if msg.HasField("exit"):
+                    return
+        except asyncio.CancelledError:
+            # The controller cancelled the stream: the daemon's "stopped" signal. A sync
+            # daemon sees the flag; an async one is also cancelled after its backoff.
+            stopped.set()
+            if _kwargs.is_async(handler.fn):
+                backoff = float(handler.cancellation_backoff or 0)
+                if backoff > 0:
+                    loop.call_later(backoff, task.cancel)
+                else:
+                    task.cancel()
+            raise
+
+    # ---- Activity ------------------------------------------------------------------------
+
+    async def Activity(self, request, context):
+        pb = _pb()
+        response = pb.ActivityResponse()
+        collector = Collector()
+        handler = self.registry.get(request.handler_id)
+        if handler is None:
+            response.outcome = pb.OUTCOME_PERMANENT_ERROR
+            response.message = f"this handler server has no activity {request.handler_id!r}"
+            return response
+        kwargs = dict(logger=_context.object_logger(None, None, collector.send_log), retry=request.retry,
+                      memo=self.operator_memo, param=handler.param, activity=handler.kind, settings=_Settings())
+        call = _context.Call({}, collector.emit)
+        token = _context.current.set(call)
+        try:
+            result = await _kwargs.invoke(handler.fn, kwargs)
+            response.outcome = pb.OUTCOME_SUCCESS
+            if result is not None:
+                response.result = _dumps(result, "return value")
+        except TemporaryError as e:
+            response.outcome = pb.OUTCOME_TEMPORARY_ERROR
+            response.message = str(e)
+            if e.delay is not None:
+                response.delay_seconds = float(e.delay)
+        except PermanentError as e:
+            response.outcome = pb.OUTCOME_PERMANENT_ERROR
+            response.message = str(e)
+        except _Unusable as e:
+            response.outcome = pb.OUTCOME_UNEXPECTED_ERROR
+            response.message = str(e)
+        except Exception as e:
+            response.outcome = pb.OUTCOME_UNEXPECTED_ERROR
+            response.message = _traceback(e)
+        finally:
+            _context.current.reset(token)
+        collector.fill(pb, response)
+        return response
+
+    # ---- Admit ---------------------------------------------------------------------------
+
+    async def Admit(self, request, context):
+        pb = _pb()
+        response = pb.AdmitResponse(allowed=True)
+        handler = self.registry.get(request.handler_id)
+        if handler is None:
+            return pb.AdmitResponse(allowed=False, code=500,
+                                    message=f"this handler server has no admission handler {request.handler_id!r}")
+        review = _json(request.request, {}) or {}
+        body = review.get("object") or review.get("oldObject") or {}
+        warnings: List[str] = []
+        collector = Collector()
+        kwargs = _kwargs.object_kwargs(body)
+        kwargs.update(
+            patch=_kwargs.Patch(), warnings=warnings, old=review.get("oldObject"), new=review.get("object"),
+            operation=review.get("operation"), dryrun=bool(review.get("dryRun")), uid=review.get("uid"),
+            userinfo=review.get("userInfo") or {}, subresource=review.get("subResource"), resource=review.get("resource"),
+            logger=_context.object_logger(kwargs["namespace"], kwargs["name"], collector.send_log),
+            memo=self._memo((body.get("metadata") or {}).get("uid")), param=handler.param, reason="admission",
+        )
+        call = _context.Call(body, collector.emit)
+        token = _context.current.set(call)
+        try:
+            skipped = self._check_local(handler, kwargs, body)
+            if skipped is None:
+                await _kwargs.invoke(handler.fn, kwargs)
+                patch = _kwargs.prune(kwargs["patch"])
+                if patch and handler.kind == "mutate":
+                    response.merge_patch = _dumps(patch, "patch")
+        except AdmissionError as e:
+            response = pb.AdmitResponse(allowed=False, message=str(e), code=int(e.code or 500))
+        except Exception as e:
+            response = pb.AdmitResponse(allowed=False, message=str(e) or type(e).__name__, code=500)
+        finally:
+            _context.current.reset(token)
+        response.warnings.extend(str(w) for w in warnings)
+        return response
+
+
+class _Settings:
+    """Kopf's `settings` kwarg of startup handlers. The controller owns these settings here
+    (its flags); assignments are accepted and have no effect."""
+
+    def __getattr__(self, name: str) -> "_Settings":
+        value = _Settings()
+        object.__setattr__(self, name, value)
+        return value
+
+
+def listen_address(value: Optional[str] = None) -> str:
+    """`BOSUN_LISTEN` as grpc wants it: `host:port`, `http://host:port` or `unix:///path`."""
+    value = (value if value is not None else os.environ.get(LISTEN_ENV, "")).strip() or DEFAULT_LISTEN
+    if value.startswith("http://"):
+        value = value[len("http://"):]
+    if value.startswith("unix:"):
+        return value
+    if value.startswith("https://") or ":" not in value:
+        raise ValueError(f"invalid listen address {value!r}: expected `host:port`, `http://host:port` or `unix:///path`")
+    return value
+
+
+async def serve(registry: Optional[Registry] = None, listen: Optional[str] = None, *, ready: Optional[asyncio.Event] = None,
+                stop: Optional[asyncio.Event] = None, server_name: str = "") -> None:
+    """Serves the handlers until SIGINT/SIGTERM (or `stop`): in-flight calls get a few
+    seconds to finish."""
+    registry = registry if registry is not None else default_registry
+    if not registry.handlers:
+        raise RuntimeError("no handlers are registered: decorate functions with @bosun.on.create(...) and the like")
+    for handler in registry.handlers:
+        handler_spec(_pb(), handler)  # raises here, at start, on a registration the contract cannot carry
+    address = listen_address(listen)
+    server = grpc.aio.server()
+    _grpc().add_HandlerServerServicer_to_server(Servicer(registry, server_name), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    if server.add_insecure_port(address) == 0 and not address.startswith("unix:"):
+        raise OSError(f"cannot listen on {address}")
+    await server.start()
+    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    await health_servicer.set("bosun.v1.HandlerServer", health_pb2.HealthCheckResponse.SERVING)
+    log.info("Serving %d handler(s) on %s.", len(registry.handlers), address)
+    if ready is not None:
+        ready.set()
+    stopping = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed = []
+    if stop is None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stopping.set)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+    try:
+        await stopping.wait()
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        await server.stop(grace=5)
+
+
+def run(registry: Optional[Registry] = None, listen: Optional[str] = None) -> None:
+    """Serves the handlers in a new event loop until SIGINT/SIGTERM."""
+    asyncio.run(serve(registry, listen))

@@ -1,0 +1,100 @@
+"""Builds the `bosun-operator` wheel: the pure-Python SDK (package `bosun`), its gRPC stubs
+generated from the contract at build time, and the `bosun` controller binary.
+
+Nothing generated is checked in: `build_py` runs grpcio-tools' protoc over
+`../proto/bosun/v1/handler.proto` into `bosun/v1/` of the build, and the wheel requires the
+grpcio and protobuf versions those stubs need (the gencode checks them at import). The
+controller binary is built with cargo by setuptools-rust and installed as the `bosun` script.
+
+Environment:
+  BOSUN_PROTO_DIR    where the contract is (default: ../proto next to this file)
+  BOSUN_CARGO_DEBUG  "1" builds the controller in cargo's debug profile (faster to build)
+  BOSUN_STUBS_ONLY   a folder: only generate the stubs there (`BOSUN_STUBS_ONLY=. python setup.py`)
+"""
+
+import os
+import pathlib
+import re
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+from setuptools_rust import RustBin
+
+HERE = pathlib.Path(__file__).resolve().parent
+PROTO_DIR = pathlib.Path(os.environ.get("BOSUN_PROTO_DIR", HERE.parent / "proto"))
+PROTO = "bosun/v1/handler.proto"
+
+
+def version() -> str:
+    """The workspace version from the top Cargo.toml, so the SDK and the controller agree."""
+    text = (HERE.parent / "Cargo.toml").read_text()
+    match = re.search(r'^\[workspace\.package\][^\[]*?^version\s*=\s*"([^"]+)"', text, re.S | re.M)
+    if not match:
+        raise RuntimeError("no [workspace.package] version in ../Cargo.toml")
+    return match.group(1)
+
+
+def generate_stubs(out_dir: pathlib.Path) -> None:
+    """Runs protoc (from grpcio-tools) over the contract into `out_dir/bosun/v1/`."""
+    from grpc_tools import protoc  # a build requirement
+    import grpc_tools
+
+    include = pathlib.Path(grpc_tools.__file__).parent / "_proto"
+    (out_dir / "bosun" / "v1").mkdir(parents=True, exist_ok=True)
+    args = [
+        "protoc",
+        f"-I{PROTO_DIR}",
+        f"-I{include}",
+        f"--python_out={out_dir}",
+        f"--pyi_out={out_dir}",
+        f"--grpc_python_out={out_dir}",
+        PROTO,
+    ]
+    if protoc.main(args) != 0:
+        raise RuntimeError(f"protoc failed on {PROTO_DIR / PROTO}")
+    (out_dir / "bosun" / "v1" / "__init__.py").write_text('"""Stubs generated from bosun/v1/handler.proto at build time."""\n')
+
+
+def dependencies() -> list:
+    """grpcio and protobuf no older than the generator's: its gencode refuses older runtimes."""
+    try:
+        from importlib.metadata import version as installed
+        tools = installed("grpcio-tools")
+        proto = installed("protobuf")
+    except Exception:  # metadata only, during an sdist or an egg_info without the build env
+        return ["grpcio", "protobuf", "grpcio-health-checking"]
+    major = int(proto.split(".")[0])
+    return [
+        f"grpcio>={tools}",
+        f"grpcio-health-checking>={tools}",
+        f"protobuf>={proto},<{major + 1}",
+    ]
+
+
+if os.environ.get("BOSUN_STUBS_ONLY"):
+    # `BOSUN_STUBS_ONLY=. python setup.py`: the stubs into a source tree, for working on the
+    # SDK without installing it (they are git-ignored there).
+    generate_stubs(pathlib.Path(os.environ["BOSUN_STUBS_ONLY"]))
+    raise SystemExit(0)
+
+
+class BuildWithStubs(build_py):
+    def run(self):
+        super().run()
+        generate_stubs(pathlib.Path(self.build_lib))
+
+
+setup(
+    version=version(),
+    install_requires=dependencies(),
+    cmdclass={"build_py": BuildWithStubs},
+    rust_extensions=[
+        RustBin(
+            "bosun",
+            path=str(HERE.parent / "controller" / "Cargo.toml"),
+            cargo_manifest_args=["--locked"],
+            debug=True if os.environ.get("BOSUN_CARGO_DEBUG") == "1" else None,
+        )
+    ],
+    zip_safe=False,
+)
