@@ -3,6 +3,9 @@
 //! name, when its call arrived:
 //! - Bosun: the real `bosun run` binary as a child process, talking over gRPC to a handler
 //!   server written with the SDK that runs inside the bench process;
+//! - Bosun (Python): the same `bosun run`, with the handler in Bosun's Python SDK served by
+//!   `python -m bosun` as a second child process (its CPU and memory count with the
+//!   controller's);
 //! - Kopf: `kopf run --standalone -A` from a venv the bench makes, as a child process.
 
 use std::collections::HashMap;
@@ -15,13 +18,15 @@ use bosun_sdk::{Cause, HandlerError, Operator};
 use serde_json::{Value, json};
 
 use super::cluster::{DevCluster, now_ns};
-use super::procs::Proc;
+use super::procs::{Proc, Usage};
 
 /// Which operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavor {
     /// Bosun's controller and an SDK handler server.
     Bosun,
+    /// Bosun's controller and a handler server written with the Python SDK.
+    BosunPython,
     /// Kopf.
     Kopf,
 }
@@ -31,6 +36,7 @@ impl Flavor {
     pub fn name(self) -> &'static str {
         match self {
             Flavor::Bosun => "Bosun",
+            Flavor::BosunPython => "Bosun-Python",
             Flavor::Kopf => "Kopf",
         }
     }
@@ -43,7 +49,8 @@ pub struct Programs {
     pub bosun: PathBuf,
     /// The `bosun-devcluster` binary.
     pub devcluster: PathBuf,
-    /// The venv holding Kopf (made by [`ensure_kopf`]).
+    /// The venv holding Kopf (made by [`ensure_kopf`]) and, with `--python`, Bosun's Python
+    /// SDK (installed by [`ensure_python_sdk`]).
     pub venv: PathBuf,
     /// The controller's `--max-workers`.
     pub max_workers: usize,
@@ -75,6 +82,8 @@ pub struct UnderTest {
     pub flavor: Flavor,
     /// The controller process (`bosun` or Kopf's Python).
     pub proc: Proc,
+    /// A handler server in a process of its own (the Python SDK's).
+    pub handler: Option<Proc>,
     calls: Calls,
     server: Option<ServerTask>,
 }
@@ -96,8 +105,26 @@ impl UnderTest {
     pub async fn start(flavor: Flavor, programs: &Programs, cluster: &DevCluster, with_delete: bool, dir: &Path) -> Result<UnderTest> {
         match flavor {
             Flavor::Bosun => start_bosun(programs, cluster, with_delete, dir).await,
+            Flavor::BosunPython => start_bosun_python(programs, cluster, with_delete, dir).await,
             Flavor::Kopf => start_kopf(programs, cluster, with_delete, dir),
         }
+    }
+
+    /// CPU and peak RSS of the operator's processes together (controller and handler server).
+    pub fn usage(&self) -> Result<Usage> {
+        let mut used = self.proc.usage()?;
+        if let Some(handler) = &self.handler {
+            let h = handler.usage()?;
+            used.cpu_s += h.cpu_s;
+            used.peak_rss += h.peak_rss;
+        }
+        Ok(used)
+    }
+
+    /// Fails when one of the operator's processes died.
+    pub fn check_alive(&self) -> Result<()> {
+        self.proc.check_alive()?;
+        self.handler.as_ref().map_or(Ok(()), Proc::check_alive)
     }
 
     /// When `create_fn` was first called for each object, by name.
@@ -119,6 +146,9 @@ impl UnderTest {
     /// Stops the controller, then the handler server.
     pub async fn stop(self) {
         self.proc.stop(std::time::Duration::from_secs(5)).await;
+        if let Some(handler) = self.handler {
+            handler.stop(std::time::Duration::from_secs(5)).await;
+        }
         if let Some(mut server) = self.server {
             if let Some(tx) = server.stop.take() {
                 let _ = tx.send(());
@@ -165,9 +195,22 @@ async fn start_bosun(programs: &Programs, cluster: &DevCluster, with_delete: boo
         }
         None => tokio::process::Command::new(&programs.bosun),
     };
+    bosun_args(&mut cmd, programs, cluster, &format!("http://{addr}"));
+    let (proc, _) = Proc::spawn("the Bosun controller", cmd, &dir.join("bosun.log"), false)?;
+    Ok(UnderTest {
+        flavor: Flavor::Bosun,
+        proc,
+        handler: None,
+        calls: Calls::InProcess(recorder),
+        server: Some(ServerTask { stop: Some(tx), task }),
+    })
+}
+
+/// `bosun run`'s arguments: the dev cluster, and `handler` as the handler server.
+fn bosun_args(cmd: &mut tokio::process::Command, programs: &Programs, cluster: &DevCluster, handler: &str) {
     cmd.arg("run")
         .arg("--handler")
-        .arg(format!("http://{addr}"))
+        .arg(handler)
         .arg("-A")
         .arg("--standalone")
         .arg("--max-workers")
@@ -176,8 +219,46 @@ async fn start_bosun(programs: &Programs, cluster: &DevCluster, with_delete: boo
         .arg(&cluster.kubeconfig)
         .env_remove("RUST_LOG")
         .env_remove("BOSUN_HANDLERS");
+}
+
+const PYTHON_OPERATOR: &str = r#"# Kopf's example 01 in Bosun's Python SDK, recording when each call arrives (for the bench).
+import os
+import time
+
+import bosun
+
+_RECORD = open(os.environ["BENCH_RECORD"], "a", buffering=1)
+
+
+@bosun.on.create("kopf.dev", "v1", "kopfexamples")
+def create_fn(name, **_):
+    _RECORD.write(f"{name} {time.time_ns()}\n")
+    return {"message": "hello world"}
+"#;
+
+const PYTHON_DELETE: &str = r#"
+
+@bosun.on.delete("kopf.dev", "v1", "kopfexamples")
+def delete_fn(**_):
+    pass
+"#;
+
+async fn start_bosun_python(programs: &Programs, cluster: &DevCluster, with_delete: bool, dir: &Path) -> Result<UnderTest> {
+    let file = dir.join("python_handlers.py");
+    std::fs::write(&file, format!("{PYTHON_OPERATOR}{}", if with_delete { PYTHON_DELETE } else { "" }))?;
+    let record = dir.join("python-calls.txt");
+    std::fs::write(&record, "")?;
+    let socket = dir.join("handlers.sock");
+    let address = format!("unix://{}", socket.display());
+    let mut server = tokio::process::Command::new(programs.venv.join("bin/python"));
+    server.arg("-m").arg("bosun").arg(&file).env("BOSUN_LISTEN", &address).env("BENCH_RECORD", &record);
+    let (handler, _) = Proc::spawn("the Python handler server", server, &dir.join("python.log"), false)?;
+    // The controller waits for the server itself; starting it at once keeps both startups in
+    // the measured time, as for the other flavors.
+    let mut cmd = tokio::process::Command::new(&programs.bosun);
+    bosun_args(&mut cmd, programs, cluster, &address);
     let (proc, _) = Proc::spawn("the Bosun controller", cmd, &dir.join("bosun.log"), false)?;
-    Ok(UnderTest { flavor: Flavor::Bosun, proc, calls: Calls::InProcess(recorder), server: Some(ServerTask { stop: Some(tx), task }) })
+    Ok(UnderTest { flavor: Flavor::BosunPython, proc, handler: Some(handler), calls: Calls::File(record), server: None })
 }
 
 const KOPF_OPERATOR: &str = r#"# Kopf's example 01, recording when each call arrives (for the Bosun bench).
@@ -214,7 +295,7 @@ fn start_kopf(programs: &Programs, cluster: &DevCluster, with_delete: bool, dir:
     let mut cmd = tokio::process::Command::new(programs.venv.join("bin/kopf"));
     cmd.arg("run").arg("--standalone").arg("-A").arg(&file).env("KUBECONFIG", &cluster.kubeconfig).env("BENCH_RECORD", &record);
     let (proc, _) = Proc::spawn("Kopf", cmd, &dir.join("kopf.log"), false)?;
-    Ok(UnderTest { flavor: Flavor::Kopf, proc, calls: Calls::File(record), server: None })
+    Ok(UnderTest { flavor: Flavor::Kopf, proc, handler: None, calls: Calls::File(record), server: None })
 }
 
 /// Reads Kopf's record: first call per name, and the number of calls.
@@ -259,4 +340,32 @@ pub async fn ensure_kopf(venv: &Path) -> Result<String> {
         run(venv.join("bin/pip"), vec!["install".into(), "--quiet".into(), "kopf".into()]).await?;
     }
     run(venv.join("bin/python"), vec!["-c".into(), "import importlib.metadata as m; print(m.version('kopf'))".into()]).await
+}
+
+/// Installs Bosun's Python SDK from this checkout into the venv (again on every run, so the
+/// bench measures the SDK as it is); returns its version.
+pub async fn ensure_python_sdk(venv: &Path) -> Result<String> {
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk-python");
+    if !venv.join("bin/python").exists() {
+        let out = tokio::process::Command::new("python3").args(["-m", "venv"]).arg(venv).output().await.context("cannot run python3")?;
+        if !out.status.success() {
+            bail!("python3 -m venv failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+    eprintln!("bench: installing Bosun's Python SDK into {}", venv.display());
+    let out = tokio::process::Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .arg(&sdk)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .context("cannot run pip")?;
+    if !out.status.success() {
+        bail!("pip install {} failed:\n{}{}", sdk.display(), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    }
+    let out = tokio::process::Command::new(venv.join("bin/python"))
+        .args(["-c", "import importlib.metadata as m; print(m.version('bosun-operator'))"])
+        .output()
+        .await?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }

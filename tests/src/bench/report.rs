@@ -28,6 +28,8 @@ pub struct Results {
     pub bosun: Side,
     /// Kopf's version and figures, with `--kopf`.
     pub kopf: Option<(String, Side)>,
+    /// The figures with the handler in Bosun's Python SDK, with `--python`.
+    pub python: Option<Side>,
 }
 
 /// One bar of the issue.
@@ -41,13 +43,10 @@ pub struct Bar {
     pub pass: Option<bool>,
 }
 
-fn row(out: &mut String, label: &str, b: String, k: Option<String>, ratio: Option<String>) {
-    let mut line = format!("  {label:<34} {b:>16}");
-    if let Some(k) = k {
-        line.push_str(&format!(" {k:>16}"));
-    }
-    if let Some(r) = ratio {
-        line.push_str(&format!(" {r:>12}"));
+fn row(out: &mut String, label: &str, cells: &[String]) {
+    let mut line = format!("  {label:<34}");
+    for cell in cells {
+        line.push_str(&format!(" {cell:>14}"));
     }
     out.push_str(line.trim_end());
     out.push('\n');
@@ -117,38 +116,104 @@ impl Results {
             bar("Kopf / Bosun CPU per object >= 10x", cpu_ratio, &|v| format!("{v:.1}x"), &|v| v >= 10.0),
             bar("Kopf / Bosun backlog time >= 5x", time_ratio, &|v| format!("{v:.1}x"), &|v| v >= 5.0),
         ]
+        .into_iter()
+        .chain(self.python_bars())
+        .collect()
+    }
+
+    /// The bars of the Python SDK (issue 8), against Kopf: present with `--python --kopf`.
+    fn python_bars(&self) -> Vec<Bar> {
+        let (Some(python), Some((_, kopf))) = (&self.python, &self.kopf) else { return Vec::new() };
+        let pairs = |f: &dyn Fn(&Side) -> Option<f64>| f(python).zip(f(kopf));
+        let judge = |name: &str, pair: Option<(f64, f64)>, fmt: &dyn Fn(f64, f64) -> String, ok: &dyn Fn(f64, f64) -> bool| Bar {
+            name: name.into(),
+            value: pair.map(|(p, k)| fmt(p, k)).unwrap_or_else(|| "not measured".into()),
+            pass: pair.map(|(p, k)| ok(p, k)),
+        };
+        let backlog = |f: fn(&Backlog) -> f64| move |s: &Side| s.backlog.as_ref().ok().map(f);
+        vec![
+            judge(
+                "Python: backlog handled >= 3x faster than Kopf",
+                pairs(&backlog(|b| b.seconds)),
+                &|p, k| format!("{:.1}x ({p:.3} s vs {k:.3} s)", k / p.max(1e-9)),
+                &|p, k| k / p.max(1e-9) >= 3.0,
+            ),
+            judge(
+                "Python: controller + server CPU/object <= 1/2 of Kopf's",
+                pairs(&backlog(Backlog::cpu_ms_per_object)),
+                &|p, k| format!("{p:.3} ms vs {k:.3} ms"),
+                &|p, k| p <= k / 2.0,
+            ),
+            {
+                // Each workload against Kopf's same workload; the worst ratio is shown.
+                let rss = [
+                    ("backlog", python.backlog.as_ref().ok().map(|b| b.peak_rss), kopf.backlog.as_ref().ok().map(|b| b.peak_rss)),
+                    ("live", python.live.as_ref().ok().map(|l| l.peak_rss), kopf.live.as_ref().ok().map(|l| l.peak_rss)),
+                    (
+                        "live-delete",
+                        python.live_delete.as_ref().ok().map(|l| l.peak_rss),
+                        kopf.live_delete.as_ref().ok().map(|l| l.peak_rss),
+                    ),
+                ];
+                let measured: Option<Vec<(&str, f64, f64)>> = rss.iter().map(|(n, p, k)| Some((*n, (*p)? as f64, (*k)? as f64))).collect();
+                let worst = measured.as_ref().and_then(|m| m.iter().copied().max_by(|a, b| (a.1 / a.2).total_cmp(&(b.1 / b.2))));
+                Bar {
+                    name: "Python: RSS of both processes < Kopf's, each workload".into(),
+                    value: worst
+                        .map(|(n, p, k)| format!("worst {n}: {:.1} MiB vs {:.1} MiB", p / MIB, k / MIB))
+                        .unwrap_or_else(|| "not measured".into()),
+                    pass: measured.map(|m| m.iter().all(|(_, p, k)| p < k)),
+                }
+            },
+        ]
     }
 
     /// Whether every judged bar passed and every run worked.
     pub fn all_pass(&self) -> bool {
-        let sides = std::iter::once(&self.bosun).chain(self.kopf.as_ref().map(|(_, s)| s));
+        let sides = std::iter::once(&self.bosun).chain(self.kopf.as_ref().map(|(_, s)| s)).chain(self.python.as_ref());
         let runs_ok = sides.into_iter().all(|s| s.backlog.is_ok() && s.live.is_ok() && s.live_delete.is_ok());
         runs_ok && self.bars().iter().all(|b| b.pass != Some(false)) && self.bars().iter().take(7).all(|b| b.pass.is_some())
     }
 
-    /// The readable table.
+    /// The readable table: Bosun, Bosun with the Python SDK (`--python`), Kopf (`--kopf`),
+    /// and Kopf's figure divided by each Bosun's.
     pub fn table(&self) -> String {
-        let kopf_name = self.kopf.as_ref().map(|(v, _)| format!("Kopf {v}"));
-        let mut out = String::new();
-        row(&mut out, "", "Bosun".into(), kopf_name.clone(), kopf_name.as_ref().map(|_| "Kopf/Bosun".into()));
         let kopf = self.kopf.as_ref().map(|(_, s)| s);
+        let python = self.python.as_ref();
+        let mut columns: Vec<(String, &Side)> = vec![("Bosun".into(), &self.bosun)];
+        if let Some(p) = python {
+            columns.push(("Bosun+Python".into(), p));
+        }
+        if let Some((v, k)) = &self.kopf {
+            columns.push((format!("Kopf {v}"), k));
+        }
+        let mut out = String::new();
+        let mut header: Vec<String> = columns.iter().map(|(n, _)| n.clone()).collect();
+        if kopf.is_some() {
+            header.push("Kopf/Bosun".into());
+            if python.is_some() {
+                header.push("Kopf/Python".into());
+            }
+        }
+        row(&mut out, "", &header);
 
         type Cell<T> = fn(&T) -> f64;
         type Row<'a, T> = (&'a str, Cell<T>, &'a dyn Fn(f64) -> String, bool);
-        fn cells<T>(
-            b: &Result<T, String>,
-            k: Option<&Result<T, String>>,
-            f: Cell<T>,
-            fmt: &dyn Fn(f64) -> String,
-            ratio: bool,
-        ) -> (String, Option<String>, Option<String>) {
-            let show = |r: &Result<T, String>| r.as_ref().map(|x| fmt(f(x))).unwrap_or_else(|_| "failed".into());
-            let rat = k.map(|k| match (b, k) {
-                (Ok(b), Ok(k)) if ratio && f(b) > 0.0 => format!("{:.1}x", f(k) / f(b)),
-                _ => String::new(),
-            });
-            (show(b), k.map(show), rat)
-        }
+        // The figures of each column, then the ratios Kopf / Bosun (and Kopf / Python).
+        let cells = |pick: &dyn Fn(&Side) -> Option<f64>, shown: &dyn Fn(&Side) -> String, ratio: bool| -> Vec<String> {
+            let mut out: Vec<String> = columns.iter().map(|(_, s)| shown(s)).collect();
+            if let Some(k) = kopf {
+                let ratio_to = |s: &Side| match (pick(s), pick(k)) {
+                    (Some(b), Some(k)) if ratio && b > 0.0 => format!("{:.1}x", k / b),
+                    _ => String::new(),
+                };
+                out.push(ratio_to(&self.bosun));
+                if let Some(p) = python {
+                    out.push(ratio_to(p));
+                }
+            }
+            out
+        };
         let ms = |v: f64| format!("{v:.3} ms");
         let s = |v: f64| format!("{v:.3} s");
         let mib = |v: f64| format!("{:.1} MiB", v / MIB);
@@ -167,10 +232,11 @@ impl Results {
             ("CPU: other processes", |b| b.others_cpu_s, &s, false),
         ];
         for (label, f, fmt, ratio) in backlog_rows {
-            let (b, k, r) = cells(&self.bosun.backlog, kopf.map(|k| &k.backlog), f, fmt, ratio);
-            row(&mut out, label, b, k, r);
+            let pick = |side: &Side| side.backlog.as_ref().ok().map(f);
+            let shown = |side: &Side| pick(side).map(fmt).unwrap_or_else(|| "failed".into());
+            row(&mut out, label, &cells(&pick, &shown, ratio));
         }
-        for (title, pick) in [
+        for (title, which) in [
             ("live", (|s: &Side| &s.live) as fn(&Side) -> &Result<Live, String>),
             ("live, with a delete handler", |s: &Side| &s.live_delete),
         ] {
@@ -193,8 +259,9 @@ impl Results {
                 ("CPU: other processes", |l| l.others_cpu_s, &s, false),
             ];
             for (label, f, fmt, ratio) in live_rows {
-                let (b, k, r) = cells(pick(&self.bosun), kopf.map(pick), f, fmt, ratio);
-                row(&mut out, label, b, k, r);
+                let pick = |side: &Side| which(side).as_ref().ok().map(f);
+                let shown = |side: &Side| pick(side).map(fmt).unwrap_or_else(|| "failed".into());
+                row(&mut out, label, &cells(&pick, &shown, ratio));
             }
         }
         out.push_str("bars (the issue's, on Bosun's figures)\n");
@@ -207,7 +274,9 @@ impl Results {
             out.push_str(&format!("  {verdict}  {:<58} {}\n", bar.name, bar.value));
         }
         let mut errors = Vec::new();
-        for (who, side) in std::iter::once(("Bosun", &self.bosun)).chain(kopf.map(|k| ("Kopf", k))) {
+        for (who, side) in
+            std::iter::once(("Bosun", &self.bosun)).chain(python.map(|p| ("Bosun+Python", p))).chain(kopf.map(|k| ("Kopf", k)))
+        {
             for (run, e) in [
                 ("backlog", side.backlog.as_ref().err()),
                 ("live", side.live.as_ref().err()),
@@ -256,6 +325,7 @@ impl Results {
             "max_workers": self.max_workers,
             "bosun": side(&self.bosun),
             "kopf": self.kopf.as_ref().map(|(v, s)| { let mut j = side(s); j["version"] = json!(v); j }),
+            "bosun_python": self.python.as_ref().map(side),
             "bars": bars,
             "pass": self.all_pass(),
         })

@@ -118,7 +118,7 @@ async fn wait(
             return Ok(());
         }
         cluster.proc.check_alive()?;
-        op.proc.check_alive()?;
+        op.check_alive()?;
         if tokio::time::Instant::now() >= end {
             bail!(
                 "{}: timed out after {deadline:?} waiting for {what} ({progress}); {}'s log ({}) ends with:\n{}",
@@ -181,7 +181,7 @@ pub async fn backlog(flavor: Flavor, programs: &Programs, params: Params, dir: &
     let op = UnderTest::start(flavor, programs, &cluster, false, dir).await?;
     let sockets = SocketSampler::start(op.proc.pid);
     wait("the backlog to be handled", params.deadline, &cluster, &op, || progress(&handled, &op, &names)).await?;
-    let used = op.proc.usage()?;
+    let used = op.usage()?;
     let ours = used.cpu_s + cluster.proc.usage()?.cpu_s - cluster_before + usage(std::process::id())?.cpu_s - bench_before;
     let others_cpu_s = (machine_busy_s() - machine_before - ours).max(0.0);
     let last = handled.times(&names).into_iter().max().context("no object handled")?;
@@ -190,7 +190,7 @@ pub async fn backlog(flavor: Flavor, programs: &Programs, params: Params, dir: &
         objects: names.len(),
         seconds: last.saturating_sub(t0) as f64 / 1e9,
         cpu_s: used.cpu_s,
-        peak_rss: op.proc.usage()?.peak_rss,
+        peak_rss: op.usage()?.peak_rss,
         peak_sockets: sockets.peak(),
         writes_per_object: after.kex_writes as f64 / names.len() as f64,
         calls: op.calls()?,
@@ -216,7 +216,7 @@ pub async fn live(flavor: Flavor, programs: &Programs, params: Params, with_dele
     create_all(&clients[..1], &warmup, params.deadline).await?;
     wait("the warm-up object to be handled", params.deadline, &cluster, &op, || progress(&handled, &op, &warmup)).await?;
     let before = settle(&cluster, &client).await?;
-    let cpu_before = op.proc.usage()?.cpu_s;
+    let cpu_before = op.usage()?.cpu_s;
     let cluster_before = cluster.proc.usage()?.cpu_s;
     let bench_before = usage(std::process::id())?.cpu_s;
     let machine_before = machine_busy_s();
@@ -226,11 +226,11 @@ pub async fn live(flavor: Flavor, programs: &Programs, params: Params, with_dele
     wait("the live objects to be handled", params.deadline, &cluster, &op, || progress(&handled, &op, &names)).await?;
     let cluster_cpu = cluster.proc.usage()?.cpu_s - cluster_before;
     let bench_cpu = usage(std::process::id())?.cpu_s - bench_before;
-    let op_cpu = op.proc.usage()?.cpu_s - cpu_before;
+    let op_cpu = op.usage()?.cpu_s - cpu_before;
     let others_cpu = (machine_busy_s() - machine_before - op_cpu - cluster_cpu - bench_cpu).max(0.0);
     let handled_times = handled.times(&names);
     let after = settle(&cluster, &client).await?.since(&before);
-    let used = op.proc.usage()?;
+    let used = op.usage()?;
 
     let calls = op.first_calls()?;
     timeline(&dir.join("timeline.csv"), &names, &created, &calls, &handled)?;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
 
-use bench::ops::{Flavor, Programs, ensure_kopf};
+use bench::ops::{Flavor, Programs, ensure_kopf, ensure_python_sdk};
 use bench::report::{Results, Side};
 use bench::workloads::{self, Params};
 
@@ -30,6 +30,10 @@ struct Args {
     /// Also run Kopf (from PyPI, in a venv under the target dir) on the same workloads.
     #[arg(long)]
     kopf: bool,
+    /// Also run Bosun with the handler in its Python SDK (installed from this checkout into the
+    /// venv under the target dir), beside the Rust SDK's and Kopf's.
+    #[arg(long)]
+    python: bool,
     /// Print JSON instead of the table (progress still goes to stderr).
     #[arg(long)]
     json: bool,
@@ -108,6 +112,10 @@ async fn run(args: &Args) -> Result<bool> {
         }
     }
     let kopf_version = if args.kopf { Some(ensure_kopf(&programs.venv).await?) } else { None };
+    if args.python {
+        let version = ensure_python_sdk(&programs.venv).await?;
+        eprintln!("bench: Bosun's Python SDK {version}");
+    }
     let params = Params { objects: args.objects, clients: args.clients.max(1), deadline: Duration::from_secs(args.timeout) };
     let work = target.join("bench");
     let bosun = side(Flavor::Bosun, &programs, params, &work, &args.only).await;
@@ -115,7 +123,8 @@ async fn run(args: &Args) -> Result<bool> {
         Some(v) => Some((v, side(Flavor::Kopf, &programs, params, &work, &args.only).await)),
         None => None,
     };
-    let results = Results { objects: args.objects, clients: params.clients, max_workers: args.max_workers, bosun, kopf };
+    let python = if args.python { Some(side(Flavor::BosunPython, &programs, params, &work, &args.only).await) } else { None };
+    let results = Results { objects: args.objects, clients: params.clients, max_workers: args.max_workers, bosun, kopf, python };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&results.json())?);
     } else {
