@@ -15,6 +15,7 @@ import json
 import os
 import pathlib
 import subprocess
+import sys
 import time
 from typing import Callable, Dict, List, Optional
 
@@ -212,3 +213,23 @@ def test_example(case: Case, tmp_path: pathlib.Path) -> None:
         assert line not in output, output
     for line in case.at_exit:
         assert line in output, output
+
+
+def test_example_12_embedded(tmp_path: pathlib.Path) -> None:
+    """The operator inside an application (`bosun.operator()` in a thread): the app creates
+    and deletes three objects; each is handled once and its deletion completes."""
+    cluster = ["dev", "--cluster-only", "--dir", str(tmp_path), "--apply", str(CRD)]
+    with bosun.testing.Runner(cluster, timeout=60) as dev:
+        dev.wait_for("Serving the dev cluster only")
+        env = dict(os.environ, KUBECONFIG=str(tmp_path / "kubeconfig"))
+        app = subprocess.run([sys.executable, str(HERE / "12-embedded" / "example.py")], env=env, capture_output=True,
+                             text=True, timeout=120)
+    output = app.stdout + app.stderr
+    assert app.returncode == 0, output
+    assert dev.exit_code == 0, dev.output
+    assert "Starting the main app." in output and "Exiting the main app." in output
+    for step in range(3):
+        assert output.count(f"[default/kopf-example-{step}] Handler 'create_fn' succeeded.") == 1, output
+        assert output.count(f"[default/kopf-example-{step}] Handler 'delete_fn' succeeded.") == 1, output
+    assert "Traceback" not in output, output
+    assert "The controller has stopped." in output, output

@@ -18,7 +18,8 @@ from ._helpers import (adjust_namespace, adopt, append_owner_reference, event, e
                        label, own, remove_owner_reference, warn)
 from ._kwargs import DaemonStopped, DiffItem, Memo, Patch
 from ._registry import ABSENT, PRESENT, Registry, default_registry
-from ._server import run, serve
+from ._embedded import configure, operator, run
+from ._server import serve, serve_forever
 from ._subhandlers import execute, subhandler
 from .on import daemon, timer
 
@@ -34,5 +35,5 @@ __all__ = [
     "TemporaryError", "PermanentError", "AdmissionError", "HandlerError", "ErrorsMode",
     "PRESENT", "ABSENT", "Memo", "Patch", "DiffItem", "DaemonStopped", "Registry", "default_registry",
     "adopt", "label", "harmonize_naming", "append_owner_reference", "remove_owner_reference", "adjust_namespace",
-    "own", "info", "warn", "exception", "event", "serve", "run",
+    "own", "info", "warn", "exception", "event", "serve", "serve_forever", "operator", "run", "configure",
 ]

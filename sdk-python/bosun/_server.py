@@ -135,8 +135,9 @@ def _event(pb, ev: Dict[str, Any]):
 class Servicer:
     """`bosun.v1.HandlerServer` for a registry of Python handlers."""
 
-    def __init__(self, registry: Registry, server_name: str = ""):
+    def __init__(self, registry: Registry, server_name: str = "", on_describe=None):
         self.registry = registry
+        self.on_describe = on_describe
         self.server_name = server_name or f"python:{os.getpid()}@{socket.gethostname()}"
         self.memos: Dict[str, _kwargs.Memo] = {}
         self.operator_memo = _kwargs.Memo()
@@ -145,6 +146,8 @@ class Servicer:
 
     async def Describe(self, request, context):
         pb = _pb()
+        if self.on_describe is not None:
+            self.on_describe()
         return pb.DescribeResponse(handlers=[handler_spec(pb, h) for h in self.registry.handlers],
                                    server_name=self.server_name)
 
@@ -506,7 +509,7 @@ def listen_address(value: Optional[str] = None) -> str:
 
 
 async def serve(registry: Optional[Registry] = None, listen: Optional[str] = None, *, ready: Optional[asyncio.Event] = None,
-                stop: Optional[asyncio.Event] = None, server_name: str = "") -> None:
+                stop: Optional[asyncio.Event] = None, server_name: str = "", on_describe=None) -> None:
     """Serves the handlers until SIGINT/SIGTERM (or `stop`): in-flight calls get a few
     seconds to finish."""
     registry = registry if registry is not None else default_registry
@@ -516,7 +519,7 @@ async def serve(registry: Optional[Registry] = None, listen: Optional[str] = Non
         handler_spec(_pb(), handler)  # raises here, at start, on a registration the contract cannot carry
     address = listen_address(listen)
     server = grpc.aio.server()
-    _grpc().add_HandlerServerServicer_to_server(Servicer(registry, server_name), server)
+    _grpc().add_HandlerServerServicer_to_server(Servicer(registry, server_name, on_describe), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if server.add_insecure_port(address) == 0 and not address.startswith("unix:"):
@@ -545,6 +548,7 @@ async def serve(registry: Optional[Registry] = None, listen: Optional[str] = Non
         await server.stop(grace=5)
 
 
-def run(registry: Optional[Registry] = None, listen: Optional[str] = None) -> None:
-    """Serves the handlers in a new event loop until SIGINT/SIGTERM."""
+def serve_forever(registry: Optional[Registry] = None, listen: Optional[str] = None) -> None:
+    """Serves the handlers (alone, without a controller) in a new event loop until
+    SIGINT/SIGTERM."""
     asyncio.run(serve(registry, listen))

@@ -11,8 +11,6 @@ background of a test, with handler files served by this Python, and collects its
 from __future__ import annotations
 
 import os
-import pathlib
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,20 +18,7 @@ import threading
 import time
 from typing import Dict, List, Optional, Sequence
 
-
-def bosun_binary() -> str:
-    """The `bosun` controller: `$BOSUN_BINARY`, the one `pip install` put beside this
-    Python, or the first on PATH."""
-    explicit = os.environ.get("BOSUN_BINARY")
-    if explicit:
-        return explicit
-    beside = pathlib.Path(sys.executable).parent / "bosun"
-    if beside.is_file():
-        return str(beside)
-    found = shutil.which("bosun")
-    if found:
-        return found
-    raise FileNotFoundError("no `bosun` binary: `pip install ./sdk-python` installs it, or set BOSUN_BINARY")
+from ._binary import bosun_binary
 
 
 class Runner:

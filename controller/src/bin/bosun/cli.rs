@@ -176,6 +176,10 @@ pub struct DevArgs {
     /// Where the dev cluster keeps its data and kubeconfig.
     #[arg(long, env = "BOSUN_DEV_DIR", default_value = ".bosun")]
     pub dir: PathBuf,
+    /// Run only the dev cluster (and apply the manifests): no controller, no handler server.
+    /// For clients and operators of your own, such as one embedded with `bosun.operator()`.
+    #[arg(long, conflicts_with_all = ["files", "modules", "command", "handlers"])]
+    pub cluster_only: bool,
     /// Controller flags.
     #[command(flatten)]
     pub controller: ControllerArgs,

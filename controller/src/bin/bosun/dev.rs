@@ -41,6 +41,15 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         }
     }
 
+    if args.cluster_only {
+        let Some(cluster) = devcluster else {
+            anyhow::bail!("--cluster-only runs the embedded dev cluster: it takes no --kubeconfig or --context")
+        };
+        log.info(None, "Serving the dev cluster only (--cluster-only) until Ctrl-C.");
+        stop.await;
+        cluster.shutdown().await;
+        return Ok(());
+    }
     let child = command.map(|command| supervise::start(command, &mut settings, child_kubeconfig)).transpose()?;
     if settings.handlers.is_empty() {
         anyhow::bail!(bosun_controller::Error::NoHandlers);

@@ -1,0 +1,23 @@
+"""Where the `bosun` controller binary is."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import sys
+
+
+def bosun_binary() -> str:
+    """`$BOSUN_BINARY`, the `bosun` that `pip install` put beside this Python, or the first
+    on PATH."""
+    explicit = os.environ.get("BOSUN_BINARY")
+    if explicit:
+        return explicit
+    beside = pathlib.Path(sys.executable).parent / "bosun"
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which("bosun")
+    if found:
+        return found
+    raise FileNotFoundError("no `bosun` binary: `pip install ./sdk-python` installs it, or set BOSUN_BINARY")
