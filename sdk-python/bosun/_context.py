@@ -14,13 +14,11 @@ class Call:
     """One handler call. `emit` sends a message of the contract (a LogLine, an Event, an
     OwnedObject) to wherever this call's answer goes."""
 
-    def __init__(self, body: Dict[str, Any], emit: Callable[[str, Any], None], *, rebuilding: bool = False):
+    def __init__(self, body: Dict[str, Any], emit: Callable[[str, Any], None]):
         self.body = body
         self.emit = emit
         #: Sub-handlers declared during this call, in order: id → (fn, options).
         self.subhandlers: Dict[str, "SubhandlerDecl"] = {}
-        #: Re-entering a parent only to rebuild its sub-handlers' closures: `execute` stops it.
-        self.rebuilding = rebuilding
 
 
 class SubhandlerDecl:

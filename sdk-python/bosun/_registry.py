@@ -52,12 +52,10 @@ class Selector:
             elif "." in first:  # "group", name
                 g = first
             else:  # "v1", "pods": the core group's version
-                v, g = first, g
+                v = first
         elif len(args) == 1:
             n = args[0]
-        if named and args and len(args) != 2:
-            raise TypeError("name the resource either positionally or with plural=/kind=/…, not both")
-        if len(args) == 2 and named:
+        if named and args:
             raise TypeError("name the resource either positionally or with plural=/kind=/…, not both")
         if not n:
             raise TypeError("which resource? give its plural, kind or short name, e.g. @bosun.on.create('kopfexamples')")
@@ -113,14 +111,14 @@ class Handler:
         call and answers SKIPPED when one does not hold."""
         checks: List[Tuple[str, Any]] = []
         for key, cond in (self.labels or {}).items():
-            if callable(cond) and not isinstance(cond, _Marker):
+            if callable(cond):
                 checks.append((f"labels.{key}", cond))
         for key, cond in (self.annotations or {}).items():
-            if callable(cond) and not isinstance(cond, _Marker):
+            if callable(cond):
                 checks.append((f"annotations.{key}", cond))
         for name in ("value", "old", "new"):
             cond = getattr(self, name)
-            if getattr(self, f"has_{name}") and callable(cond) and not isinstance(cond, _Marker):
+            if getattr(self, f"has_{name}") and callable(cond):
                 checks.append((name, cond))
         if self.when is not None:
             checks.append(("when", self.when))
@@ -211,23 +209,20 @@ def handler_spec(pb, handler: Handler):
         spec.resource.CopyFrom(pb.ResourceSelector(group=handler.selector.group, version=handler.selector.version,
                                                    name=handler.selector.name))
     filters = pb.Filters(has_when=bool(handler.local_checks))
+    # Callable filters are the server's own (local_checks); the rest go to the controller.
     for key, cond in (handler.labels or {}).items():
-        if not (callable(cond) and not isinstance(cond, _Marker)):
+        if not callable(cond):
             filters.labels[key].CopyFrom(_value_filter(pb, cond))
     for key, cond in (handler.annotations or {}).items():
-        if not (callable(cond) and not isinstance(cond, _Marker)):
+        if not callable(cond):
             filters.annotations[key].CopyFrom(_value_filter(pb, cond))
-    if handler.kind == "field":
+    if handler.kind in ("field", "update"):  # the field whose changes matter
         spec.field = handler.field or ""
-    elif handler.field:
-        if handler.kind == "update":
-            spec.field = handler.field
+    if handler.field and (handler.kind != "field" or handler.has_value):  # what `value` checks
         filters.field = handler.field
-    if handler.kind == "field" and handler.has_value:
-        filters.field = handler.field or ""
     for name in ("value", "old", "new"):
         cond = getattr(handler, name)
-        if getattr(handler, f"has_{name}") and not (callable(cond) and not isinstance(cond, _Marker)):
+        if getattr(handler, f"has_{name}") and not callable(cond):
             getattr(filters, name).CopyFrom(_value_filter(pb, cond))
     spec.filters.CopyFrom(filters)
     spec.options.CopyFrom(options_spec(pb, handler.retries, handler.backoff, handler.timeout, handler.errors,

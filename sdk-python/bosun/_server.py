@@ -60,6 +60,25 @@ class _Unusable(Exception):
     """A handler's return value or patch that cannot be sent."""
 
 
+def _fail(pb, answer, exc: BaseException) -> None:
+    """Sets what a handler's exception means on its answer (a HandleResponse, DaemonExit or
+    ActivityResponse: each has outcome, message and delay_seconds)."""
+    if isinstance(exc, TemporaryError):
+        answer.outcome = pb.OUTCOME_TEMPORARY_ERROR
+        answer.message = str(exc)
+        if exc.delay is not None:
+            answer.delay_seconds = float(exc.delay)
+    elif isinstance(exc, PermanentError):
+        answer.outcome = pb.OUTCOME_PERMANENT_ERROR
+        answer.message = str(exc)
+    elif isinstance(exc, _Unusable):
+        answer.outcome = pb.OUTCOME_UNEXPECTED_ERROR
+        answer.message = str(exc)
+    else:
+        answer.outcome = pb.OUTCOME_UNEXPECTED_ERROR
+        answer.message = _traceback(exc)
+
+
 def _diff(items) -> Tuple[_kwargs.DiffItem, ...]:
     return tuple(
         _kwargs.DiffItem(_DIFF_OPS.get(item.operation, "change"), tuple(item.path), _json(item.old), _json(item.new))
@@ -250,22 +269,9 @@ class Servicer:
             result = await _kwargs.invoke(fn, kwargs)
         except SubhandlersDeclared:
             result = None
-        except TemporaryError as e:
-            response.outcome = pb.OUTCOME_TEMPORARY_ERROR
-            response.message = str(e)
-            if e.delay is not None:
-                response.delay_seconds = float(e.delay)
-            self._patch(response, kwargs)
-            return
-        except PermanentError as e:
-            response.outcome = pb.OUTCOME_PERMANENT_ERROR
-            response.message = str(e)
-            self._patch(response, kwargs)
-            return
         except Exception as e:
-            response.outcome = pb.OUTCOME_UNEXPECTED_ERROR
-            response.message = _traceback(e)
-            self._patch(response, kwargs)
+            _fail(pb, response, e)
+            self._patch(response, kwargs)  # a failed attempt's patch is applied too
             return
         finally:
             _context.current.reset(token)
@@ -291,7 +297,7 @@ class Servicer:
     async def _rebuild(self, fn, kwargs, body) -> Dict[str, _context.SubhandlerDecl]:
         """Re-enters a parent with a throwaway answer to get its sub-handlers' closures."""
         scratch = dict(kwargs, patch=_kwargs.Patch(), logger=_context.object_logger(None, None, lambda *_: None))
-        call = _context.Call(body, lambda *_: None, rebuilding=True)
+        call = _context.Call(body, lambda *_: None)
         token = _context.current.set(call)
         try:
             await _kwargs.invoke(fn, scratch)
@@ -369,15 +375,9 @@ class Servicer:
             try:
                 await _kwargs.invoke(handler.fn, kwargs)
             except asyncio.CancelledError:
-                exit_ = pb.DaemonExit(outcome=pb.OUTCOME_SUCCESS, message="cancelled")
-            except TemporaryError as e:
-                exit_ = pb.DaemonExit(outcome=pb.OUTCOME_TEMPORARY_ERROR, message=str(e))
-                if e.delay is not None:
-                    exit_.delay_seconds = float(e.delay)
-            except PermanentError as e:
-                exit_ = pb.DaemonExit(outcome=pb.OUTCOME_PERMANENT_ERROR, message=str(e))
+                exit_.message = "cancelled"
             except Exception as e:
-                exit_ = pb.DaemonExit(outcome=pb.OUTCOME_UNEXPECTED_ERROR, message=_traceback(e))
+                _fail(pb, exit_, e)
             finally:
                 _context.current.reset(token)
             patch = _kwargs.prune(kwargs["patch"])
@@ -427,20 +427,8 @@ class Servicer:
             response.outcome = pb.OUTCOME_SUCCESS
             if result is not None:
                 response.result = _dumps(result, "return value")
-        except TemporaryError as e:
-            response.outcome = pb.OUTCOME_TEMPORARY_ERROR
-            response.message = str(e)
-            if e.delay is not None:
-                response.delay_seconds = float(e.delay)
-        except PermanentError as e:
-            response.outcome = pb.OUTCOME_PERMANENT_ERROR
-            response.message = str(e)
-        except _Unusable as e:
-            response.outcome = pb.OUTCOME_UNEXPECTED_ERROR
-            response.message = str(e)
         except Exception as e:
-            response.outcome = pb.OUTCOME_UNEXPECTED_ERROR
-            response.message = _traceback(e)
+            _fail(pb, response, e)
         finally:
             _context.current.reset(token)
         collector.fill(pb, response)

@@ -10,7 +10,7 @@ all children succeeded)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from . import _context
 from ._errors import ErrorsMode
@@ -48,7 +48,3 @@ async def execute(*, fns: Union[None, Mapping[str, Callable[..., Any]], Iterable
         for child_id, fn in items:
             call.subhandlers[str(child_id)] = _context.SubhandlerDecl(str(child_id), fn, {}, None)
     raise SubhandlersDeclared()
-
-
-def declared(call: _context.Call) -> Dict[str, _context.SubhandlerDecl]:
-    return call.subhandlers
