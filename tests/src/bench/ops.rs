@@ -221,16 +221,18 @@ fn bosun_args(cmd: &mut tokio::process::Command, programs: &Programs, cluster: &
         .env_remove("BOSUN_HANDLERS");
 }
 
-const PYTHON_OPERATOR: &str = r#"# Kopf's example 01 in Bosun's Python SDK, recording when each call arrives (for the bench).
+/// Kopf's example 01 for the Python operators, recording when each call arrives: the same code
+/// for Kopf and for Bosun's Python SDK, one import apart (`SDK` is `kopf` or `bosun`).
+const PYTHON_OPERATOR: &str = r#"# Kopf's example 01, recording when each call arrives (for the Bosun bench).
 import os
 import time
 
-import bosun
+import SDK
 
 _RECORD = open(os.environ["BENCH_RECORD"], "a", buffering=1)
 
 
-@bosun.on.create("kopf.dev", "v1", "kopfexamples")
+@SDK.on.create("kopf.dev", "v1", "kopfexamples")
 def create_fn(name, **_):
     _RECORD.write(f"{name} {time.time_ns()}\n")
     return {"message": "hello world"}
@@ -238,14 +240,19 @@ def create_fn(name, **_):
 
 const PYTHON_DELETE: &str = r#"
 
-@bosun.on.delete("kopf.dev", "v1", "kopfexamples")
+@SDK.on.delete("kopf.dev", "v1", "kopfexamples")
 def delete_fn(**_):
     pass
 "#;
 
+/// The operator file for `sdk` (`kopf` or `bosun`), with the delete handler or not.
+fn python_operator(sdk: &str, with_delete: bool) -> String {
+    format!("{PYTHON_OPERATOR}{}", if with_delete { PYTHON_DELETE } else { "" }).replace("SDK", sdk)
+}
+
 async fn start_bosun_python(programs: &Programs, cluster: &DevCluster, with_delete: bool, dir: &Path) -> Result<UnderTest> {
     let file = dir.join("python_handlers.py");
-    std::fs::write(&file, format!("{PYTHON_OPERATOR}{}", if with_delete { PYTHON_DELETE } else { "" }))?;
+    std::fs::write(&file, python_operator("bosun", with_delete))?;
     let record = dir.join("python-calls.txt");
     std::fs::write(&record, "")?;
     let socket = dir.join("handlers.sock");
@@ -261,35 +268,9 @@ async fn start_bosun_python(programs: &Programs, cluster: &DevCluster, with_dele
     Ok(UnderTest { flavor: Flavor::BosunPython, proc, handler: Some(handler), calls: Calls::File(record), server: None })
 }
 
-const KOPF_OPERATOR: &str = r#"# Kopf's example 01, recording when each call arrives (for the Bosun bench).
-import os
-import time
-
-import kopf
-
-_RECORD = open(os.environ["BENCH_RECORD"], "a", buffering=1)
-
-
-@kopf.on.create("kopf.dev", "v1", "kopfexamples")
-def create_fn(name, **_):
-    _RECORD.write(f"{name} {time.time_ns()}\n")
-    return {"message": "hello world"}
-"#;
-
-const KOPF_DELETE: &str = r#"
-
-@kopf.on.delete("kopf.dev", "v1", "kopfexamples")
-def delete_fn(**_):
-    pass
-"#;
-
 fn start_kopf(programs: &Programs, cluster: &DevCluster, with_delete: bool, dir: &Path) -> Result<UnderTest> {
     let file = dir.join("kopf_operator.py");
-    let mut text = KOPF_OPERATOR.to_string();
-    if with_delete {
-        text.push_str(KOPF_DELETE);
-    }
-    std::fs::write(&file, text)?;
+    std::fs::write(&file, python_operator("kopf", with_delete))?;
     let record = dir.join("kopf-calls.txt");
     std::fs::write(&record, "")?;
     let mut cmd = tokio::process::Command::new(programs.venv.join("bin/kopf"));
@@ -313,59 +294,58 @@ fn read_record(path: &Path) -> Result<(HashMap<String, u64>, u64)> {
     Ok((first, calls))
 }
 
+/// Runs a command to its end; its trimmed stdout, or an error with all it printed.
+async fn run_checked(program: &Path, args: &[&std::ffi::OsStr]) -> Result<String> {
+    let out = tokio::process::Command::new(program)
+        .args(args)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .with_context(|| format!("cannot run {}", program.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} {} failed ({}):\n{}{}",
+            program.display(),
+            args.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Makes the venv unless it is there.
+async fn ensure_venv(venv: &Path) -> Result<()> {
+    if !venv.join("bin/python").exists() {
+        run_checked(Path::new("python3"), &["-m".as_ref(), "venv".as_ref(), venv.as_os_str()]).await?;
+    }
+    Ok(())
+}
+
+/// The version of an installed distribution in the venv.
+async fn installed_version(venv: &Path, distribution: &str) -> Result<String> {
+    let code = format!("import importlib.metadata as m; print(m.version('{distribution}'))");
+    run_checked(&venv.join("bin/python"), &["-c".as_ref(), code.as_ref()]).await
+}
+
 /// Makes the venv with Kopf from PyPI unless it is there; returns Kopf's version.
 pub async fn ensure_kopf(venv: &Path) -> Result<String> {
-    let run = |program: PathBuf, args: Vec<String>| async move {
-        let out = tokio::process::Command::new(&program)
-            .args(&args)
-            .kill_on_drop(true)
-            .output()
-            .await
-            .with_context(|| format!("cannot run {}", program.display()))?;
-        if !out.status.success() {
-            bail!(
-                "{} {} failed ({}):\n{}{}",
-                program.display(),
-                args.join(" "),
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        anyhow::Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    };
     if !venv.join("bin/kopf").exists() {
         eprintln!("bench: making a venv with Kopf from PyPI in {}", venv.display());
-        run("python3".into(), vec!["-m".into(), "venv".into(), venv.display().to_string()]).await?;
-        run(venv.join("bin/pip"), vec!["install".into(), "--quiet".into(), "kopf".into()]).await?;
+        ensure_venv(venv).await?;
+        run_checked(&venv.join("bin/pip"), &["install".as_ref(), "--quiet".as_ref(), "kopf".as_ref()]).await?;
     }
-    run(venv.join("bin/python"), vec!["-c".into(), "import importlib.metadata as m; print(m.version('kopf'))".into()]).await
+    installed_version(venv, "kopf").await
 }
 
 /// Installs Bosun's Python SDK from this checkout into the venv (again on every run, so the
 /// bench measures the SDK as it is); returns its version.
 pub async fn ensure_python_sdk(venv: &Path) -> Result<String> {
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk-python");
-    if !venv.join("bin/python").exists() {
-        let out = tokio::process::Command::new("python3").args(["-m", "venv"]).arg(venv).output().await.context("cannot run python3")?;
-        if !out.status.success() {
-            bail!("python3 -m venv failed: {}", String::from_utf8_lossy(&out.stderr));
-        }
-    }
+    ensure_venv(venv).await?;
     eprintln!("bench: installing Bosun's Python SDK into {}", venv.display());
-    let out = tokio::process::Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check"])
-        .arg(&sdk)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .context("cannot run pip")?;
-    if !out.status.success() {
-        bail!("pip install {} failed:\n{}{}", sdk.display(), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    }
-    let out = tokio::process::Command::new(venv.join("bin/python"))
-        .args(["-c", "import importlib.metadata as m; print(m.version('bosun-operator'))"])
-        .output()
-        .await?;
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let args: [&std::ffi::OsStr; 4] = ["install".as_ref(), "--quiet".as_ref(), "--disable-pip-version-check".as_ref(), sdk.as_os_str()];
+    run_checked(&venv.join("bin/pip"), &args).await?;
+    installed_version(venv, "bosun-operator").await
 }
