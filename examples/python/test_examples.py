@@ -138,6 +138,26 @@ def status_02(cluster, runner):
     assert pod["metadata"]["ownerReferences"][0]["name"] == "kopf-example-1"
 
 
+def running_pods(cluster) -> list:
+    return cluster.get("-f", str(OBJ)).get("status", {}).get("running-pods")
+
+
+def indices_16(cluster, runner):
+    # The index is filled before any other handler runs: the timer's first tick comes after.
+    runner.wait_for(f"{OBJECT} Timer 'intervalled' succeeded.")
+    output = runner.output
+    assert output.index("Indexed 0 object(s) of pods.v1") < output.index("Timer 'intervalled' succeeded."), output
+    cluster.wait_until("the timer lists no pods", lambda: running_pods(cluster) == [])
+    labelled = POD.replace('"namespace": "default"}', '"namespace": "default", "labels": {"app": "web"}}')
+    subprocess.run(["kubectl", f"--kubeconfig={cluster.kubeconfig}", "create", "-f", "-"], input=labelled, text=True,
+                   check=True, capture_output=True, timeout=60)
+    # Kopf's example lists every pod of the namespace: a Store of [False] is not empty, so true.
+    cluster.wait_until("the index has the pod", lambda: running_pods(cluster) == ["default::example-pod"])
+    runner.wait_for("{('app', 'web'): ['example-pod']}")
+    cluster("delete", "pod", "example-pod", "--wait=true", "--timeout=30s")
+    cluster.wait_until("the index drops the pod", lambda: running_pods(cluster) == [])
+
+
 def daemons_14(cluster, runner):
     runner.wait_for(f"{OBJECT} => Ping from a sync daemon: field='value', retry=3")
     runner.wait_for(f"{OBJECT} => Ping from an async daemon: field='value'")
@@ -169,6 +189,7 @@ CASES = [
          at_exit=["Cleaning up...", "All pod-tasks are requested to stop..."]),
     Case("14-daemons", then=daemons_14, lines=["Simulated failure."]),
     Case("15-timers", lines=[f"{OBJECT} Ping from a sync timer: field='value'", f"{OBJECT} Ping from an async timer: field='value'"]),
+    Case("16-indexing", then=indices_16, env={"INDEXING_INTERVAL_SECONDS": "0.5"}),
     Case("99-all-at-once", succeeded=["create_1", "create_2", "create_pod"], deletes=["delete"], tracebacks=True,
          lines=["Starting retried...", "This pod is special for us."], then=update_99, at_exit=["Cleaning up in 3s..."]),
 ]

@@ -1,5 +1,5 @@
 //! The example handler servers of Kopf's feature examples — 02 children, 07 sub-handlers,
-//! 08 raw-event spies, 10 built-in resources, 11 filtering — run the way Kopf's e2e runs its
+//! 08 raw-event spies, 10 built-in resources, 11 filtering, 16 indexing — run the way Kopf's e2e runs its
 //! examples: the example's binary as a real process serving gRPC, the controller and the dev
 //! cluster in this test; apply the object, wait, change it, delete it, and judge from the
 //! controller's log (each handler `succeeded` as often as expected, nothing `failed
@@ -11,6 +11,7 @@ use support::*;
 
 use std::time::Duration;
 
+use bosun_controller::cluster::Cluster;
 use bosun_tests::{kex, wait_for};
 use serde_json::json;
 
@@ -268,5 +269,53 @@ async fn example_11_filtering_runs_the_daemon_whose_field_filter_matches() {
     run.apply_obj().await;
     run.controller.wait_log(&format!("{OBJ} Field daemon is satisfied."), T).await;
     run.delete_obj().await;
+    run.controller.stop().await;
+}
+
+/// The KopfExample's `status.running-pods`, once it equals `want`.
+async fn wait_running_pods(run: &Run, want: serde_json::Value) {
+    let path = format!("{}/kopf-example-1", kex::path("default"));
+    let cluster = run.cluster();
+    wait_for(&format!("status.running-pods to be {want}"), T, || {
+        let (cluster, path, want) = (cluster.clone(), path.clone(), want.clone());
+        async move { cluster.get(&path).await.is_ok_and(|o| o["status"]["running-pods"] == want) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", run.dump()));
+}
+
+#[tokio::test]
+async fn example_16_indexing_fills_the_index_before_any_handler_and_follows_pods() {
+    let stage = stage_with("indexing", &[("INDEXING_INTERVAL_SECONDS", "0.5")]).await;
+    // A Pod that exists before the controller starts is in its first listing.
+    let cluster = Cluster::new(stage.client.clone());
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "early", "namespace": "default", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]}});
+    cluster.create(POD, &pod).await.unwrap();
+    apply_obj(&stage.client).await;
+    let mut run = stage.start().await;
+    wait_running_pods(&run, json!([])).await;
+    let log = run.controller.log();
+    let indexed = log.iter().position(|l| l.contains("Indexed 1 object(s) of")).unwrap_or_else(|| panic!("{}", run.dump()));
+    let first_tick = log.iter().position(|l| l.contains("Timer 'intervalled' succeeded.")).unwrap_or_else(|| panic!("{}", run.dump()));
+    assert!(indexed < first_tick, "the index is filled before any other handler runs:\n{}", run.dump());
+    assert!(log.iter().any(|l| l.contains(r#"{"app=web": [String("early")]}"#)), "the timer reads by_label:\n{}", run.dump());
+
+    // The Pod runs: the index follows, and so does the timer's view of it.
+    let merge = bosun_controller::cluster::content::MERGE;
+    cluster.patch(&format!("{POD}/early/status"), merge, &json!({"status": {"phase": "Running"}})).await.unwrap();
+    wait_running_pods(&run, json!(["default::early"])).await;
+    // A restarted handler server lost its index: the controller lists the Pods again for it.
+    run.restart_server("indexing", &[("INDEXING_INTERVAL_SECONDS", "0.5")]).await;
+    run.controller.wait_log("The index handlers of 'pods' lost their index; listing it again.", T).await;
+    let indexed_twice = || async { run.controller.count("Indexed 1 object(s) of pods.v1; the other handlers may go on.") == 2 };
+    wait_for("the Pods to be indexed again", T, indexed_twice).await.unwrap_or_else(|e| panic!("{e}\n{}", run.dump()));
+    cluster.patch(&format!("{}/kopf-example-1", kex::path("default")), merge, &json!({"status": {"running-pods": null}})).await.unwrap();
+    wait_running_pods(&run, json!(["default::early"])).await;
+    // The Pod goes: the index drops it.
+    cluster.call(http::Method::DELETE, &format!("{POD}/early"), None, None).await.unwrap();
+    run.wait_gone("the pod to go", &format!("{POD}/early")).await;
+    wait_running_pods(&run, json!([])).await;
+    run.assert_clean();
     run.controller.stop().await;
 }

@@ -23,6 +23,7 @@ pub fn binary(name: &str) -> PathBuf {
         "spies" => env!("CARGO_BIN_EXE_spies"),
         "builtins" => env!("CARGO_BIN_EXE_builtins"),
         "filtering" => env!("CARGO_BIN_EXE_filtering"),
+        "indexing" => env!("CARGO_BIN_EXE_indexing"),
         other => panic!("no example binary {other}"),
     })
 }
@@ -61,16 +62,21 @@ pub async fn stage_with(example: &str, env: &[(&str, &str)]) -> Stage {
     // Like `bosun dev`, the handler server gets the cluster's kubeconfig (example 10 uses it).
     let dir = tempfile::tempdir().unwrap();
     cluster.write_kubeconfig(&dir.path().join("kubeconfig")).unwrap();
-    let child = tokio::process::Command::new(binary(example))
+    let child = spawn_server(example, port, dir.path(), env);
+    Stage { _kubeconfig: dir, cluster, client, port, child }
+}
+
+/// The example's handler server as a process listening on `port`.
+fn spawn_server(example: &str, port: u16, kubeconfig_dir: &std::path::Path, env: &[(&str, &str)]) -> tokio::process::Child {
+    tokio::process::Command::new(binary(example))
         .env("BOSUN_LISTEN", format!("127.0.0.1:{port}"))
-        .env("KUBECONFIG", dir.path().join("kubeconfig"))
+        .env("KUBECONFIG", kubeconfig_dir.join("kubeconfig"))
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .unwrap();
-    Stage { _kubeconfig: dir, cluster, client, port, child }
+        .unwrap()
 }
 
 pub fn start_controller(client: &kube::Client, port: u16) -> Controller {
@@ -116,6 +122,13 @@ impl Run {
     pub async fn delete_obj(&self) {
         kex::delete(&self.client, "default", "kopf-example-1").await;
         self.wait_gone("the object to go", &format!("{}/kopf-example-1", kex::path("default"))).await;
+    }
+
+    /// Kills the handler server and starts it again on the same port, as a crash and a
+    /// restart by its supervisor would.
+    pub async fn restart_server(&mut self, example: &str, env: &[(&str, &str)]) {
+        self._child.kill().await.unwrap();
+        self._child = spawn_server(example, self.port, self._kubeconfig.path(), env);
     }
 
     /// Stops the controller and starts a new one (a restart: objects are resumed).

@@ -17,11 +17,13 @@ from ._errors import AdmissionError, ErrorsMode, HandlerError, PermanentError, T
 from ._helpers import (adjust_namespace, adopt, append_owner_reference, event, exception, harmonize_naming, info,
                        label, own, remove_owner_reference, warn)
 from ._kwargs import DaemonStopped, DiffItem, Memo, Patch
+from ._index import Index, Store
+from ._kwargs import Annotations, Body, Labels, Meta, Spec, Status
 from ._registry import ABSENT, PRESENT, Registry, default_registry
 from ._embedded import configure, operator, run
 from ._server import serve, serve_forever
 from ._subhandlers import execute, subhandler
-from .on import daemon, timer
+from .on import daemon, index, timer
 
 try:
     from importlib.metadata import version as _version
@@ -31,7 +33,8 @@ except Exception:  # running from a source tree
     __version__ = "0.0.0+source"
 
 __all__ = [
-    "on", "timer", "daemon", "subhandler", "execute",
+    "on", "timer", "daemon", "index", "Index", "Store", "subhandler", "execute",
+    "Body", "Spec", "Status", "Meta", "Labels", "Annotations",
     "TemporaryError", "PermanentError", "AdmissionError", "HandlerError", "ErrorsMode",
     "PRESENT", "ABSENT", "Memo", "Patch", "DiffItem", "DaemonStopped", "Registry", "default_registry",
     "adopt", "label", "harmonize_naming", "append_owner_reference", "remove_owner_reference", "adjust_namespace",

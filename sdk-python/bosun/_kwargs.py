@@ -132,6 +132,11 @@ class DaemonStopped:
         return self.is_set()
 
 
+#: Kopf's type hints of the object kwargs (`kopf.Body`, `kopf.Spec`…): plain dicts here.
+Body = Spec = Status = Meta = Dict[str, Any]
+Labels = Annotations = Dict[str, str]
+
+
 def object_kwargs(body: Dict[str, Any]) -> Dict[str, Any]:
     """The kwargs every object handler gets from its body."""
     meta = body.get("metadata") or {}

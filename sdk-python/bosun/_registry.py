@@ -70,7 +70,7 @@ class Handler:
     """One registered handler."""
 
     id: str
-    kind: str  # create, update, delete, resume, field, event, timer, daemon, startup, cleanup, probe, validate, mutate
+    kind: str  # create, update, delete, resume, field, event, timer, daemon, startup, cleanup, probe, validate, mutate, index
     fn: Callable[..., Any]
     selector: Optional[Selector] = None
     param: Any = None
@@ -183,7 +183,7 @@ _KINDS = {
     "resume": "HANDLER_KIND_RESUME", "field": "HANDLER_KIND_FIELD", "event": "HANDLER_KIND_EVENT",
     "timer": "HANDLER_KIND_TIMER", "daemon": "HANDLER_KIND_DAEMON", "startup": "HANDLER_KIND_STARTUP",
     "cleanup": "HANDLER_KIND_CLEANUP", "probe": "HANDLER_KIND_PROBE", "validate": "HANDLER_KIND_VALIDATE",
-    "mutate": "HANDLER_KIND_MUTATE",
+    "mutate": "HANDLER_KIND_MUTATE", "index": "HANDLER_KIND_INDEX",
 }
 
 _ERRORS = {None: "ERRORS_MODE_TEMPORARY", ErrorsMode.TEMPORARY: "ERRORS_MODE_TEMPORARY",

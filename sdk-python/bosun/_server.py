@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from . import _context, _kwargs
+from . import _context, _index, _kwargs
 from ._errors import AdmissionError, PermanentError, TemporaryError
 from ._registry import Handler, Registry, default_registry, handler_spec, options_spec
 from ._subhandlers import SubhandlersDeclared
@@ -29,7 +29,7 @@ DEFAULT_LISTEN = "127.0.0.1:50051"
 
 log = logging.getLogger("bosun")
 
-_REASONS = {1: "create", 2: "update", 3: "delete", 4: "resume", 5: "event", 6: "timer"}
+_REASONS = {1: "create", 2: "update", 3: "delete", 4: "resume", 5: "event", 6: "timer", 7: "index"}
 _DIFF_OPS = {1: "add", 2: "change", 3: "remove"}
 
 
@@ -160,6 +160,7 @@ class Servicer:
         self.server_name = server_name or f"python:{os.getpid()}@{socket.gethostname()}"
         self.memos: Dict[str, _kwargs.Memo] = {}
         self.operator_memo = _kwargs.Memo()
+        self.indices: Dict[str, _index.Index] = {h.id: _index.Index() for h in registry.handlers if h.kind == "index"}
 
     # ---- Describe ------------------------------------------------------------------------
 
@@ -193,6 +194,11 @@ class Servicer:
         )
         return kwargs
 
+    def _with_indices(self, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+        """Adds the indices, which override the framework's kwargs of the same name (Kopf)."""
+        kwargs.update(self.indices)
+        return kwargs
+
     async def Handle(self, request, context):
         pb = _pb()
         response = pb.HandleResponse()
@@ -213,7 +219,7 @@ class Servicer:
             if request.reason == 5:  # EVENT
                 kwargs["type"] = request.event_type or None
                 kwargs["event"] = {"type": request.event_type or None, "object": body}
-            await self._handle(request, kwargs, body, collector, response)
+            await self._handle(request, self._with_indices(kwargs), body, collector, response)
         except _Unusable as e:
             response.Clear()
             response.outcome = pb.OUTCOME_UNEXPECTED_ERROR
@@ -243,6 +249,9 @@ class Servicer:
                 return
         if not chain:
             kwargs["param"] = top.param if top.param is not None else kwargs.get("param")
+            if top.kind == "index":
+                await self._index(top, request, kwargs, body, collector, response)
+                return
             skipped = self._check_local(top, kwargs, body)
             if skipped is not None:
                 response.outcome = pb.OUTCOME_SKIPPED
@@ -287,6 +296,37 @@ class Servicer:
                 except (TypeError, ValueError):
                     pass  # a Python-only parameter: the child gets it when its parent is re-entered
             response.subhandlers.append(sub)
+
+    async def _index(self, handler: Handler, request, kwargs, body, collector: Collector, response) -> None:
+        """One event of an object for an index handler: drop it, or call the handler and keep
+        what it returns (Kopf's rules for failures)."""
+        pb = _pb()
+        index, obj = self.indices[handler.id], _index.object_key(body)
+        response.outcome = pb.OUTCOME_SUCCESS
+        if request.event_type == "DELETED":
+            index.forget(obj)
+            return
+        if index.excluded(obj):
+            response.outcome = pb.OUTCOME_SKIPPED
+            return
+        skipped = self._check_local(handler, kwargs, body)
+        if skipped is not None:  # it stopped matching
+            index.forget(obj)
+            response.outcome = pb.OUTCOME_SKIPPED
+            response.message = skipped
+            return
+        call = _context.Call(body, collector.emit)
+        token = _context.current.set(call)
+        try:
+            result = await _kwargs.invoke(handler.fn, kwargs)
+        except Exception as e:
+            index.failed(obj, e, errors=handler.errors, backoff=handler.backoff, retries=handler.retries,
+                         timeout=handler.timeout)
+            _fail(pb, response, e)
+            return
+        finally:
+            _context.current.reset(token)
+        index.replace(obj, result)
 
     @staticmethod
     def _patch(response, kwargs) -> None:
@@ -363,6 +403,7 @@ class Servicer:
                                                     lambda level, message: emit("log", (level, message))),
                       retry=request.retry, stopped=stopped, param=handler.param, reason="daemon",
                       started=datetime.datetime.utcnow(), runtime=datetime.timedelta(0))
+        self._with_indices(kwargs)
         skipped = self._check_local(handler, kwargs, body)
         if skipped is not None:
             yield pb.DaemonMessage(exit=pb.DaemonExit(outcome=pb.OUTCOME_SKIPPED, message=skipped))
@@ -418,8 +459,9 @@ class Servicer:
             response.outcome = pb.OUTCOME_PERMANENT_ERROR
             response.message = f"this handler server has no activity {request.handler_id!r}"
             return response
-        kwargs = dict(logger=_context.object_logger(None, None, collector.send_log), retry=request.retry,
-                      memo=self.operator_memo, param=handler.param, activity=handler.kind, settings=_Settings())
+        kwargs = self._with_indices(dict(logger=_context.object_logger(None, None, collector.send_log), retry=request.retry,
+                                         memo=self.operator_memo, param=handler.param, activity=handler.kind,
+                                         settings=_Settings()))
         call = _context.Call({}, collector.emit)
         token = _context.current.set(call)
         try:

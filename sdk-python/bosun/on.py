@@ -169,6 +169,21 @@ def mutate(__group_or_groupversion_or_name=None, __version_or_name=None, __name=
                            shortcut=shortcut, category=category), labels, annotations, when, field, value)
 
 
+def index(__group_or_groupversion_or_name=None, __version_or_name=None, __name=None, *, id=None, param=None,
+          errors: Optional[ErrorsMode] = None, timeout=None, retries=None, backoff=None, labels=None,
+          annotations=None, when=None, field=None, value=_UNSET, group=None, version=None, kind=None, plural=None,
+          singular=None, shortcut=None, category=None, registry=None) -> Callable[[Fn], Fn]:
+    """An in-memory index of the resource's objects (Kopf's `@kopf.index`): the function is
+    called for every event of each matching object and what it returns is kept under the
+    object; every handler gets the index as a kwarg named after it (`bosun.Index`). No other
+    handler is called before the first listing is indexed. Errors are ignored by default."""
+    return _register("index", (__group_or_groupversion_or_name, __version_or_name, __name), id=id, registry=registry,
+                     group=group, version=version, kind_=kind, plural=plural, singular=singular, shortcut=shortcut,
+                     category=category, field=field, value=value, param=param,
+                     errors=ErrorsMode.IGNORED if errors is None else errors, timeout=timeout, retries=retries,
+                     backoff=backoff, labels=labels, annotations=annotations, when=when)
+
+
 def timer(__group_or_groupversion_or_name=None, __version_or_name=None, __name=None, *, id=None, param=None,
           errors: Optional[ErrorsMode] = None, timeout=None, retries=None, backoff=None, interval=None, idle=None,
           initial_delay=None, sharp=None, labels=None, annotations=None, when=None, field=None, value=_UNSET,

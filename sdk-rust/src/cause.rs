@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::daemon::{Live, Stopped};
+use crate::index::{Index, Indices};
 use crate::json;
 use crate::outputs::Outputs;
 use crate::patch::Patch;
@@ -53,6 +54,8 @@ pub enum Reason {
     Event,
     /// A timer tick.
     Timer,
+    /// A watch event for an index.
+    Index,
 }
 
 impl Resource {
@@ -77,6 +80,7 @@ impl Reason {
             pb::Reason::Resume => Reason::Resume,
             pb::Reason::Event => Reason::Event,
             pb::Reason::Timer => Reason::Timer,
+            pb::Reason::Index => Reason::Index,
         }
     }
 }
@@ -149,6 +153,8 @@ pub struct Cause {
     /// For daemons: where records go at once, instead of `outputs`.
     pub(crate) live: Option<Live>,
     stopped: Stopped,
+    /// The server's indices.
+    indices: Indices,
 }
 
 static NULL: Value = Value::Null;
@@ -163,7 +169,20 @@ impl Cause {
             outputs: Arc::default(),
             live: None,
             stopped: Stopped::default(),
+            indices: Indices::default(),
         }
+    }
+
+    /// The index filled by the index handler `id` (Kopf's `**indices` kwargs); `None` when this
+    /// server has no such index handler.
+    pub fn index(&self, id: &str) -> Option<Index> {
+        self.indices.get(id).cloned()
+    }
+
+    /// Gives the cause the server's indices.
+    pub(crate) fn with_indices(mut self, indices: &Indices) -> Self {
+        self.indices = indices.clone();
+        self
     }
 
     /// Builds the cause of a `Handle` request.

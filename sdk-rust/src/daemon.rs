@@ -114,7 +114,9 @@ impl Dispatcher {
         let func = handler.func.clone();
         let (tx, rx) = mpsc::unbounded_channel();
         let (stop, stopped) = Stopped::new();
-        let cause = Cause::from_daemon(&request, Live { tx: tx.clone() }, stopped).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let cause = Cause::from_daemon(&request, Live { tx: tx.clone() }, stopped)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?
+            .with_indices(self.indices());
         tokio::spawn(async move {
             let daemon = run(&func, &cause);
             tokio::pin!(daemon);

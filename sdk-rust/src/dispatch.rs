@@ -5,6 +5,7 @@
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bosun_proto::v1 as pb;
 use bosun_proto::v1::handler_server_server::HandlerServer;
@@ -14,6 +15,7 @@ use tonic::{Request, Response, Status};
 use crate::cause::Cause;
 use crate::daemon::DaemonStream;
 use crate::error::HandlerError;
+use crate::index::{self, Indices};
 use crate::json;
 use crate::registry::{Handler, HandlerFn, Registry, is_activity, is_admission};
 
@@ -21,6 +23,7 @@ use crate::registry::{Handler, HandlerFn, Registry, is_activity, is_admission};
 #[derive(Clone)]
 pub struct Dispatcher {
     registry: Arc<Registry>,
+    indices: Indices,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -31,7 +34,8 @@ impl std::fmt::Debug for Dispatcher {
 
 impl Dispatcher {
     pub(crate) fn new(registry: Registry) -> Self {
-        Dispatcher { registry: Arc::new(registry) }
+        let indices = Indices::new(registry.handlers().filter(|h| h.kind == pb::HandlerKind::Index).map(|h| h.id.as_str()));
+        Dispatcher { registry: Arc::new(registry), indices }
     }
 
     /// How many handlers are registered.
@@ -49,7 +53,8 @@ impl Dispatcher {
         self.registry.describe()
     }
 
-    /// Runs one attempt of one handler, as `Handle` does, without gRPC (for tests).
+    /// Runs one attempt of one handler, as `Handle` does, without gRPC (for tests). Index
+    /// handlers put their results in the server's index (see [`Cause::index`]).
     pub async fn handle(&self, request: pb::HandleRequest) -> Result<pb::HandleResponse, Status> {
         let not_found = || {
             let known: Vec<&str> = self.registry.ids().collect();
@@ -64,7 +69,7 @@ impl Dispatcher {
         if let Some(rpc) = rpc_of(handler.kind).filter(|rpc| *rpc != "Handle") {
             return Err(Status::invalid_argument(format!("handler {:?} is called through {rpc}, not Handle", handler.id)));
         }
-        let mut cause = Cause::from_request(&request).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let mut cause = Cause::from_request(&request).map_err(|e| Status::invalid_argument(e.to_string()))?.with_indices(&self.indices);
         let func = match child {
             None => &handler.func,
             Some(child) => {
@@ -76,11 +81,27 @@ impl Dispatcher {
         };
 
         let mut response = pb::HandleResponse::default();
+        let index = self.indices.get(&handler.id).filter(|_| handler.kind == pb::HandlerKind::Index);
+        let object = index::object_key(cause.body());
+        if let Some(index) = index {
+            if index::is_drop(&request) {
+                index::drop_object(index, &object);
+                return Ok(response);
+            }
+            if index::excluded(index, &object, Instant::now()) {
+                response.set_outcome(pb::Outcome::Skipped);
+                return Ok(response);
+            }
+        }
         // A parent's `when` decided whether its sub-handlers were declared; they are not re-checked.
         if let Some(when) = handler.when.as_ref().filter(|_| child.is_none()) {
             match std::panic::catch_unwind(AssertUnwindSafe(|| when(&cause))) {
                 Ok(true) => {}
                 Ok(false) => {
+                    // An object that stops matching leaves the index.
+                    if let Some(index) = index {
+                        index::drop_object(index, &object);
+                    }
                     response.set_outcome(pb::Outcome::Skipped);
                     return Ok(response);
                 }
@@ -92,12 +113,20 @@ impl Dispatcher {
             }
         }
 
-        let ran = run(func, &cause).await;
+        let mut ran = run(func, &cause).await;
+        if let Some(index) = index {
+            ran = index::apply(index, &handler.options, &object, ran, Instant::now());
+        }
         response.set_outcome(ran.outcome);
         (response.message, response.delay_seconds, response.result) = (ran.message, ran.delay_seconds, ran.result);
         cause.drain_into(&mut response);
         tracing::debug!(handler = %request.handler_id, outcome = ?response.outcome(), "handled");
         Ok(response)
+    }
+
+    /// The server's indices.
+    pub(crate) fn indices(&self) -> &Indices {
+        &self.indices
     }
 
     /// The validating or mutating handler with this id.
@@ -131,7 +160,8 @@ impl Dispatcher {
                 )));
             }
         };
-        let cause = Cause::from_body(serde_json::Value::Null).with_handler_id(&handler.id).with_retry(request.retry);
+        let cause =
+            Cause::from_body(serde_json::Value::Null).with_handler_id(&handler.id).with_retry(request.retry).with_indices(&self.indices);
         let ran = run(&handler.func, &cause).await;
         let mut response = pb::ActivityResponse {
             message: ran.message,

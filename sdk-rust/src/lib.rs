@@ -30,7 +30,8 @@
 //! - Kinds: `on_create`, `on_update`, `on_delete`, `on_resume`, `on_field`, `on_event` (spies),
 //!   `on_timer`, and the activities `on_startup`, `on_cleanup`, `on_probe`; sub-handlers
 //!   ([`Cause::subhandler`] + [`Operator::subhandlers`]), children ([`Cause::adopt`]),
-//!   admission (`on_validate`, `on_mutate`) and daemons (`on_daemon`, with [`Cause::stopped`]).
+//!   admission (`on_validate`, `on_mutate`), daemons (`on_daemon`, with [`Cause::stopped`])
+//!   and in-memory indices (`index`, read with [`Cause::index`]).
 //! - Calls are at-least-once: after a crash of either side, an attempt may be repeated, so
 //!   handlers must be idempotent.
 //! - [`testing`] (feature `testing`): dev cluster, controller and handler server in one test.
@@ -63,6 +64,7 @@ mod daemon;
 mod dispatch;
 mod error;
 mod filters;
+mod index;
 mod json;
 mod operator;
 mod outputs;
@@ -79,6 +81,7 @@ pub use dispatch::Dispatcher;
 #[cfg(feature = "anyhow")]
 pub use error::from_anyhow;
 pub use error::{BoxError, HandlerError, PermanentError, ResultExt, TemporaryError};
+pub use index::{FLAT as FLAT_INDEX_KEY, Index};
 pub use operator::Operator;
 pub use outputs::{EventRecord, Level, LogRecord, OwnedRecord, SubhandlerRecord};
 pub use patch::{Patch, PatchRef};

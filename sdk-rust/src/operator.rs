@@ -117,6 +117,21 @@ impl Operator {
         self
     }
 
+    /// Registers an index handler (Kopf's `@kopf.index`): called for every watch event of the
+    /// objects of `resource`, its result is kept in this server's memory under the object and
+    /// read by any handler with [`Cause::index`] under the handler's id (see [`Index`](crate::Index)
+    /// for how results become keys). The controller calls no other handler before the first
+    /// listing is indexed. Unexpected errors are ignored by default (the object keeps its stale
+    /// values), as in Kopf.
+    pub fn index<F, Fut, T>(self, resource: &str, f: F) -> Self
+    where
+        F: Fn(Cause) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, HandlerError>> + Send + 'static,
+        T: Serialize + 'static,
+    {
+        self.register(pb::HandlerKind::Index, Some(resource), None, f).errors(ErrorsMode::Ignored)
+    }
+
     /// Registers a creation handler (Kopf's `@kopf.on.create`).
     pub fn on_create<F, Fut, T>(self, resource: &str, f: F) -> Self
     where
@@ -367,6 +382,7 @@ fn kind_name(kind: pb::HandlerKind) -> &'static str {
         pb::HandlerKind::Probe => "probe",
         pb::HandlerKind::Validate => "validate",
         pb::HandlerKind::Mutate => "mutate",
+        pb::HandlerKind::Index => "index",
         pb::HandlerKind::Unspecified => "handler",
     }
 }

@@ -190,6 +190,11 @@ impl Registry {
         self.handlers.len()
     }
 
+    /// Every handler, in registration order.
+    pub(crate) fn handlers(&self) -> impl Iterator<Item = &Handler> {
+        self.handlers.iter()
+    }
+
     pub(crate) fn describe(&self) -> pb::DescribeResponse {
         pb::DescribeResponse {
             handlers: self.handlers.iter().map(Handler::spec).collect(),

@@ -71,7 +71,8 @@ pub struct WatchScope {
     pub inactivity_timeout: Duration,
 }
 
-/// Watches until `stop` flips to true, calling `deliver` for every object event.
+/// Watches until `stop` flips to true, calling `deliver` for every object event and `listed`
+/// once, after the objects of the first listing were delivered.
 pub async fn watch(
     cluster: Cluster,
     resource: ResolvedResource,
@@ -79,6 +80,7 @@ pub async fn watch(
     log: Logger,
     mut stop: tokio::sync::watch::Receiver<bool>,
     mut deliver: impl FnMut(Seen),
+    mut listed: impl FnMut(),
 ) {
     let ar = resource.api_resource();
     let api: Api<DynamicObject> = match (&scope.namespace, resource.namespaced) {
@@ -105,12 +107,16 @@ pub async fn watch(
                             log.info(None, &format!("Listing {what} again: the watch could not resume from where it was."));
                         }
                         let done_relisting = matches!(event, watcher::Event::InitDone) && known.is_relisting();
+                        let done_first = matches!(event, watcher::Event::InitDone) && known.is_first_listing();
                         let seen = known.apply(event);
                         let vanished = seen.iter().filter(|s| matches!(s, Seen::Deleted(_))).count();
                         if done_relisting && vanished > 0 {
                             log.info(None, &format!("{vanished} object(s) of {what} were deleted while the watch was away."));
                         }
                         seen.into_iter().for_each(&mut deliver);
+                        if done_first {
+                            listed();
+                        }
                         State::Following(stream)
                     }
                     Some(Err(e)) if status_code(&e) == Some(404) => {
@@ -261,6 +267,11 @@ impl Known {
     /// Whether a listing finished and the watch follows changes.
     pub fn is_watching(&self) -> bool {
         self.phase == Phase::Watching
+    }
+
+    /// Whether the first listing is under way.
+    pub fn is_first_listing(&self) -> bool {
+        self.phase == Phase::FirstListing
     }
 
     /// Whether a relist is under way.

@@ -1,4 +1,4 @@
-//! What the cycles, workers, timers, daemons and spies of one resource share: the resource,
+//! What the cycles, workers, timers, daemons, spies and indexers of one resource share: the resource,
 //! its handlers, where state lives, the two I/O edges (the API server and the handler
 //! servers), the log, the clock and the per-object memory (seen UIDs, memos).
 
@@ -65,6 +65,11 @@ pub struct ResourceContext {
     pub handlers: Vec<Arc<Handler>>,
     /// Its raw-event spies.
     pub spies: Vec<Arc<Handler>>,
+    /// Its index handlers.
+    pub indexers: Vec<Arc<Handler>>,
+    /// Open once every index is populated (shared by all resources): no other handler is
+    /// called before.
+    pub gate: Arc<super::indexing::IndexGate>,
     /// Where state is kept.
     pub storage: Storage,
     /// What the essence keeps.

@@ -7,8 +7,10 @@ pub mod background;
 pub mod context;
 pub mod cycle;
 pub mod daemons;
+pub mod indexing;
 pub mod namespaces;
 pub mod owned;
+pub mod queues;
 pub mod servers;
 pub mod spies;
 pub mod timers;
@@ -99,9 +101,10 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
             log: log.clone(),
             settings: settings.clone(),
             limit: Arc::new(Semaphore::new(settings.max_workers.max(1))),
+            gate: Arc::default(),
         },
     };
-    served.apply(handlers, &described).await;
+    served.apply(handlers, &described, None).await;
 
     // Until the stop: a handler server that reconnects is described again; a changed
     // registry is applied without a restart (only the resources whose handlers changed are
@@ -116,8 +119,15 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
         if was_lost {
             log.info(None, &format!("Handler server {addr} is serving again."));
         }
+        // Its indices are in its memory: a server that comes back lost them.
+        let reindex = response.handlers.iter().any(|h| h.kind == pb::HandlerKind::Index as i32).then_some(server);
         if described[server] == response {
             log.info(None, &format!("Handler server {addr} has the same {} handler(s) as before.", response.handlers.len()));
+            if reindex.is_some() {
+                let handlers = registry::build(&described.iter().map(|d| d.handlers.clone()).collect::<Vec<_>>())
+                    .expect("the registry in use was built before");
+                served.apply(handlers, &described, reindex).await;
+            }
         } else {
             let mut next = described.clone();
             next[server] = response;
@@ -132,7 +142,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
                     );
                     cleanups = of_kind(&handlers, pb::HandlerKind::Cleanup);
                     described = next;
-                    served.apply(handlers, &described).await;
+                    served.apply(handlers, &described, reindex).await;
                 }
                 Err(e) => log.error(None, &format!("The new handlers of handler server {addr} are refused: {e}; the previous ones stay.")),
             }
@@ -220,6 +230,8 @@ struct Shared {
     settings: Settings,
     /// Cycles in flight, across all resources.
     limit: Arc<Semaphore>,
+    /// Open once every index is populated.
+    gate: Arc<indexing::IndexGate>,
 }
 
 /// The resources served, by selector.
@@ -230,8 +242,9 @@ struct Served {
 
 impl Served {
     /// Serves what `handlers` need: resources no longer handled stop, resources whose handlers
-    /// changed are served anew (their memory kept), new resources start.
-    async fn apply(&mut self, handlers: Vec<Handler>, described: &[pb::DescribeResponse]) {
+    /// changed are served anew (their memory kept), new resources start; so are the resources
+    /// with index handlers of server `reindex`, whose indices must be filled again.
+    async fn apply(&mut self, handlers: Vec<Handler>, described: &[pb::DescribeResponse], reindex: Option<usize>) {
         let groups = resource_groups(handlers, &self.shared.log);
         if groups.is_empty() {
             self.shared.log.warn(None, "No resource handlers are registered; nothing to watch.");
@@ -250,10 +263,19 @@ impl Served {
                 .filter(|r| r.resource.as_ref().map(discovery::normalize).as_ref() == Some(&key))
                 .flat_map(|r| r.ignored_fields.iter().map(|f| parse_path(f)))
                 .collect();
+            let indexed_by = |server: usize| hs.iter().any(|h| h.kind == pb::HandlerKind::Index && h.server == server);
+            let to_reindex = reindex.is_some_and(indexed_by);
+            if matches!(self.running.get(&key), Some(r) if r.handlers == hs && r.ignored == ignored && !to_reindex) {
+                continue;
+            }
+            // Taken before the job it replaces stops, so that the gate never opens between.
+            let hold = hs.iter().any(|h| h.kind == pb::HandlerKind::Index).then(|| self.shared.gate.hold(&key.2));
             let memory = match self.running.remove(&key) {
                 Some(r) if r.handlers == hs && r.ignored == ignored => {
-                    self.running.insert(key, r);
-                    continue;
+                    self.shared.log.info(None, &format!("The index handlers of '{}' lost their index; listing it again.", key.2));
+                    let memory = r.memory.clone();
+                    r.stop(&self.shared.log, &key.2).await;
+                    memory
                 }
                 Some(r) => {
                     self.shared.log.info(None, &format!("The handlers of '{}' changed; serving it anew.", key.2));
@@ -271,6 +293,7 @@ impl Served {
                 ignored: ignored.clone(),
                 memory: memory.clone(),
                 shared: self.shared.clone(),
+                hold,
                 tasks: tasks.clone(),
                 stop: stop_rx,
             };
@@ -293,12 +316,14 @@ struct ResourceJob {
     ignored: Vec<Vec<String>>,
     memory: Memory,
     shared: Shared,
+    /// Keeps the other handlers waiting until this resource's index handlers saw its listing.
+    hold: Option<indexing::GateHold>,
     tasks: TaskTracker,
     stop: tokio::sync::watch::Receiver<bool>,
 }
 
 impl ResourceJob {
-    async fn run(self) {
+    async fn run(mut self) {
         let mut stop = self.stop.clone();
         let name = &self.selector.name;
         let mut delay = Duration::from_secs(1);
@@ -307,6 +332,11 @@ impl ResourceJob {
                 _ = stop.changed() => return,
                 r = discovery::resolve(&self.shared.cluster, &self.selector) => r,
             };
+            if !matches!(attempt, Ok(Some(_))) && self.hold.take().is_some() {
+                self.shared
+                    .log
+                    .warn(None, &format!("The other handlers do not wait for the index of '{name}', which cannot be listed now."));
+            }
             match attempt {
                 Ok(Some(r)) => break r,
                 Ok(None) => {
@@ -355,8 +385,10 @@ impl ResourceJob {
                 ),
             );
         }
-        let (spies, changing): (Vec<Arc<Handler>>, Vec<Arc<Handler>>) =
-            self.handlers.iter().cloned().partition(|h| h.kind == pb::HandlerKind::Event);
+        let of = |kind: pb::HandlerKind| self.handlers.iter().filter(|h| h.kind == kind).cloned().collect::<Vec<_>>();
+        let (spies, indexers) = (of(pb::HandlerKind::Event), of(pb::HandlerKind::Index));
+        let changing: Vec<Arc<Handler>> =
+            self.handlers.iter().filter(|h| !matches!(h.kind, pb::HandlerKind::Event | pb::HandlerKind::Index)).cloned().collect();
         let selector = registry::common_label_selector(&self.handlers.iter().map(|h| h.as_ref()).collect::<Vec<_>>());
         if let Some(sel) = &selector {
             self.shared
@@ -367,6 +399,8 @@ impl ResourceJob {
             resource: resource.clone(),
             handlers: changing,
             spies,
+            indexers,
+            gate: self.shared.gate.clone(),
             storage,
             rules: EssenceRules { own_prefixes, extra_fields: extra, ignored_fields: self.ignored.clone() },
             api: Arc::new(self.shared.cluster.clone()),
@@ -381,32 +415,44 @@ impl ResourceJob {
             stop: self.stop.clone(),
             clock: Clock::Wall,
         });
-        let spies = spies::Spies::new(ctx.clone(), self.tasks.clone(), self.stop.clone());
-        let router = Router::new(ctx, self.shared.limit.clone(), self.tasks.clone(), self.stop.clone());
         let scopes: Vec<(Option<String>, Option<Vec<String>>)> = match (&self.shared.settings.namespaces, resource.namespaced) {
             (Namespaces::Patterns(p), true) if namespaces::plain_names(p) => p.iter().map(|ns| (Some(ns.clone()), None)).collect(),
             (Namespaces::Patterns(p), true) => vec![(None, Some(p.clone()))],
             _ => vec![(None, None)],
         };
+        let spies = spies::Spies::new(ctx.clone(), self.tasks.clone(), self.stop.clone());
+        let indexer = indexing::Indexer::new(ctx.clone(), scopes.len(), self.hold.take(), self.tasks.clone(), self.stop.clone());
+        let router = Router::new(ctx, self.shared.limit.clone(), self.tasks.clone(), self.stop.clone());
         let mut watchers = Vec::new();
         for (namespace, patterns) in scopes {
             let router = router.clone();
             let spies = spies.clone();
+            let indexer = indexer.clone();
+            let listed = indexer.clone();
             let scope =
                 WatchScope { namespace, label_selector: selector.clone(), inactivity_timeout: self.shared.settings.inactivity_timeout };
-            let fut = watching::watch(self.shared.cluster.clone(), resource.clone(), scope, self.shared.log.clone(), self.stop.clone(), {
-                let resource = resource.clone();
-                move |seen: Seen| {
-                    let seen = with_type_meta(seen, &resource);
-                    if let Some(p) = &patterns
-                        && !namespaces::serves(p, seen.body()["metadata"]["namespace"].as_str().unwrap_or(""))
-                    {
-                        return;
+            let fut = watching::watch(
+                self.shared.cluster.clone(),
+                resource.clone(),
+                scope,
+                self.shared.log.clone(),
+                self.stop.clone(),
+                {
+                    let resource = resource.clone();
+                    move |seen: Seen| {
+                        let seen = with_type_meta(seen, &resource);
+                        if let Some(p) = &patterns
+                            && !namespaces::serves(p, seen.body()["metadata"]["namespace"].as_str().unwrap_or(""))
+                        {
+                            return;
+                        }
+                        indexer.observe(&seen);
+                        spies.observe(&seen);
+                        router.deliver(seen)
                     }
-                    spies.observe(&seen);
-                    router.deliver(seen)
-                }
-            });
+                },
+                move || listed.listed(),
+            );
             watchers.push(tokio::spawn(fut));
         }
         for w in watchers {

@@ -291,6 +291,7 @@ struct Rig {
     api: Arc<FakeApi>,
     server: Arc<FakeServer>,
     router: Router,
+    ctx: Arc<ResourceContext>,
     lines: Arc<Mutex<Vec<String>>>,
     outages: Arc<Outages>,
     _stop: tokio::sync::watch::Sender<bool>,
@@ -332,8 +333,10 @@ fn rig(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)>) -
             has_status: true,
             status_keeps_unknown: true,
         },
-        handlers,
+        handlers: handlers.iter().filter(|h| h.kind != pb::HandlerKind::Index).cloned().collect(),
         spies: Vec::new(),
+        indexers: handlers.iter().filter(|h| h.kind == pb::HandlerKind::Index).cloned().collect(),
+        gate: Arc::default(),
         storage: Storage::bosun("bosun.dev", StorageKind::Status),
         rules: EssenceRules { own_prefixes: vec!["bosun.dev/".into()], ..Default::default() },
         api: api.clone(),
@@ -348,8 +351,8 @@ fn rig(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)>) -
         stop: stop.clone(),
         clock: Clock::tokio(),
     });
-    let router = Router::new(ctx, Arc::new(Semaphore::new(8)), TaskTracker::new(), stop);
-    Rig { api, server, router, lines, outages, _stop: stop_tx }
+    let router = Router::new(ctx.clone(), Arc::new(Semaphore::new(8)), TaskTracker::new(), stop);
+    Rig { api, server, router, ctx, lines, outages, _stop: stop_tx }
 }
 
 impl Rig {
@@ -724,4 +727,67 @@ async fn startup_retries_temporary_failures_after_their_delay_and_stops_on_a_per
     let err = super::activities::startup(&[&broken, &warm], &servers, &log).await.unwrap_err();
     assert_eq!(err.to_string(), "startup handler 'broken' failed permanently: no");
     assert_eq!(rig.server.schedule("warm").len(), 3, "nothing after a permanent failure");
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_handler_runs_before_the_index_has_seen_the_first_listing_and_deletions_reach_the_index() {
+    let fresh = object(json!({}));
+    let c = handler("c", pb::HandlerKind::Create, Default::default());
+    let idx = handler("idx", pb::HandlerKind::Index, Default::default());
+    let types: Arc<Mutex<Vec<String>>> = Arc::default();
+    let record: Script = {
+        let types = types.clone();
+        Box::new(move |req, _| {
+            assert_eq!(req.reason, pb::Reason::Index as i32);
+            types.lock().push(req.event_type.clone());
+            ok()
+        })
+    };
+    let rig = rig(fresh.clone(), vec![c, idx], vec![("c", Box::new(|_, _| ok())), ("idx", record)]);
+    rig.server.slow.lock().insert("idx".into(), Duration::from_secs(5));
+    let hold = rig.ctx.gate.hold("kopfexamples");
+    let indexer = super::indexing::Indexer::new(rig.ctx.clone(), 1, Some(hold), TaskTracker::new(), rig._stop.subscribe());
+    let listed = Seen::Listed(fresh.clone());
+    indexer.observe(&listed);
+    rig.router.deliver(listed);
+    indexer.listed();
+    rig.until("the create handler runs", Duration::from_secs(60), |r| r.server.count("c") == 1).await;
+    let sent: Vec<(String, Instant)> = rig.server.sent.lock().iter().map(|(id, _, t)| (id.clone(), *t)).collect();
+    assert_eq!(sent[0].0, "idx", "the index first: {sent:?}");
+    assert!(sent[1].1 - sent[0].1 >= Duration::from_secs(5), "create waited for the slow index call: {sent:?}");
+    assert_eq!(rig.logged("Indexed 1 object(s) of"), 1);
+    assert!(rig.ctx.gate.is_open());
+    // A change is indexed again, a deletion tells the index to drop the object.
+    indexer.observe(&Seen::Upsert(rig.change(|o| o["spec"]["a"] = json!(2))));
+    indexer.observe(&Seen::Deleted(rig.api.get_now()));
+    rig.until("the deletion reaches the index", Duration::from_secs(60), |_| types.lock().len() == 3).await;
+    assert_eq!(*types.lock(), vec!["", "MODIFIED", "DELETED"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_empty_listing_opens_the_gate_at_once_and_a_stopped_job_releases_it() {
+    let fresh = object(json!({}));
+    let rig = rig(fresh, vec![handler("idx", pb::HandlerKind::Index, Default::default())], vec![("idx", Box::new(|_, _| ok()))]);
+    let indexer = super::indexing::Indexer::new(
+        rig.ctx.clone(),
+        2,
+        Some(rig.ctx.gate.hold("kopfexamples")),
+        TaskTracker::new(),
+        rig._stop.subscribe(),
+    );
+    indexer.listed();
+    assert!(!rig.ctx.gate.is_open(), "one of two scopes is still listing");
+    indexer.listed();
+    assert!(rig.ctx.gate.is_open());
+    rig.until("the listing is said to be indexed", Duration::from_secs(1), |r| r.logged("Indexed 0 object(s) of") == 1).await;
+    let again = super::indexing::Indexer::new(
+        rig.ctx.clone(),
+        1,
+        Some(rig.ctx.gate.hold("kopfexamples")),
+        TaskTracker::new(),
+        rig._stop.subscribe(),
+    );
+    assert!(!rig.ctx.gate.is_open());
+    drop(again);
+    assert!(rig.ctx.gate.is_open(), "an indexer that goes away (its resource stopped) holds nobody up");
 }

@@ -76,7 +76,7 @@ impl Router {
     /// Hands an event to its object's worker, starting one if needed.
     pub fn deliver(&self, seen: Seen) {
         if self.ctx.handlers.is_empty() {
-            return; // Only spies here: they have queues of their own.
+            return; // Only spies or index handlers here: they have queues of their own.
         }
         let key = key_of(seen.body());
         let mut workers = self.workers.lock();
@@ -139,6 +139,14 @@ impl Router {
                 }
                 }
             };
+            // No handler runs before every index is populated (Kopf's guarantee).
+            if !self.ctx.gate.is_open() {
+                permit = None;
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    _ = self.ctx.gate.opened() => {}
+                }
+            }
             while let Ok(m) = rx.try_recv() {
                 keep_newest(&mut latest, m);
             }
