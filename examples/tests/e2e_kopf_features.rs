@@ -312,6 +312,10 @@ async fn example_16_indexing_fills_the_index_before_any_handler_and_follows_pods
     wait_for("the Pods to be indexed again", T, indexed_twice).await.unwrap_or_else(|e| panic!("{e}\n{}", run.dump()));
     cluster.patch(&format!("{}/kopf-example-1", kex::path("default")), merge, &json!({"status": {"running-pods": null}})).await.unwrap();
     wait_running_pods(&run, json!(["default::early"])).await;
+    // Not asserted: that no handler saw the restarted server's empty index. The server answers
+    // UNAVAILABLE until it is described and the controller then holds every handler until the
+    // index is filled, but a timer call already in flight across the restart can reach the
+    // new server just after it was described (noted on issue 8).
     // The Pod goes: the index drops it.
     cluster.call(http::Method::DELETE, &format!("{POD}/early"), None, None).await.unwrap();
     run.wait_gone("the pod to go", &format!("{POD}/early")).await;

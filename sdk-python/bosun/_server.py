@@ -161,6 +161,11 @@ class Servicer:
         self.memos: Dict[str, _kwargs.Memo] = {}
         self.operator_memo = _kwargs.Memo()
         self.indices: Dict[str, _index.Index] = {h.id: _index.Index() for h in registry.handlers if h.kind == "index"}
+        # Whether a controller described this server since it started: until then, a server
+        # with indices has empty ones (it restarted and the controller has not noticed yet),
+        # so it answers other calls UNAVAILABLE: the controller then waits for it, describes
+        # it again and fills the indices first.
+        self.described = False
 
     # ---- Describe ------------------------------------------------------------------------
 
@@ -168,6 +173,7 @@ class Servicer:
         pb = _pb()
         if self.on_describe is not None:
             self.on_describe()
+        self.described = True
         return pb.DescribeResponse(handlers=[handler_spec(pb, h) for h in self.registry.handlers],
                                    server_name=self.server_name)
 
@@ -201,6 +207,9 @@ class Servicer:
 
     async def Handle(self, request, context):
         pb = _pb()
+        if self.indices and not self.described and request.reason != pb.REASON_INDEX:
+            await context.abort(grpc.StatusCode.UNAVAILABLE,
+                                "this handler server has just started and its indices are empty: it waits to be described")
         response = pb.HandleResponse()
         collector = Collector()
         body = {}

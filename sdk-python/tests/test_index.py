@@ -121,3 +121,25 @@ def test_a_failing_index_handler_reports_its_outcome_and_is_skipped_while_exclud
     server.stub.Handle(index_call("broken", pod("a"), "DELETED"))
     server.stub.Handle(index_call("broken", pod("a"), "ADDED"))
     assert calls == ["a", "a"], "a deleted object is indexed anew when it comes back"
+
+
+def test_a_server_with_indices_waits_to_be_described_before_other_calls(registry, serve):
+    import grpc
+
+    @bosun.index("pods", registry=registry)
+    def names(name, **_):
+        return name
+
+    @bosun.on.create("kex", registry=registry)
+    def create_fn(names, **_):
+        return sorted(names[None])
+
+    server = serve(registry)
+    # Just (re)started: the controller has not described it, so its indices may be empty.
+    with pytest.raises(grpc.RpcError) as e:
+        server.stub.Handle(request("create_fn"))
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "indices are empty" in e.value.details()
+    assert server.stub.Handle(index_call("names", pod("a"))).outcome == pb.OUTCOME_SUCCESS, "index calls go on"
+    server.stub.Describe(pb.DescribeRequest())
+    answer = server.stub.Handle(request("create_fn"))
+    assert (answer.outcome, json.loads(answer.result)) == (pb.OUTCOME_SUCCESS, ["a"])

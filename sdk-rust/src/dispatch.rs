@@ -5,6 +5,7 @@
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use bosun_proto::v1 as pb;
@@ -24,6 +25,8 @@ use crate::registry::{Handler, HandlerFn, Registry, is_activity, is_admission};
 pub struct Dispatcher {
     registry: Arc<Registry>,
     indices: Indices,
+    /// Whether a controller has described this server since it started (see [`Dispatcher::index_not_ready`]).
+    described: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -35,7 +38,7 @@ impl std::fmt::Debug for Dispatcher {
 impl Dispatcher {
     pub(crate) fn new(registry: Registry) -> Self {
         let indices = Indices::new(registry.handlers().filter(|h| h.kind == pb::HandlerKind::Index).map(|h| h.id.as_str()));
-        Dispatcher { registry: Arc::new(registry), indices }
+        Dispatcher { registry: Arc::new(registry), indices, described: Arc::default() }
     }
 
     /// How many handlers are registered.
@@ -175,6 +178,20 @@ impl Dispatcher {
     }
 }
 
+impl Dispatcher {
+    /// A server with index handlers that no controller has described since it started (it
+    /// restarted, and the controller has not noticed yet) has empty indices, which the
+    /// controller fills once it describes the server again: until then, calls that are not
+    /// index calls are answered UNAVAILABLE, which the controller takes as the server being
+    /// away (the object waits for it), rather than running handlers against an empty index.
+    fn index_not_ready(&self, request: &pb::HandleRequest) -> Result<(), Status> {
+        if self.indices.is_empty() || self.described.load(Ordering::Relaxed) || request.reason == pb::Reason::Index as i32 {
+            return Ok(());
+        }
+        Err(Status::unavailable("this handler server has just started and its indices are empty: it waits to be described"))
+    }
+}
+
 /// How one run of a handler function ended.
 pub(crate) struct Ran {
     pub(crate) outcome: pb::Outcome,
@@ -234,10 +251,12 @@ impl HandlerServer for Dispatcher {
     async fn describe(&self, request: Request<pb::DescribeRequest>) -> Result<Response<pb::DescribeResponse>, Status> {
         let version = &request.get_ref().controller_version;
         tracing::debug!(controller_version = %version, "described {} handlers", self.registry.len());
+        self.described.store(true, Ordering::Relaxed);
         Ok(Response::new(self.registry.describe()))
     }
 
     async fn handle(&self, request: Request<pb::HandleRequest>) -> Result<Response<pb::HandleResponse>, Status> {
+        self.index_not_ready(request.get_ref())?;
         Dispatcher::handle(self, request.into_inner()).await.map(Response::new)
     }
 
@@ -253,5 +272,39 @@ impl HandlerServer for Dispatcher {
 
     async fn admit(&self, request: Request<pb::AdmitRequest>) -> Result<Response<pb::AdmitResponse>, Status> {
         Dispatcher::admit(self, request.into_inner()).await.map(Response::new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Operator;
+    use serde_json::json;
+
+    fn call(id: &str, reason: pb::Reason, object: serde_json::Value) -> Request<pb::HandleRequest> {
+        Request::new(pb::HandleRequest {
+            handler_id: id.into(),
+            reason: reason as i32,
+            object: serde_json::to_vec(&object).unwrap(),
+            ..Default::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn a_server_with_indices_answers_unavailable_until_it_is_described() {
+        let operator = Operator::new()
+            .index("v1/pods", |cause: Cause| async move { Ok(json!(cause.name())) })
+            .id("names")
+            .on_create("kex", |cause: Cause| async move { Ok(cause.index("names").unwrap().get(crate::FLAT_INDEX_KEY)) })
+            .id("create_fn");
+        let d = Dispatcher::new(operator.build().unwrap());
+        let pod = json!({"metadata": {"name": "a", "uid": "u1"}});
+        let early = HandlerServer::handle(&d, call("create_fn", pb::Reason::Create, json!({}))).await.unwrap_err();
+        assert_eq!(early.code(), tonic::Code::Unavailable, "{early:?}");
+        let indexed = HandlerServer::handle(&d, call("names", pb::Reason::Index, pod)).await.unwrap().into_inner();
+        assert_eq!(indexed.outcome(), pb::Outcome::Success, "index calls go on: {indexed:?}");
+        HandlerServer::describe(&d, Request::new(pb::DescribeRequest::default())).await.unwrap();
+        let answer = HandlerServer::handle(&d, call("create_fn", pb::Reason::Create, json!({}))).await.unwrap().into_inner();
+        assert_eq!(serde_json::from_slice::<serde_json::Value>(&answer.result).unwrap(), json!(["a"]));
     }
 }

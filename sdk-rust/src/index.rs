@@ -166,6 +166,11 @@ impl Indices {
     pub(crate) fn get(&self, id: &str) -> Option<&Index> {
         self.by_id.get(id)
     }
+
+    /// Whether the server has no index handlers.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
 }
 
 /// The object an index keeps values under: its uid, else `namespace/name`.

@@ -42,6 +42,10 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
     tokio::select! { _ = stop.changed() => return, _ = tokio::time::sleep(h.daemon.initial_delay) => {} }
     let mut retry = 0u32;
     loop {
+        // A daemon (re)starts only while no index is being filled.
+        if !ctx.gate.is_open() {
+            tokio::select! { _ = stop.changed() => return, _ = ctx.gate.opened() => {} }
+        }
         let body = latest.borrow().0.clone();
         let obj = object_ref(&body);
         let memo = ctx.memos.lock().get(crate::runtime::context::meta_str(&body, "uid")).cloned().unwrap_or_default();

@@ -38,6 +38,10 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, mut latest: watch::
                 }
             }
         }
+        // While an index is (re)filled, no handler runs, timers included.
+        if !ctx.gate.is_open() {
+            tokio::select! { _ = stop.changed() => return, _ = ctx.gate.opened() => {} }
+        }
         let started = Instant::now();
         let body = latest.borrow().0.clone();
         let wait = match tick(&ctx, &h, &body).await {
