@@ -124,6 +124,15 @@ impl Background {
         }
     }
 
+    /// Gives the running timers and daemons of the object `key` the body the controller itself
+    /// just wrote (the watch event of that write is skipped as its echo), keeping when the
+    /// object last changed: the controller's own writes do not reset `idle`.
+    pub fn refresh(&self, key: &str, body: &Value) {
+        if let Some(entry) = self.objects.lock().get(key) {
+            entry.latest.send_modify(|(latest, _)| *latest = body.clone());
+        }
+    }
+
     /// Stops every task of the object `key` (it is gone).
     pub fn stop(&self, key: &str) {
         if let Some(o) = self.objects.lock().remove(key) {

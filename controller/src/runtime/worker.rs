@@ -174,6 +174,7 @@ impl Router {
             // be someone else's change, which the written body holds: look at it again.
             let changed_meanwhile = end.written.is_some() && !rx.is_empty();
             if let Some(w) = end.written {
+                self.background.refresh(&key, &w);
                 written_rv = rv_of(&w);
                 deletion_came = !was_deleting && deletion_requested(&w);
                 latest = Some(Seen::Upsert(w));
