@@ -1,8 +1,9 @@
 //! End-to-end test support: a scripted handler server speaking the real `bosun.v1` gRPC
 //! contract (so the controller's failure handling can be driven precisely), and an
 //! environment that runs the dev cluster, the controller and handler servers in-process
-//! over real HTTP and real gRPC.
+//! over real HTTP and real gRPC; and the harness of the contract conformance suite.
 
+pub mod conformance;
 pub mod faults;
 pub mod tools;
 

@@ -1,0 +1,331 @@
+//! The harness of the contract conformance suite (`tests/conformance/README.md`): one SDK's
+//! conformance server as a real process on a loopback port, the dev cluster in-process over
+//! HTTP, and the real controller between them; plus the waits the scenarios
+//! (`tests/tests/conformance.rs`) check outcomes with. Every SDK's server is started the same
+//! way, as a child process speaking gRPC, so that the scenarios cannot tell them apart except
+//! by what they answer.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use bosun_controller::Settings;
+use bosun_controller::cluster::Cluster;
+use bosun_devcluster::DevCluster;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::{Controller, kex, tools, wait_for};
+
+/// How long any one condition of a scenario may take to come true.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+/// The namespace every scenario's objects live in (each scenario has a dev cluster of its own).
+pub const NS: &str = "default";
+
+/// An SDK under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sdk {
+    /// `sdk-rust/`, server `tests/conformance/rust/server.rs` (binary `conformance-server`).
+    Rust,
+    /// `sdk-python/`, server `tests/conformance/python/server.py`.
+    Python,
+}
+
+impl Sdk {
+    /// Its name in logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sdk::Rust => "rust",
+            Sdk::Python => "python",
+        }
+    }
+}
+
+/// The workspace's root folder.
+pub fn workspace_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// How to start a conformance server; it must listen where `BOSUN_LISTEN` says.
+#[derive(Debug, Clone)]
+pub struct ServerCommand {
+    program: PathBuf,
+    args: Vec<String>,
+}
+
+impl ServerCommand {
+    /// A server that is one executable (the Rust SDK's, a Go or Node binary…).
+    pub fn executable(program: impl Into<PathBuf>) -> ServerCommand {
+        ServerCommand { program: program.into(), args: Vec::new() }
+    }
+
+    /// The Python SDK's server, `python -m bosun tests/conformance/python/server.py`, with the
+    /// Python of [`sdk_python`]; `None` (after [`tools::require_tool`]: a failure under CI, a
+    /// skip elsewhere) when there is none.
+    pub fn python() -> Option<ServerCommand> {
+        let found = sdk_python();
+        let what = "a Python with the bosun SDK (BOSUN_SDK_PYTHON, or the README's .venv: \
+                    python3 -m venv .venv && .venv/bin/pip install './sdk-python[test]')";
+        if !tools::require_tool(what, found.is_some()) {
+            return None;
+        }
+        let server = workspace_dir().join("tests/conformance/python/server.py");
+        let args = vec!["-m".into(), "bosun".into(), server.display().to_string()];
+        Some(ServerCommand { program: found?.clone(), args })
+    }
+}
+
+/// The Python that has the SDK installed: `BOSUN_SDK_PYTHON`, else the workspace's
+/// `.venv/bin/python`; only if `import bosun.v1.handler_pb2` (the generated stubs) works there.
+pub fn sdk_python() -> Option<&'static PathBuf> {
+    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let candidate = match std::env::var_os("BOSUN_SDK_PYTHON").filter(|v| !v.is_empty()) {
+                Some(python) => PathBuf::from(python),
+                None => workspace_dir().join(".venv/bin/python"),
+            };
+            let imports = std::process::Command::new(&candidate)
+                .args(["-c", "import bosun.v1.handler_pb2"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            imports.then_some(candidate)
+        })
+        .as_ref()
+}
+
+/// A conformance server running as a child process; its stdout and stderr lines are kept.
+pub struct Server {
+    url: String,
+    child: Child,
+    output: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    /// Starts the server on a free loopback port and waits until its gRPC health says SERVING.
+    /// A server that exits first (another test took the port meanwhile) is started again on
+    /// another port, twice at most.
+    pub async fn start(sdk: Sdk, command: &ServerCommand) -> Server {
+        let mut last_exit = String::new();
+        for _ in 0..3 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+            let listen = format!("127.0.0.1:{port}");
+            let mut child = Command::new(&command.program)
+                .args(&command.args)
+                .current_dir(workspace_dir())
+                .env("BOSUN_LISTEN", &listen)
+                .env("PYTHONUNBUFFERED", "1")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start the {} conformance server {}: {e}", sdk.name(), command.program.display()));
+            let output: Arc<Mutex<Vec<String>>> = Arc::default();
+            let tag = format!("[{} server]", sdk.name());
+            if let Some(out) = child.stdout.take() {
+                tokio::spawn(collect(out, tag.clone(), output.clone()));
+            }
+            if let Some(err) = child.stderr.take() {
+                tokio::spawn(collect(err, tag, output.clone()));
+            }
+            let url = format!("http://{listen}");
+            match serving(&url, &mut child).await {
+                Ok(()) => return Server { url, child, output },
+                Err(why) => last_exit = format!("{why}; its output:\n{}", output.lock().unwrap().join("\n")),
+            }
+        }
+        panic!("the {} conformance server did not start: {last_exit}", sdk.name());
+    }
+
+    /// Where it listens, for the controller (`http://127.0.0.1:PORT`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Its output lines so far (stdout and stderr).
+    pub fn output(&self) -> Vec<String> {
+        self.output.lock().unwrap().clone()
+    }
+
+    /// Waits until a line of its output contains `text`.
+    pub async fn wait_output(&self, text: &str) {
+        let output = self.output.clone();
+        wait_for(&format!("the server's output to contain {text:?}"), DEADLINE, || {
+            let found = output.lock().unwrap().iter().any(|l| l.contains(text));
+            async move { found }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}; its output:\n{}", self.output().join("\n")));
+    }
+
+    /// Ends the process (SIGKILL) and waits for it.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// Keeps the lines of one of the server's streams, and shows them when the test fails.
+async fn collect(stream: impl tokio::io::AsyncRead + Unpin, tag: String, into: Arc<Mutex<Vec<String>>>) {
+    let mut lines = BufReader::new(stream).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        eprintln!("{tag} {line}");
+        into.lock().unwrap().push(line);
+    }
+}
+
+/// Waits until the server at `url` is SERVING; `Err` when it exits first or takes too long.
+async fn serving(url: &str, child: &mut Child) -> Result<(), String> {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let endpoint = tonic::transport::Endpoint::from_shared(url.to_string()).expect("a valid URL");
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            return Err(format!("it exited ({status})"));
+        }
+        if let Ok(channel) = endpoint.connect().await {
+            let check = HealthClient::new(channel).check(HealthCheckRequest { service: String::new() }).await;
+            if check.is_ok_and(|r| r.get_ref().status == ServingStatus::Serving as i32) {
+                return Ok(());
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!("it was not SERVING on {url} after {DEADLINE:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One scenario's world: a dev cluster with the KopfExample CRD, one SDK's conformance
+/// server, and the controller between them.
+pub struct Env {
+    /// The SDK under test.
+    pub sdk: Sdk,
+    /// A client of the dev cluster.
+    pub client: kube::Client,
+    /// The conformance server.
+    pub server: Server,
+    controller: Option<Controller>,
+    settings: Settings,
+    _cluster: DevCluster,
+}
+
+impl Env {
+    /// Starts everything; the controller gets `settings` with the server as its only handler
+    /// server.
+    pub async fn start(sdk: Sdk, command: &ServerCommand, mut settings: Settings) -> Env {
+        let cluster = DevCluster::start_local().await.expect("the dev cluster starts");
+        let client = cluster.client();
+        kex::install_crd(&client).await;
+        let server = Server::start(sdk, command).await;
+        settings.handlers = vec![server.url().to_string()];
+        let controller = Some(Controller::start(client.clone(), settings.clone()));
+        Env { sdk, client, server, controller, settings, _cluster: cluster }
+    }
+
+    /// The running controller.
+    pub fn controller(&self) -> &Controller {
+        self.controller.as_ref().expect("the controller runs")
+    }
+
+    /// Stops the controller (as on SIGTERM: cleanup activities run) and returns its log.
+    pub async fn stop_controller(&mut self) -> Vec<String> {
+        let controller = self.controller.take().expect("the controller runs");
+        let log = controller.log_handle();
+        controller.stop().await;
+        log.lock().unwrap().clone()
+    }
+
+    /// Starts a new controller with the same settings (after [`stop_controller`](Self::stop_controller)).
+    pub fn start_controller(&mut self) {
+        assert!(self.controller.is_none(), "a controller runs already");
+        self.controller = Some(Controller::start(self.client.clone(), self.settings.clone()));
+    }
+
+    /// Waits until a line of the controller's log contains `text`.
+    pub async fn wait_log(&self, text: &str) {
+        self.controller().wait_log(text, DEADLINE).await;
+    }
+
+    /// Creates a KopfExample named `name` with `spec.field: value`, merged with `extra`.
+    pub async fn create(&self, name: &str, extra: Value) -> Value {
+        kex::create(&self.client, NS, name, extra).await
+    }
+
+    /// Merge-patches the KopfExample `name`.
+    pub async fn patch(&self, name: &str, patch: Value) -> Value {
+        kex::patch(&self.client, NS, name, patch).await
+    }
+
+    /// Deletes the KopfExample `name` (its finalizers may keep it for a while).
+    pub async fn delete(&self, name: &str) {
+        kex::delete(&self.client, NS, name).await;
+    }
+
+    /// Waits until the KopfExample `name` exists and `cond` holds for it; returns it.
+    pub async fn wait_object(&self, name: &str, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
+        let path = format!("{}/{name}", kex::path(NS));
+        self.wait_get(&path, what, |o| o.as_ref().is_some_and(&cond)).await.expect("only an existing object matches")
+    }
+
+    /// Waits until the KopfExample `name` is gone.
+    pub async fn wait_gone(&self, name: &str) {
+        let path = format!("{}/{name}", kex::path(NS));
+        self.wait_get(&path, &format!("{name} to be gone"), Option::is_none).await;
+    }
+
+    /// Waits until the object at the API path `path` (`None`: absent) satisfies `cond`.
+    pub async fn wait_get(&self, path: &str, what: &str, cond: impl Fn(&Option<Value>) -> bool) -> Option<Value> {
+        let cluster = Cluster::new(self.client.clone());
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            let seen = match cluster.get(path).await {
+                Ok(v) => Some(v),
+                Err(e) if e.code() == Some(404) => None,
+                Err(e) => panic!("GET {path} failed: {e}"),
+            };
+            if cond(&seen) {
+                return seen;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                self.fail(&format!("timed out after {DEADLINE:?} waiting for {what}; last seen: {:#}", seen.unwrap_or(Value::Null)));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until there are Kubernetes Events about the object with this uid for which `cond`
+    /// holds; returns all events about it.
+    pub async fn wait_events(&self, uid: &str, what: &str, cond: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let path = format!("/api/v1/namespaces/{NS}/events");
+        let about = |list: &Option<Value>| -> Vec<Value> {
+            let items = list.as_ref().and_then(|l| l["items"].as_array().cloned()).unwrap_or_default();
+            items.into_iter().filter(|e| e["involvedObject"]["uid"] == json!(uid)).collect()
+        };
+        let list = self.wait_get(&path, what, |list| cond(&about(list))).await;
+        about(&list)
+    }
+
+    /// Panics with `message`, the controller's log and the server's output.
+    pub fn fail(&self, message: &str) -> ! {
+        let log = self.controller.as_ref().map(|c| c.log().join("\n")).unwrap_or_default();
+        panic!(
+            "[{} SDK] {message}\n--- the controller's log:\n{log}\n--- the server's output:\n{}",
+            self.sdk.name(),
+            self.server.output().join("\n")
+        );
+    }
+
+    /// Stops the controller, then the server.
+    pub async fn stop(mut self) {
+        if let Some(controller) = self.controller.take() {
+            controller.stop().await;
+        }
+        self.server.stop().await;
+    }
+}
