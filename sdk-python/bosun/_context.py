@@ -5,9 +5,10 @@ sync handler's thread: `asyncio.to_thread` copies the context)."""
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 
 class Call:
@@ -30,6 +31,18 @@ class SubhandlerDecl:
 
 
 current: contextvars.ContextVar[Optional[Call]] = contextvars.ContextVar("bosun_call", default=None)
+
+
+@contextlib.contextmanager
+def calling(body: Dict[str, Any], emit: Callable[[str, Any], None]) -> Iterator[Call]:
+    """The handler call in progress while the block runs (what `bosun.info`, `own`,
+    `subhandler`… act on), also in the threads sync handlers run in."""
+    call = Call(body, emit)
+    token = current.set(call)
+    try:
+        yield call
+    finally:
+        current.reset(token)
 
 
 def require(what: str) -> Call:

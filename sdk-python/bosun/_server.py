@@ -281,18 +281,15 @@ class Servicer:
             if decl.param is not None:
                 kwargs["param"] = decl.param
 
-        call = _context.Call(body, collector.emit)
-        token = _context.current.set(call)
-        try:
-            result = await _kwargs.invoke(fn, kwargs)
-        except SubhandlersDeclared:
-            result = None
-        except Exception as e:
-            _fail(pb, response, e)
-            self._patch(response, kwargs)  # a failed attempt's patch is applied too
-            return
-        finally:
-            _context.current.reset(token)
+        with _context.calling(body, collector.emit) as call:
+            try:
+                result = await _kwargs.invoke(fn, kwargs)
+            except SubhandlersDeclared:
+                result = None
+            except Exception as e:
+                _fail(pb, response, e)
+                self._patch(response, kwargs)  # a failed attempt's patch is applied too
+                return
         response.outcome = pb.OUTCOME_SUCCESS
         if result is not None:
             response.result = _dumps(result, "return value")
@@ -324,17 +321,14 @@ class Servicer:
             response.outcome = pb.OUTCOME_SKIPPED
             response.message = skipped
             return
-        call = _context.Call(body, collector.emit)
-        token = _context.current.set(call)
-        try:
-            result = await _kwargs.invoke(handler.fn, kwargs)
-        except Exception as e:
-            index.failed(obj, e, errors=handler.errors, backoff=handler.backoff, retries=handler.retries,
-                         timeout=handler.timeout)
-            _fail(pb, response, e)
-            return
-        finally:
-            _context.current.reset(token)
+        with _context.calling(body, collector.emit):
+            try:
+                result = await _kwargs.invoke(handler.fn, kwargs)
+            except Exception as e:
+                index.failed(obj, e, errors=handler.errors, backoff=handler.backoff, retries=handler.retries,
+                             timeout=handler.timeout)
+                _fail(pb, response, e)
+                return
         index.replace(obj, result)
 
     @staticmethod
@@ -346,14 +340,11 @@ class Servicer:
     async def _rebuild(self, fn, kwargs, body) -> Dict[str, _context.SubhandlerDecl]:
         """Re-enters a parent with a throwaway answer to get its sub-handlers' closures."""
         scratch = dict(kwargs, patch=_kwargs.Patch(), logger=_context.object_logger(None, None, lambda *_: None))
-        call = _context.Call(body, lambda *_: None)
-        token = _context.current.set(call)
-        try:
-            await _kwargs.invoke(fn, scratch)
-        except SubhandlersDeclared:
-            pass
-        finally:
-            _context.current.reset(token)
+        with _context.calling(body, lambda *_: None) as call:
+            try:
+                await _kwargs.invoke(fn, scratch)
+            except SubhandlersDeclared:
+                pass
         return call.subhandlers
 
     @staticmethod
@@ -419,17 +410,14 @@ class Servicer:
             return
 
         async def run() -> None:
-            call = _context.Call(body, emit)
-            token = _context.current.set(call)
             exit_ = pb.DaemonExit(outcome=pb.OUTCOME_SUCCESS)
-            try:
-                await _kwargs.invoke(handler.fn, kwargs)
-            except asyncio.CancelledError:
-                exit_.message = "cancelled"
-            except Exception as e:
-                _fail(pb, exit_, e)
-            finally:
-                _context.current.reset(token)
+            with _context.calling(body, emit):
+                try:
+                    await _kwargs.invoke(handler.fn, kwargs)
+                except asyncio.CancelledError:
+                    exit_.message = "cancelled"
+                except Exception as e:
+                    _fail(pb, exit_, e)
             patch = _kwargs.prune(kwargs["patch"])
             if patch:
                 try:
@@ -471,17 +459,14 @@ class Servicer:
         kwargs = self._with_indices(dict(logger=_context.object_logger(None, None, collector.send_log), retry=request.retry,
                                          memo=self.operator_memo, param=handler.param, activity=handler.kind,
                                          settings=_Settings()))
-        call = _context.Call({}, collector.emit)
-        token = _context.current.set(call)
-        try:
-            result = await _kwargs.invoke(handler.fn, kwargs)
-            response.outcome = pb.OUTCOME_SUCCESS
-            if result is not None:
-                response.result = _dumps(result, "return value")
-        except Exception as e:
-            _fail(pb, response, e)
-        finally:
-            _context.current.reset(token)
+        with _context.calling({}, collector.emit):
+            try:
+                result = await _kwargs.invoke(handler.fn, kwargs)
+                response.outcome = pb.OUTCOME_SUCCESS
+                if result is not None:
+                    response.result = _dumps(result, "return value")
+            except Exception as e:
+                _fail(pb, response, e)
         collector.fill(pb, response)
         return response
 
@@ -506,21 +491,18 @@ class Servicer:
             logger=_context.object_logger(kwargs["namespace"], kwargs["name"], collector.send_log),
             memo=self._memo((body.get("metadata") or {}).get("uid")), param=handler.param, reason="admission",
         )
-        call = _context.Call(body, collector.emit)
-        token = _context.current.set(call)
-        try:
-            skipped = self._check_local(handler, kwargs, body)
-            if skipped is None:
-                await _kwargs.invoke(handler.fn, kwargs)
-                patch = _kwargs.prune(kwargs["patch"])
-                if patch and handler.kind == "mutate":
-                    response.merge_patch = _dumps(patch, "patch")
-        except AdmissionError as e:
-            response = pb.AdmitResponse(allowed=False, message=str(e), code=int(e.code or 500))
-        except Exception as e:
-            response = pb.AdmitResponse(allowed=False, message=str(e) or type(e).__name__, code=500)
-        finally:
-            _context.current.reset(token)
+        with _context.calling(body, collector.emit):
+            try:
+                skipped = self._check_local(handler, kwargs, body)
+                if skipped is None:
+                    await _kwargs.invoke(handler.fn, kwargs)
+                    patch = _kwargs.prune(kwargs["patch"])
+                    if patch and handler.kind == "mutate":
+                        response.merge_patch = _dumps(patch, "patch")
+            except AdmissionError as e:
+                response = pb.AdmitResponse(allowed=False, message=str(e), code=int(e.code or 500))
+            except Exception as e:
+                response = pb.AdmitResponse(allowed=False, message=str(e) or type(e).__name__, code=500)
         response.warnings.extend(str(w) for w in warnings)
         return response
 
