@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::cluster::{Api, ResolvedResource, events};
-use crate::engines::dispatch::{Outages, Servers};
+use crate::engines::dispatch::{CallFailure, Outages, Servers};
 use crate::logs::{Logger, ObjectRef};
 use crate::state::essence::EssenceRules;
 use crate::state::plan::Subject;
@@ -146,6 +146,36 @@ impl ResourceContext {
     pub fn log_lines(&self, obj: &ObjectRef, lines: &[pb::LogLine]) {
         for line in lines {
             self.log.line(crate::logs::Level::of_pb(line.level), Some(obj), &line.message);
+        }
+    }
+
+    /// Calls a handler whose answer is recorded nowhere on the object (spies, index handlers)
+    /// with one watch event of `body`: writes the answer's log lines, lets `said` log how the
+    /// call ended, then posts the answer's events.
+    pub async fn call_unrecorded(
+        &self,
+        h: &Handler,
+        reason: pb::Reason,
+        event_type: &str,
+        body: &Value,
+        said: impl FnOnce(&ObjectRef, Result<(pb::Outcome, &str), CallFailure>),
+    ) {
+        let obj = object_ref(body);
+        let req = pb::HandleRequest {
+            handler_id: h.id.clone(),
+            reason: reason as i32,
+            resource: Some(self.pb_resource()),
+            object: to_json(body),
+            event_type: event_type.to_string(),
+            ..Default::default()
+        };
+        match self.servers[h.server].handle(req, h.call_timeout).await {
+            Err(failure) => said(&obj, Err(failure)),
+            Ok(answer) => {
+                self.log_lines(&obj, &answer.logs);
+                said(&obj, Ok((pb::Outcome::try_from(answer.outcome).unwrap_or(pb::Outcome::UnexpectedError), &answer.message)));
+                self.post_events(body, answer.events.iter()).await;
+            }
         }
     }
 

@@ -25,10 +25,9 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
-use super::context::{ResourceContext, meta_str, object_key, object_ref, to_json};
+use super::context::{ResourceContext, meta_str, object_key};
 use super::queues::Queues;
 use crate::cluster::watching::Seen;
-use crate::logs::Logger;
 use crate::state::registry::Handler;
 
 /// Index calls in flight per resource: a listing of many objects must not open as many calls.
@@ -240,34 +239,22 @@ fn release_when_indexed(l: &mut Listing, ctx: &ResourceContext) {
 
 /// Sends one object's event to one index handler; failures are logged, not retried.
 async fn call(ctx: &ResourceContext, h: &Handler, op: Op, body: &Value) {
-    let obj = object_ref(body);
-    let req = pb::HandleRequest {
-        handler_id: h.id.clone(),
-        reason: pb::Reason::Index as i32,
-        resource: Some(ctx.pb_resource()),
-        object: to_json(body),
-        event_type: match op {
-            Op::Index(t) => t.to_string(),
-            Op::Drop => "DELETED".to_string(),
-        },
-        ..Default::default()
+    let event_type = match op {
+        Op::Index(t) => t,
+        Op::Drop => "DELETED",
     };
-    let log: &Logger = &ctx.log;
-    match ctx.servers[h.server].handle(req, h.call_timeout).await {
-        Err(failure) => log.warn(Some(&obj), &format!("Handler '{}' {failure}; the index may miss this change of the object.", h.id)),
-        Ok(answer) => {
-            ctx.log_lines(&obj, &answer.logs);
-            let message = &answer.message;
-            match pb::Outcome::try_from(answer.outcome).unwrap_or(pb::Outcome::UnexpectedError) {
-                pb::Outcome::Success => log.debug(Some(&obj), &format!("Handler '{}' succeeded.", h.id)),
-                pb::Outcome::Skipped => {}
-                pb::Outcome::TemporaryError => log.warn(Some(&obj), &format!("Handler '{}' failed temporarily: {message}", h.id)),
-                pb::Outcome::PermanentError => log.error(Some(&obj), &format!("Handler '{}' failed permanently: {message}", h.id)),
-                pb::Outcome::UnexpectedError => log.error(Some(&obj), &format!("Handler '{}' failed with an exception: {message}", h.id)),
-            }
-            ctx.post_events(body, answer.events.iter()).await;
+    let log = &ctx.log;
+    ctx.call_unrecorded(h, pb::Reason::Index, event_type, body, |obj, ended| match ended {
+        Err(failure) => log.warn(Some(obj), &format!("Handler '{}' {failure}; the index may miss this change of the object.", h.id)),
+        Ok((pb::Outcome::Success, _)) => log.debug(Some(obj), &format!("Handler '{}' succeeded.", h.id)),
+        Ok((pb::Outcome::Skipped, _)) => {}
+        Ok((pb::Outcome::TemporaryError, message)) => log.warn(Some(obj), &format!("Handler '{}' failed temporarily: {message}", h.id)),
+        Ok((pb::Outcome::PermanentError, message)) => log.error(Some(obj), &format!("Handler '{}' failed permanently: {message}", h.id)),
+        Ok((pb::Outcome::UnexpectedError, message)) => {
+            log.error(Some(obj), &format!("Handler '{}' failed with an exception: {message}", h.id))
         }
-    }
+    })
+    .await;
 }
 
 #[cfg(test)]

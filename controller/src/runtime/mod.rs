@@ -62,7 +62,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
         log.info(None, &format!("Handler server {} registered {} handler(s).", s.addr, d.handlers.len()));
         described.push(d);
     }
-    let handlers = registry::build(&described.iter().map(|d| d.handlers.clone()).collect::<Vec<_>>())?;
+    let mut handlers = registry::build(&described.iter().map(|d| d.handlers.clone()).collect::<Vec<_>>())?;
     let clients: Servers = Arc::new(servers.iter().map(|s| s.clone() as Arc<dyn HandlerClient>).collect());
     let startups = of_kind(&handlers, pb::HandlerKind::Startup);
     let probes = of_kind(&handlers, pb::HandlerKind::Probe);
@@ -104,7 +104,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
             gate: Arc::default(),
         },
     };
-    served.apply(handlers, &described, None).await;
+    served.apply(handlers.clone(), &described, None).await;
 
     // Until the stop: a handler server that reconnects is described again; a changed
     // registry is applied without a restart (only the resources whose handlers changed are
@@ -124,15 +124,13 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
         if described[server] == response {
             log.info(None, &format!("Handler server {addr} has the same {} handler(s) as before.", response.handlers.len()));
             if reindex.is_some() {
-                let handlers = registry::build(&described.iter().map(|d| d.handlers.clone()).collect::<Vec<_>>())
-                    .expect("the registry in use was built before");
-                served.apply(handlers, &described, reindex).await;
+                served.apply(handlers.clone(), &described, reindex).await;
             }
         } else {
             let mut next = described.clone();
             next[server] = response;
             match registry::build(&next.iter().map(|d| d.handlers.clone()).collect::<Vec<_>>()) {
-                Ok(handlers) => {
+                Ok(built) => {
                     log.info(
                         None,
                         &format!(
@@ -140,9 +138,9 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
                             next[server].handlers.len()
                         ),
                     );
-                    cleanups = of_kind(&handlers, pb::HandlerKind::Cleanup);
-                    described = next;
-                    served.apply(handlers, &described, reindex).await;
+                    cleanups = of_kind(&built, pb::HandlerKind::Cleanup);
+                    (handlers, described) = (built, next);
+                    served.apply(handlers.clone(), &described, reindex).await;
                 }
                 Err(e) => log.error(None, &format!("The new handlers of handler server {addr} are refused: {e}; the previous ones stay.")),
             }
@@ -271,14 +269,14 @@ impl Served {
             // Taken before the job it replaces stops, so that the gate never opens between.
             let hold = hs.iter().any(|h| h.kind == pb::HandlerKind::Index).then(|| self.shared.gate.hold(&key.2));
             let memory = match self.running.remove(&key) {
-                Some(r) if r.handlers == hs && r.ignored == ignored => {
-                    self.shared.log.info(None, &format!("The index handlers of '{}' lost their index; listing it again.", key.2));
-                    let memory = r.memory.clone();
-                    r.stop(&self.shared.log, &key.2).await;
-                    memory
-                }
                 Some(r) => {
-                    self.shared.log.info(None, &format!("The handlers of '{}' changed; serving it anew.", key.2));
+                    let name = &key.2;
+                    let line = if r.handlers == hs && r.ignored == ignored {
+                        format!("The index handlers of '{name}' lost their index; listing it again.")
+                    } else {
+                        format!("The handlers of '{name}' changed; serving it anew.")
+                    };
+                    self.shared.log.info(None, &line);
                     let memory = r.memory.clone();
                     r.stop(&self.shared.log, &key.2).await;
                     memory

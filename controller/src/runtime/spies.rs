@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use tokio_util::task::TaskTracker;
 
-use super::context::{ResourceContext, object_key, object_ref, to_json};
+use super::context::{ResourceContext, object_key};
 use super::queues::Queues;
 use crate::cluster::watching::Seen;
 
@@ -93,30 +93,14 @@ async fn spy(ctx: &ResourceContext, etype: &str, body: &Value) {
 }
 
 async fn call(ctx: &ResourceContext, h: &crate::state::registry::Handler, etype: &str, body: &Value) {
-    let obj = object_ref(body);
-    let req = pb::HandleRequest {
-        handler_id: h.id.clone(),
-        reason: pb::Reason::Event as i32,
-        resource: Some(ctx.pb_resource()),
-        object: to_json(body),
-        event_type: etype.to_string(),
-        ..Default::default()
-    };
     let log = &ctx.log;
-    match ctx.servers[h.server].handle(req, h.call_timeout).await {
-        Err(failure) => {
-            log.warn(Some(&obj), &format!("Handler '{}' {failure}; the event is skipped.", h.id));
-        }
-        Ok(answer) => {
-            ctx.log_lines(&obj, &answer.logs);
-            match pb::Outcome::try_from(answer.outcome).unwrap_or(pb::Outcome::UnexpectedError) {
-                pb::Outcome::Success => log.info(Some(&obj), &format!("Handler '{}' succeeded.", h.id)),
-                pb::Outcome::Skipped => {}
-                _ => log.warn(Some(&obj), &format!("Handler '{}' failed: {}; ignored.", h.id, answer.message)),
-            }
-            ctx.post_events(body, answer.events.iter()).await;
-        }
-    }
+    ctx.call_unrecorded(h, pb::Reason::Event, etype, body, |obj, ended| match ended {
+        Err(failure) => log.warn(Some(obj), &format!("Handler '{}' {failure}; the event is skipped.", h.id)),
+        Ok((pb::Outcome::Success, _)) => log.info(Some(obj), &format!("Handler '{}' succeeded.", h.id)),
+        Ok((pb::Outcome::Skipped, _)) => {}
+        Ok((_, message)) => log.warn(Some(obj), &format!("Handler '{}' failed: {message}; ignored.", h.id)),
+    })
+    .await;
 }
 
 #[cfg(test)]
