@@ -84,14 +84,15 @@ impl Dispatcher {
         };
 
         let mut response = pb::HandleResponse::default();
-        let index = self.indices.get(&handler.id).filter(|_| handler.kind == pb::HandlerKind::Index);
-        let object = index::object_key(cause.body());
-        if let Some(index) = index {
+        // For index handlers: the index and the object's key in it.
+        let index =
+            self.indices.get(&handler.id).filter(|_| handler.kind == pb::HandlerKind::Index).map(|i| (i, index::object_key(cause.body())));
+        if let Some((index, object)) = &index {
             if index::is_drop(&request) {
-                index::drop_object(index, &object);
+                index.forget(object);
                 return Ok(response);
             }
-            if index::excluded(index, &object, Instant::now()) {
+            if index.excluded(object, Instant::now()) {
                 response.set_outcome(pb::Outcome::Skipped);
                 return Ok(response);
             }
@@ -102,8 +103,8 @@ impl Dispatcher {
                 Ok(true) => {}
                 Ok(false) => {
                     // An object that stops matching leaves the index.
-                    if let Some(index) = index {
-                        index::drop_object(index, &object);
+                    if let Some((index, object)) = &index {
+                        index.forget(object);
                     }
                     response.set_outcome(pb::Outcome::Skipped);
                     return Ok(response);
@@ -117,8 +118,8 @@ impl Dispatcher {
         }
 
         let mut ran = run(func, &cause).await;
-        if let Some(index) = index {
-            ran = index::apply(index, &handler.options, &object, ran, Instant::now());
+        if let Some((index, object)) = &index {
+            ran = index::apply(index, &handler.options, object, ran, Instant::now());
         }
         response.set_outcome(ran.outcome);
         (response.message, response.delay_seconds, response.result) = (ran.message, ran.delay_seconds, ran.result);

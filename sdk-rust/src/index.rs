@@ -91,7 +91,7 @@ impl Index {
     }
 
     /// Whether the object is left out of the index after failures.
-    fn excluded(&self, object: &str, now: Instant) -> bool {
+    pub(crate) fn excluded(&self, object: &str, now: Instant) -> bool {
         self.inner.read().failures.get(object).is_some_and(|f| f.until.is_none_or(|t| now < t))
     }
 
@@ -114,8 +114,8 @@ impl Index {
         self.inner.write().failures.remove(object);
     }
 
-    /// Drops the object and whatever is known of its failures.
-    fn forget(&self, object: &str) {
+    /// Drops the object (deleted, or no longer matching) and whatever is known of its failures.
+    pub(crate) fn forget(&self, object: &str) {
         let mut d = self.inner.write();
         d.remove(object);
         d.failures.remove(object);
@@ -229,16 +229,6 @@ pub(crate) fn is_drop(request: &pb::HandleRequest) -> bool {
     request.event_type == "DELETED"
 }
 
-/// Drops the object from the index (deleted, or no longer matching).
-pub(crate) fn drop_object(index: &Index, object: &str) {
-    index.forget(object);
-}
-
-/// Whether the object is left out now.
-pub(crate) fn excluded(index: &Index, object: &str, now: Instant) -> bool {
-    index.excluded(object, now)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,8 +265,8 @@ mod tests {
         assert_eq!(index.get("key1").len(), 2, "null keeps what the object had");
         apply(&index, &o, "a", ok(json!({"key2": 1})), now);
         assert_eq!((index.get("key1"), index.get("key2").len()), (vec![json!("valueB")], 2));
-        drop_object(&index, "b");
-        drop_object(&index, "d");
+        index.forget("b");
+        index.forget("d");
         assert!(!index.contains_key("key1") && !index.contains_key(FLAT), "empty keys go: {index:?}");
     }
 
@@ -309,7 +299,7 @@ mod tests {
             let reported = apply(&index, &o, "a", failure, now);
             assert_eq!(reported.message, "boom", "case {i}");
             assert_eq!(index.contains_key("k"), kept, "case {i}");
-            assert_eq!((excluded(&index, "a", later(5)), excluded(&index, "a", later(20))), (at5, at20), "case {i}");
+            assert_eq!((index.excluded("a", later(5)), index.excluded("a", later(20))), (at5, at20), "case {i}");
         }
     }
 
