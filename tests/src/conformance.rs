@@ -181,18 +181,15 @@ async fn collect(stream: impl tokio::io::AsyncRead + Unpin, tag: String, into: A
 /// Waits until the server at `url` is SERVING; `Err` when it exits first or takes too long.
 async fn serving(url: &str, child: &mut Child) -> Result<(), String> {
     use tonic_health::pb::health_check_response::ServingStatus;
-    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
     let deadline = tokio::time::Instant::now() + DEADLINE;
-    let endpoint = tonic::transport::Endpoint::from_shared(url.to_string()).expect("a valid URL");
+    // The controller's own client of a handler server, and its health check.
+    let server = bosun_controller::engines::dispatch::Server::new(url).map_err(|e| e.to_string())?;
     loop {
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
             return Err(format!("it exited ({status})"));
         }
-        if let Ok(channel) = endpoint.connect().await {
-            let check = HealthClient::new(channel).check(HealthCheckRequest { service: String::new() }).await;
-            if check.is_ok_and(|r| r.get_ref().status == ServingStatus::Serving as i32) {
-                return Ok(());
-            }
+        if matches!(server.health_check().await, Ok(ServingStatus::Serving)) {
+            return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(format!("it was not SERVING on {url} after {DEADLINE:?}"));
