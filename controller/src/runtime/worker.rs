@@ -2,17 +2,16 @@
 //! parallel up to a bound; events that pile up while a cycle runs collapse to the newest;
 //! workers of idle objects go away.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use serde_json::Value;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
 use super::background::Background;
 use super::context::ResourceContext;
+use super::queues::{Mailbox, Mailboxes};
 use crate::cluster::watching::Seen;
 use crate::state::plan::{Next, deletion_requested};
 
@@ -32,7 +31,8 @@ pub fn throttle_delay(failures: usize) -> Duration {
 pub struct Router {
     ctx: Arc<ResourceContext>,
     background: Arc<Background>,
-    workers: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Seen>>>>,
+    /// The newest event not yet taken by each object's worker.
+    workers: Mailboxes<Option<Seen>>,
     limit: Arc<Semaphore>,
     tasks: TaskTracker,
     stop: tokio::sync::watch::Receiver<bool>,
@@ -60,7 +60,7 @@ fn keep_newest(latest: &mut Option<Seen>, incoming: Seen) {
 impl Router {
     /// A router for one resource; `limit` bounds cycles in flight across all resources.
     pub fn new(ctx: Arc<ResourceContext>, limit: Arc<Semaphore>, tasks: TaskTracker, stop: tokio::sync::watch::Receiver<bool>) -> Router {
-        Router { ctx, background: Arc::default(), workers: Arc::default(), limit, tasks, stop }
+        Router { ctx, background: Arc::default(), workers: Mailboxes::default(), limit, tasks, stop }
     }
 
     /// The timers and daemons of the resource.
@@ -70,7 +70,7 @@ impl Router {
 
     /// How many objects have a worker now.
     pub fn workers(&self) -> usize {
-        self.workers.lock().len()
+        self.workers.len()
     }
 
     /// Hands an event to its object's worker, starting one if needed.
@@ -79,22 +79,13 @@ impl Router {
             return; // Only spies or index handlers here: they have queues of their own.
         }
         let key = key_of(seen.body());
-        let mut workers = self.workers.lock();
-        let seen = match workers.get(&key) {
-            Some(tx) => match tx.send(seen) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(seen)) => seen,
-            },
-            None => seen,
-        };
-        let (tx, rx) = mpsc::unbounded_channel();
-        tx.send(seen).expect("the receiver is alive");
-        workers.insert(key.clone(), tx);
-        let me = self.clone();
-        self.tasks.spawn(async move { me.work(key, rx).await });
+        if let Some(mailbox) = self.workers.post(key.clone(), |pending| keep_newest(pending, seen)) {
+            let me = self.clone();
+            self.tasks.spawn(async move { me.work(key, mailbox).await });
+        }
     }
 
-    async fn work(self, key: String, mut rx: mpsc::UnboundedReceiver<Seen>) {
+    async fn work(self, key: String, mailbox: Arc<Mailbox<Option<Seen>>>) {
         let mut stop = self.stop.clone();
         let mut latest: Option<Seen> = None;
         let mut written_rv: Option<u64> = None;
@@ -113,10 +104,12 @@ impl Router {
                 tokio::select! {
                 biased;
                 _ = stop.changed() => return,
-                m = rx.recv() => match m {
-                    Some(m) => { keep_newest(&mut latest, m); false }
-                    None => return,
-                },
+                _ = mailbox.posted() => {
+                    if let Some(m) = mailbox.take() {
+                        keep_newest(&mut latest, m);
+                    }
+                    false
+                }
                 _ = tokio::time::sleep_until(wake.unwrap_or_else(tokio::time::Instant::now)), if wake.is_some() => {
                     wake = None;
                     true
@@ -130,9 +123,7 @@ impl Router {
                     true
                 }
                 _ = tokio::time::sleep(IDLE), if wake.is_none() => {
-                    let mut workers = self.workers.lock();
-                    if rx.is_empty() {
-                        workers.remove(&key);
+                    if self.workers.retire(&key, &mailbox, Option::is_none) {
                         return;
                     }
                     continue;
@@ -147,13 +138,18 @@ impl Router {
                     _ = self.ctx.gate.opened() => {}
                 }
             }
-            while let Ok(m) = rx.try_recv() {
+            if let Some(m) = mailbox.take() {
                 keep_newest(&mut latest, m);
             }
-            let Some(seen) = latest.clone() else { continue };
+            let Some(seen) = latest.take() else { continue };
             let (body, deleted) = (seen.body(), matches!(seen, Seen::Deleted(_)));
             if !woke && !deleted && matches!((rv_of(body), written_rv), (Some(a), Some(b)) if a <= b) {
-                continue; // An echo of our own write, or older: the written body is newer.
+                // An echo of our own write, or older: the written body is newer. It is kept
+                // only for a retry or a throttled cycle still to come.
+                if wake.is_some() || throttled {
+                    latest = Some(seen);
+                }
+                continue;
             }
             let was_deleting = deletion_requested(body);
             // A cycle that goes on at once (after adding the finalizer) keeps its permit, so
@@ -166,19 +162,24 @@ impl Router {
             }
             // A server that comes back during the cycle wakes the object after it.
             revivals.borrow_and_update();
-            let end = self.ctx.process(&self.background, body, deleted).await;
+            // Boxed: a worker that waits holds only its own few variables, not the space of
+            // a whole cycle (which would be most of a worker's memory, times every object).
+            let end = Box::pin(self.ctx.process(&self.background, body, deleted)).await;
             // The watch event of a deletion that came while the cycle ran is older than our
             // write and is skipped as its echo; the written body shows it, so handle it now.
             let mut deletion_came = false;
             // Events that came while the cycle ran are older than its write, but they may
             // be someone else's change, which the written body holds: look at it again.
-            let changed_meanwhile = end.written.is_some() && !rx.is_empty();
-            if let Some(w) = end.written {
-                self.background.refresh(&key, &w);
-                written_rv = rv_of(&w);
-                deletion_came = !was_deleting && deletion_requested(&w);
-                latest = Some(Seen::Upsert(w));
-            }
+            let changed_meanwhile = end.written.is_some() && mailbox.with(|pending| pending.is_some());
+            latest = Some(match end.written {
+                Some(w) => {
+                    self.background.refresh(&key, &w);
+                    written_rv = rv_of(&w);
+                    deletion_came = !was_deleting && deletion_requested(&w);
+                    Seen::Upsert(w)
+                }
+                None => seen,
+            });
             let at = |t: chrono::DateTime<chrono::Utc>| self.ctx.clock.instant(t);
             throttled = matches!(end.next, Next::Throttled(_));
             failures = if throttled { failures + 1 } else { 0 };
@@ -187,7 +188,12 @@ impl Router {
                     wake = None;
                     again = true;
                 }
-                Next::Idle => wake = None,
+                Next::Idle => {
+                    // Nothing will look at the body before the next event, which replaces
+                    // it: an idle object costs its worker's few words, not its body.
+                    wake = None;
+                    latest = None;
+                }
                 Next::Now => {
                     wake = None;
                     again = true;
@@ -198,9 +204,7 @@ impl Router {
                     wake = Some(earlier.map_or(backoff, |t| at(t).min(backoff)));
                 }
                 Next::Gone => {
-                    let mut workers = self.workers.lock();
-                    if rx.is_empty() {
-                        workers.remove(&key);
+                    if self.workers.retire(&key, &mailbox, Option::is_none) {
                         return;
                     }
                     latest = None;
