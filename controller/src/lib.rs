@@ -61,7 +61,8 @@ pub struct Settings {
     pub storage: StorageMode,
     /// Run without peering.
     pub standalone: bool,
-    /// How many objects are processed at once.
+    /// How many objects are processed at once (64 by default, as many as API requests in
+    /// flight: more cycles would only wait for those while holding their memory).
     pub max_workers: usize,
     /// The server-side timeout of each watch request (`timeoutSeconds`): the API server ends
     /// the watch after this long and it resumes from its last resourceVersion (no relist, no
@@ -83,7 +84,7 @@ impl Default for Settings {
             kopf_compat: false,
             storage: StorageMode::Auto,
             standalone: true,
-            max_workers: 128,
+            max_workers: 64,
             inactivity_timeout: Duration::from_secs(330),
             log_sink: None,
             liveness: None,

@@ -38,7 +38,7 @@ struct Args {
     #[arg(long)]
     json: bool,
     /// The controller's --max-workers (its default).
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 64)]
     max_workers: usize,
     /// The longest any single wait may take, in seconds.
     #[arg(long, default_value_t = 300)]

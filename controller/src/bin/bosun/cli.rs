@@ -52,8 +52,9 @@ pub struct ControllerArgs {
     /// Where to keep state on objects.
     #[arg(long, env = "BOSUN_STORAGE", value_enum, default_value = "auto")]
     pub storage: Storage,
-    /// How many objects are processed at once.
-    #[arg(long, env = "BOSUN_MAX_WORKERS", default_value_t = 128)]
+    /// How many objects are processed at once (as many as API requests may be in flight:
+    /// more cycles would only wait for those while holding their memory).
+    #[arg(long, env = "BOSUN_MAX_WORKERS", default_value_t = 64)]
     pub max_workers: usize,
     /// End each watch request after this many seconds (server-side) and resume it from where
     /// it was; a watch silent 5 s longer is taken for stuck and reopened.
