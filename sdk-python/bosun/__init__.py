@@ -25,12 +25,19 @@ from ._server import serve, serve_forever
 from ._subhandlers import execute, subhandler
 from .on import daemon, index, timer
 
-try:
-    from importlib.metadata import version as _version
 
-    __version__ = _version("bosun-operator")
-except Exception:  # running from a source tree
-    __version__ = "0.0.0+source"
+def __getattr__(name: str) -> str:
+    """`bosun.__version__`, looked up when asked: importlib.metadata (with email, zipfile,
+    csv…) costs a handler server about 2 MiB it never needs otherwise."""
+    if name != "__version__":
+        raise AttributeError(f"module 'bosun' has no attribute {name!r}")
+    try:
+        from importlib.metadata import version
+
+        return version("bosun-operator")
+    except Exception:  # running from a source tree
+        return "0.0.0+source"
+
 
 __all__ = [
     "on", "timer", "daemon", "index", "Index", "Store", "subhandler", "execute",

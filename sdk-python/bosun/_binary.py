@@ -1,10 +1,13 @@
-"""Where the `bosun` controller binary is."""
+"""Where the `bosun` controller binary is.
+
+Nothing here is imported at module level that a handler server does not need: `shutil`
+(with bz2 and lzma) is imported when the binary is looked for, which only the embedded
+controller and the test runner do."""
 
 from __future__ import annotations
 
 import os
 import pathlib
-import shutil
 import sys
 
 
@@ -17,6 +20,8 @@ def bosun_binary() -> str:
     beside = pathlib.Path(sys.executable).parent / "bosun"
     if beside.is_file():
         return str(beside)
+    import shutil
+
     found = shutil.which("bosun")
     if found:
         return found

@@ -10,7 +10,6 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 import threading
 from typing import Optional, Sequence, Union
 
@@ -50,6 +49,8 @@ async def operator(*, ready_flag: Flag = None, stop_flag: Flag = None, registry:
     the controller as a child (`bosun run`, with `args` added). `ready_flag` is set once the
     controller has asked for the handlers. Returns the controller's exit code."""
     registry = registry if registry is not None else default_registry
+    import tempfile  # here: a handler server alone never needs it (nor random, shutil)
+
     with tempfile.TemporaryDirectory(prefix="bosun-") as tmp:
         address = f"unix://{os.path.join(tmp, 'handlers.sock')}"
         served = asyncio.Event()
