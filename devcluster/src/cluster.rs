@@ -54,18 +54,50 @@ impl Cluster {
         self.table(&self.core("namespaces")).get("", name).map(|o| o.value.clone())
     }
 
-    /// Create the namespaces a fresh cluster has.
+    /// Create what a fresh cluster has: its namespaces (each with what
+    /// [`Cluster::furnish_namespace`] adds) and the Service `default/kubernetes` through which
+    /// pods reach the API server. Each only where it is missing (a data dir may hold it).
     pub fn seed(&self) {
-        let info = self.core("namespaces");
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            if self.namespace(name).is_some() {
-                continue;
+            if self.namespace(name).is_none() {
+                let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+                self.create_missing("namespaces", "", name, body, None);
             }
-            let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-            let opts = crate::ops::WriteOpts { manager: None, ..Default::default() };
-            if let Err(e) = crate::ops::create(self, &info, "", body, &opts) {
-                tracing::error!("cannot create namespace {name}: {}", e.message);
-            }
+            self.furnish_namespace(name);
+        }
+        let service = json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {
+                "clusterIP": "10.96.0.1",
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+                "sessionAffinity": "None",
+                "type": "ClusterIP",
+            },
+        });
+        self.create_missing("services", "default", "kubernetes", service, Some("kube-apiserver"));
+    }
+
+    /// What the real cluster's controllers add to every namespace once it exists: the
+    /// ServiceAccount `default` (the service account controller's work). Called when a
+    /// namespace is created, here at once rather than a moment later.
+    pub fn furnish_namespace(&self, ns: &str) {
+        let body = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}});
+        self.create_missing("serviceaccounts", ns, "default", body, Some("kube-controller-manager"));
+    }
+
+    /// Creates the core/v1 object `ns/name` unless it exists.
+    fn create_missing(&self, plural: &str, ns: &str, name: &str, body: Value, manager: Option<&str>) {
+        let info = self.core(plural);
+        if self.table(&info).get(ns, name).is_some() {
+            return;
+        }
+        let opts = crate::ops::WriteOpts { manager: manager.map(String::from), ..Default::default() };
+        match crate::ops::create(self, &info, ns, body, &opts) {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {} // created meanwhile
+            Err(e) => tracing::error!("cannot create {plural} {ns}/{name}: {}", e.message),
         }
     }
 

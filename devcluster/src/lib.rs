@@ -161,9 +161,9 @@ impl DevCluster {
         serde_yaml::to_string(&cfg).unwrap_or_default()
     }
 
-    /// Write the kubeconfig to `path`.
+    /// Write the kubeconfig to `path`, readable by its owner alone (it may hold the token).
     pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
-        std::fs::write(path, self.kubeconfig_yaml())
+        persist::write_private(path, self.kubeconfig_yaml().as_bytes())
     }
 
     /// A `kube::Config` for this cluster.

@@ -60,6 +60,34 @@ pub struct Log {
 /// Compact when the appended bytes exceed this and twice the compacted size.
 const COMPACT_AFTER: u64 = 64 * 1024 * 1024;
 
+/// A new (or emptied) file only its owner may read or write: the log holds Secrets in plain
+/// text, as etcd does. The log is renamed from such a file, so it is 0600 too.
+fn private_file(path: &Path) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let file = options.open(path)?;
+    #[cfg(unix)]
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?; // made before, wider
+    Ok(file)
+}
+
+/// Writes `bytes` to `path`, readable and writable by its owner alone.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    private_file(path)?.write_all(bytes)
+}
+
+/// Creates `dir` (and its parents) as 0700 where it does not exist; an existing directory is
+/// the user's and keeps its mode.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
 /// Write `objects` (with `last_rv` in a header line) to a temporary file beside `path`,
 /// flush it and rename it over `path`; returns the new file's size.
 fn rewrite<'a>(path: &Path, last_rv: u64, objects: impl Iterator<Item = (&'a str, &'a str, &'a str, &'a [u8])>) -> std::io::Result<u64> {
@@ -78,7 +106,7 @@ fn rewrite<'a>(path: &Path, last_rv: u64, objects: impl Iterator<Item = (&'a str
         buf.extend_from_slice(o);
         buf.extend_from_slice(b"}\n");
     }
-    let mut f = File::create(&tmp)?;
+    let mut f = private_file(&tmp)?;
     f.write_all(&buf)?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)?;
@@ -95,7 +123,7 @@ impl Log {
             let path = path.to_path_buf();
             move |source| Error::Io { path, source }
         };
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        create_private_dir(dir).map_err(io(dir))?;
         let path = dir.join(LOG);
         let mut live = Objects::new();
         let mut last_rv = 0u64;
@@ -223,5 +251,34 @@ mod tests {
         assert_eq!(live.last_rv, 3, "the deletion's version is remembered");
         let (_, again) = Log::open(dir.path()).unwrap();
         assert_eq!(again.last_rv, 3, "compaction keeps it");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_data_dir_the_log_and_the_kubeconfig_are_the_owners_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("data");
+        let (log, _) = Log::open(&dir).unwrap();
+        let t = log.append("/secrets", "ns", "s", 1, Some(br#"{"data":{"k":"c2VjcmV0"}}"#));
+        log.sync(t);
+        assert_eq!((mode(&dir), mode(&dir.join(LOG))), (0o700, 0o600));
+        // A log written by an older version, world-readable, is made private when compacted.
+        drop(log);
+        std::fs::set_permissions(dir.join(LOG), std::fs::Permissions::from_mode(0o644)).unwrap();
+        Log::open(&dir).unwrap();
+        assert_eq!(mode(&dir.join(LOG)), 0o600);
+        // An existing directory is the user's: its mode is left alone.
+        let shared = root.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Log::open(&shared).unwrap();
+        assert_eq!(mode(&shared), 0o755);
+        let kubeconfig = root.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, "old").unwrap();
+        std::fs::set_permissions(&kubeconfig, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_private(&kubeconfig, b"token: x").unwrap();
+        assert_eq!((mode(&kubeconfig), std::fs::read_to_string(&kubeconfig).unwrap()), (0o600, "token: x".to_string()));
     }
 }

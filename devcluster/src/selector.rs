@@ -127,22 +127,28 @@ fn parse_term(term: &str) -> Result<Requirement, Error> {
     if let Some((k, v)) = term.split_once('=') {
         return Ok(Requirement::Equals(check_key(k.trim())?, check_value(v.trim())?));
     }
-    let mut words = term.split_whitespace();
-    let key = words.next().unwrap_or("");
-    match words.next() {
-        None => Ok(Requirement::Exists(check_key(key)?)),
-        Some(op @ ("in" | "notin")) => {
-            let rest = term[term.find(op).map(|i| i + op.len()).unwrap_or(term.len())..].trim();
-            let Some(inner) = rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')) else {
-                let found = rest.split_whitespace().next().unwrap_or("");
-                return Err(Error::Label(format!("found '{found}' expected: '('")));
-            };
-            let values = inner.split(',').map(|v| check_value(v.trim())).collect::<Result<Vec<_>, _>>()?;
-            let key = check_key(key)?;
-            Ok(if op == "in" { Requirement::In(key, values) } else { Requirement::NotIn(key, values) })
-        }
-        Some(other) => Err(Error::Label(format!("found '{other}', expected: in, notin, =, ==, !=, gt, lt"))),
+    // The key, then the operator: read from where the key ends, never searched for in the
+    // term (`app.kubernetes.io/instance in (a)` holds `in` inside its key).
+    let term = term.trim();
+    let key_end = term.find(|c: char| c.is_whitespace() || c == '(').unwrap_or(term.len());
+    let (key, after) = term.split_at(key_end);
+    let after = after.trim_start();
+    if after.is_empty() {
+        return Ok(Requirement::Exists(check_key(key)?));
     }
+    let word_end = after.find(|c: char| c.is_whitespace() || c == '(').unwrap_or(after.len());
+    let (op, rest) = after.split_at(word_end);
+    if !matches!(op, "in" | "notin") {
+        return Err(Error::Label(format!("found '{op}', expected: in, notin, =, ==, !=, gt, lt")));
+    }
+    let rest = rest.trim();
+    let Some(inner) = rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')) else {
+        let found = rest.split_whitespace().next().unwrap_or("");
+        return Err(Error::Label(format!("found '{found}' expected: '('")));
+    };
+    let values = inner.split(',').map(|v| check_value(v.trim())).collect::<Result<Vec<_>, _>>()?;
+    let key = check_key(key)?;
+    Ok(if op == "in" { Requirement::In(key, values) } else { Requirement::NotIn(key, values) })
 }
 
 fn check_key(key: &str) -> Result<String, Error> {
@@ -234,10 +240,30 @@ mod tests {
             ("!nothing", true),
             ("app=a,tier=y", false),
             ("", true),
+            ("app in(a)", true),
+            ("  app   notin   ( b , c )  ", true),
         ];
         for (sel, want) in table {
             assert_eq!(LabelSelector::parse(sel).unwrap().matches(Some(&labels)), want, "{sel}");
         }
+    }
+
+    #[test]
+    fn a_key_that_holds_an_operators_letters_is_read_as_a_key() {
+        let labels = json!({"app.kubernetes.io/instance": "foo", "notinside": "x", "in": "y"});
+        let table = [
+            ("app.kubernetes.io/instance in (foo)", true),
+            ("app.kubernetes.io/instance notin (foo)", false),
+            ("notinside in (x,z)", true),
+            ("in in (y)", true),
+            ("in notin (y)", false),
+        ];
+        for (sel, want) in table {
+            let parsed = LabelSelector::parse(sel).unwrap_or_else(|e| panic!("{sel}: {e}"));
+            assert_eq!(parsed.matches(Some(&labels)), want, "{sel}");
+        }
+        let err = LabelSelector::parse("app.kubernetes.io/instance within (foo)").unwrap_err();
+        assert_eq!(err.to_string(), "unable to parse requirement: found 'within', expected: in, notin, =, ==, !=, gt, lt");
     }
 
     #[test]

@@ -57,6 +57,19 @@ impl Ctx {
         self.query.get(k).map(String::as_str)
     }
 
+    /// A boolean query parameter as the real server reads one (apimachinery's
+    /// `Convert_Slice_string_To_bool`): absent, `0` or `false` in any case is false; anything
+    /// else, `True` and an empty value included, is true.
+    pub fn flag(&self, k: &str) -> bool {
+        self.flag_given(k).unwrap_or(false)
+    }
+
+    /// A boolean query parameter that may be absent (a `*bool` option such as
+    /// `orphanDependents`), read as [`Ctx::flag`] reads one that is given.
+    pub fn flag_given(&self, k: &str) -> Option<bool> {
+        self.q(k).map(|v| !(v == "0" || v.eq_ignore_ascii_case("false")))
+    }
+
     /// Whether the client asked for a Table.
     pub fn wants_table(&self) -> bool {
         self.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("as=Table"))
@@ -72,7 +85,28 @@ impl Ctx {
     }
 }
 
+/// Answers one request. A panic while answering it becomes a 500 `Status` for that request
+/// alone (the real server's `WithPanicRecovery`), never a dropped connection or a stopped
+/// server.
 async fn handle(State(cluster): State<Arc<Cluster>>, req: Request) -> Response {
+    let (method, path) = (req.method().clone(), req.uri().path().to_string());
+    recovering(&method, &path, answer(cluster, req)).await
+}
+
+/// `answer`, or a 500 `Status` if it panics.
+async fn recovering(method: &Method, path: &str, answer: impl std::future::Future<Output = Response>) -> Response {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(answer).catch_unwind().await {
+        Ok(response) => response,
+        Err(panic) => {
+            let what = panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(String::as_str)).unwrap_or("");
+            tracing::error!("{method} {path} panicked: {what}");
+            error(&ApiError::internal("This request caused apiserver to panic. Look in the logs for details."))
+        }
+    }
+}
+
+async fn answer(cluster: Arc<Cluster>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
     let is_health = matches!(path.as_str(), "/healthz" | "/livez" | "/readyz")
@@ -90,19 +124,7 @@ async fn handle(State(cluster): State<Arc<Cluster>>, req: Request) -> Response {
             return error(&ApiError::unauthorized());
         }
     }
-    let query: HashMap<String, String> = parts
-        .uri
-        .query()
-        .map(|q| {
-            q.split('&')
-                .filter(|p| !p.is_empty())
-                .map(|p| {
-                    let (k, v) = p.split_once('=').unwrap_or((p, ""));
-                    (decode(k), decode(v))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let query = parse_query(parts.uri.query().unwrap_or(""));
     let ctx = Ctx { query, headers: parts.headers.clone() };
     let segs: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(decode).collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
@@ -147,6 +169,17 @@ async fn dispatch(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&s
     })
     .await
     .unwrap_or_else(|_| error(&ApiError::internal("the request handler failed")))
+}
+
+/// Query parameters; of a parameter given twice the first counts, as the real server reads
+/// `url.Values` into options (`in[0]`).
+fn parse_query(query: &str) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        out.entry(decode(k)).or_insert_with(|| decode(v));
+    }
+    out
 }
 
 fn decode(s: &str) -> String {
@@ -246,7 +279,7 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
     } else {
         raw
     };
-    let watching = ctx.q("watch").is_some_and(|w| w == "true" || w == "1");
+    let watching = ctx.flag("watch");
     let verb: &'static str = match (&method, target.name.is_some()) {
         (&Method::GET, true) => "GET",
         (&Method::GET, false) if watching => "WATCH",
@@ -323,4 +356,45 @@ pub fn error(e: &ApiError) -> Response {
         return text(404, "404 page not found");
     }
     json_response(e.code, &e.to_status(), &e.warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boolean_parameters_read_as_the_real_server_reads_them() {
+        let cases = [
+            ("", None, false),
+            ("watch=true", Some(true), true),
+            ("watch=True", Some(true), true),
+            ("watch=1", Some(true), true),
+            ("watch=", Some(true), true),
+            ("watch", Some(true), true),
+            ("watch=yes", Some(true), true),
+            ("watch=0", Some(false), false),
+            ("watch=false", Some(false), false),
+            ("watch=FALSE", Some(false), false),
+            ("watch=False&watch=true", Some(false), false),
+            ("watch=true&watch=false", Some(true), true),
+        ];
+        for (query, given, flag) in cases {
+            let ctx = Ctx { query: parse_query(query), headers: HeaderMap::new() };
+            assert_eq!((ctx.flag_given("watch"), ctx.flag("watch")), (given, flag), "{query}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panic_while_answering_is_a_500_status_for_that_request() {
+        let answer = async { panic!("boom") };
+        let r = recovering(&Method::GET, "/api/v1/pods", answer).await;
+        assert_eq!(r.status(), 500);
+        let body = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
+        let status: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["code"], 500);
+        assert_eq!(status["message"], "This request caused apiserver to panic. Look in the logs for details.");
+        let fine = recovering(&Method::GET, "/version", async { text(200, "ok") }).await;
+        assert_eq!(fine.status(), 200);
+    }
 }

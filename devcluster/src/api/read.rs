@@ -234,9 +234,12 @@ pub fn watch(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
             )));
         }
     };
-    let timeout = ctx.q("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).unwrap_or(1800);
-    let bookmarks = ctx.q("allowWatchBookmarks").is_some_and(|b| b == "true" || b == "1");
-    let initial = ctx.q("sendInitialEvents").is_some_and(|b| b == "true" || b == "1");
+    let timeout = match watch_timeout(ctx.q("timeoutSeconds")) {
+        Ok(t) => t,
+        Err(e) => return error(&e),
+    };
+    let bookmarks = ctx.flag("allowWatchBookmarks");
+    let initial = ctx.flag("sendInitialEvents");
     let table = cluster.table(&t.info);
     let rx = table.subscribe();
     let now = Instant::now();
@@ -249,7 +252,7 @@ pub fn watch(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
         labels,
         fields,
         pending: VecDeque::new(),
-        deadline: now + Duration::from_secs(timeout),
+        deadline: deadline_after(now, timeout),
         bookmarks,
         next_bookmark: now + BOOKMARK_EVERY,
         as_table: ctx.wants_table(),
@@ -426,5 +429,61 @@ impl Watcher {
                 }
             }
         }
+    }
+}
+
+/// How long a watch may run, from `timeoutSeconds` (an int64, as the real server reads it):
+/// absent or 0 is the server's own limit (30 minutes here), a negative value ends the watch at
+/// once, and a value that is not an int64 is a 400, with the conversion's message.
+fn watch_timeout(param: Option<&str>) -> Result<Duration, ApiError> {
+    let Some(text) = param.filter(|t| !t.is_empty()) else { return Ok(DEFAULT_WATCH_TIMEOUT) };
+    match text.parse::<i64>() {
+        Ok(0) => Ok(DEFAULT_WATCH_TIMEOUT),
+        Ok(secs) => Ok(Duration::from_secs(secs.max(0).unsigned_abs())),
+        Err(e) => {
+            let why = match e.kind() {
+                std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => "value out of range",
+                _ => "invalid syntax",
+            };
+            Err(ApiError::bad_request(format!("strconv.ParseInt: parsing {text:?}: {why}")))
+        }
+    }
+}
+
+/// `now + timeout`, clamped where the clock cannot count that far (a timeout of
+/// 9,223,372,036,854,775,807 s is "never" in practice, not a panic).
+fn deadline_after(now: Instant, timeout: Duration) -> Instant {
+    now.checked_add(timeout).or_else(|| now.checked_add(FAR_FUTURE)).unwrap_or(now)
+}
+
+/// A watch without a timeout of its own ends after this long.
+const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// "Never", for a deadline: about 30 years.
+const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_timeouts_are_int64_seconds_clamped_where_the_clock_ends() {
+        let cases: [(Option<&str>, Result<Duration, &str>); 7] = [
+            (None, Ok(DEFAULT_WATCH_TIMEOUT)),
+            (Some(""), Ok(DEFAULT_WATCH_TIMEOUT)),
+            (Some("0"), Ok(DEFAULT_WATCH_TIMEOUT)),
+            (Some("18"), Ok(Duration::from_secs(18))),
+            (Some("-5"), Ok(Duration::ZERO)),
+            (Some("9223372036854775807"), Ok(Duration::from_secs(i64::MAX as u64))),
+            (Some("18446744073709551615"), Err("strconv.ParseInt: parsing \"18446744073709551615\": value out of range")),
+        ];
+        for (param, want) in cases {
+            let got = watch_timeout(param).map_err(|e| e.message);
+            assert_eq!(got, want.map_err(String::from), "{param:?}");
+        }
+        assert_eq!(watch_timeout(Some("soon")).unwrap_err().message, "strconv.ParseInt: parsing \"soon\": invalid syntax");
+        let now = Instant::now();
+        assert!(deadline_after(now, Duration::from_secs(i64::MAX as u64)) > now + Duration::from_secs(3600 * 24 * 365));
+        assert_eq!(deadline_after(now, Duration::ZERO), now);
     }
 }

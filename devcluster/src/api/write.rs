@@ -19,7 +19,7 @@ fn write_opts(ctx: &Ctx) -> ApiResult<WriteOpts> {
         dry_run: ctx.q("dryRun").is_some_and(|d| d == "All"),
         manager: ctx.manager(),
         validation: Validation::parse(ctx.q("fieldValidation"))?,
-        force: ctx.q("force").is_some_and(|f| f == "true" || f == "1"),
+        force: ctx.flag("force"),
         manager_explicit: ctx.q("fieldManager").is_some(),
     })
 }
@@ -87,7 +87,7 @@ fn delete_opts(ctx: &Ctx, raw: &[u8]) -> ApiResult<DeleteOpts> {
     let policy =
         ctx.q("propagationPolicy").map(String::from).or_else(|| body.get("propagationPolicy").and_then(Value::as_str).map(String::from));
     let mut propagation = policy.as_deref().filter(|p| !p.is_empty()).map(Propagation::parse).transpose()?;
-    let orphan = ctx.q("orphanDependents").map(|o| o == "true").or_else(|| body.get("orphanDependents").and_then(Value::as_bool));
+    let orphan = ctx.flag_given("orphanDependents").or_else(|| body.get("orphanDependents").and_then(Value::as_bool));
     if propagation.is_none() {
         propagation = match orphan {
             Some(true) => Some(Propagation::Orphan),

@@ -126,5 +126,8 @@ pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value,
         cluster.kick();
     }
     crd::after_write(cluster, info, &obj.value);
+    if info.builtin && info.plural == "namespaces" {
+        cluster.furnish_namespace(&name);
+    }
     Ok(Reply { code: 201, body: Body::Obj(obj), warnings })
 }
