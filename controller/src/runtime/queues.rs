@@ -19,8 +19,8 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::task::TaskTracker;
 
-/// How long an idle queue stays around.
-const IDLE: Duration = Duration::from_secs(30);
+/// How long an object's task with nothing to do stays around (workers and queues alike).
+pub const IDLE: Duration = Duration::from_secs(30);
 
 /// What is pending for one object (`P`: the newest event, or the items in order), and the
 /// wake-up of its task.

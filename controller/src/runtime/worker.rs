@@ -11,12 +11,9 @@ use tokio_util::task::TaskTracker;
 
 use super::background::Background;
 use super::context::ResourceContext;
-use super::queues::{Mailbox, Mailboxes};
+use super::queues::{IDLE, Mailbox, Mailboxes};
 use crate::cluster::watching::Seen;
 use crate::state::plan::{Next, deletion_requested};
-
-/// How long a worker with nothing to do stays around.
-const IDLE: Duration = Duration::from_secs(30);
 
 /// Kopf's throttling of framework-level failures per object: Fibonacci seconds up to 610.
 const THROTTLE: [u64; 15] = [1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610];
@@ -104,12 +101,7 @@ impl Router {
                 tokio::select! {
                 biased;
                 _ = stop.changed() => return,
-                _ = mailbox.posted() => {
-                    if let Some(m) = mailbox.take() {
-                        keep_newest(&mut latest, m);
-                    }
-                    false
-                }
+                _ = mailbox.posted() => false, // taken below, with what came meanwhile
                 _ = tokio::time::sleep_until(wake.unwrap_or_else(tokio::time::Instant::now)), if wake.is_some() => {
                     wake = None;
                     true
