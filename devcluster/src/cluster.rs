@@ -59,11 +59,9 @@ impl Cluster {
     /// pods reach the API server. Each only where it is missing (a data dir may hold it).
     pub fn seed(&self) {
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            if self.namespace(name).is_none() {
-                let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-                self.create_missing("namespaces", "", name, body, None);
-            }
-            self.furnish_namespace(name);
+            let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+            self.create_missing("namespaces", "", name, body, None);
+            self.furnish_namespace(name); // for namespaces a data dir restored without them
         }
         let service = json!({
             "apiVersion": "v1",
