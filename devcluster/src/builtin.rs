@@ -70,7 +70,11 @@ pub fn prepare(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Api
         ("apps", "deployments") => deployment(obj),
         ("coordination.k8s.io", "leases") => lease(info, obj)?,
         ("", "events") => core_event(info, obj)?,
-        ("events.k8s.io", "events") => {}
+        ("events.k8s.io", "events") => {
+            if let Some(old) = old {
+                event_update(info, obj, old)?;
+            }
+        }
         _ => {}
     }
     Ok(())
@@ -268,16 +272,15 @@ const EVENT_FIELDS: &[(&str, &str)] = &[
     ("reportingComponent", "reportingController"),
 ];
 
-/// Convert an events.k8s.io/v1 Event into the stored core/v1 shape.
+/// Validate an events.k8s.io/v1 Event to be created and convert it into the stored core/v1
+/// shape. `eventTime` is required on create only (an Event created through core/v1 has none,
+/// and a recorder may still update its series through events.k8s.io/v1).
 pub fn event_to_core(info: &ResourceInfo, v: Value) -> ApiResult<Value> {
     let name = crate::registry::name_of(&v).to_string();
-    let Value::Object(mut m) = v else {
-        return Ok(v);
-    };
-    if m.get("eventTime").is_none_or(Value::is_null) {
+    if v.get("eventTime").is_none_or(Value::is_null) {
         return Err(ApiError::invalid_object(info, &name, vec![Cause::new("FieldValueRequired", "Required value", "eventTime")]));
     }
-    if let Some(t) = m.get("type").and_then(Value::as_str)
+    if let Some(t) = v.get("type").and_then(Value::as_str)
         && t != "Normal"
         && t != "Warning"
     {
@@ -287,6 +290,19 @@ pub fn event_to_core(info: &ResourceInfo, v: Value) -> ApiResult<Value> {
             vec![Cause::new("FieldValueInvalid", format!("Invalid value: \"\": has invalid value: {t}"), "type")],
         ));
     }
+    let mut causes = Vec::new();
+    event_series(&v, &mut causes);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid_object(info, &name, causes));
+    }
+    Ok(event_v1_to_core(v))
+}
+
+/// Convert an events.k8s.io/v1 Event into the stored core/v1 shape, without validation.
+pub fn event_v1_to_core(v: Value) -> Value {
+    let Value::Object(mut m) = v else {
+        return v;
+    };
     let mut out = Map::new();
     out.insert("kind".into(), json!("Event"));
     out.insert("apiVersion".into(), json!("v1"));
@@ -311,7 +327,71 @@ pub fn event_to_core(info: &ResourceInfo, v: Value) -> ApiResult<Value> {
     }
     out.insert("reportingComponent".into(), m.remove("reportingController").unwrap_or(json!("")));
     out.insert("reportingInstance".into(), m.remove("reportingInstance").unwrap_or(json!("")));
-    Ok(Value::Object(out))
+    Value::Object(out)
+}
+
+/// The fields of a stored Event that an update through events.k8s.io/v1 may not change (the
+/// real server's `ValidateEventUpdate`), each with the field path its 422 names. The paths are
+/// the internal (core) names; `reason` is checked twice there, so it is listed twice here.
+const EVENT_IMMUTABLE: &[(&str, &str)] = &[
+    ("involvedObject", "involvedObject"),
+    ("reason", "reason"),
+    ("message", "message"),
+    ("source", "source"),
+    ("firstTimestamp", "firstTimestamp"),
+    ("lastTimestamp", "lastTimestamp"),
+    ("count", "count"),
+    ("reason", "reason"),
+    ("type", "type"),
+    ("eventTime", "eventTime"),
+    ("action", "action"),
+    ("related", "related"),
+    ("reportingComponent", "reportingController"),
+    ("reportingInstance", "reportingInstance"),
+];
+
+/// An update of a stored Event through events.k8s.io/v1: only `series` (and metadata) may
+/// change, and a changed series must be a valid one.
+fn event_update(info: &ResourceInfo, new: &Value, old: &Value) -> ApiResult<()> {
+    let unset = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Number(n)) => n.as_f64() == Some(0.0),
+        Some(Value::Object(m)) => m.is_empty(),
+        Some(Value::Array(a)) => a.is_empty(),
+        Some(Value::Bool(b)) => !b,
+    };
+    let same = |a: Option<&Value>, b: Option<&Value>| (unset(a) && unset(b)) || a == b;
+    let mut causes = Vec::new();
+    if !same(new.get("series"), old.get("series")) {
+        event_series(new, &mut causes);
+    }
+    for (field, path) in EVENT_IMMUTABLE {
+        let value = new.get(*field);
+        if !same(value, old.get(*field)) {
+            let shown = match value {
+                Some(Value::String(s)) => serde_json::to_string(s).unwrap_or_default(),
+                Some(v) => v.to_string(),
+                None => "null".into(),
+            };
+            causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {shown}: field is immutable"), *path));
+        }
+    }
+    if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid_object(info, crate::registry::name_of(new), causes)) }
+}
+
+/// The real server's `validateV1EventSeries`: a series counts at least 2 and says when it was
+/// last observed.
+fn event_series(event: &Value, causes: &mut Vec<Cause>) {
+    let Some(series) = event.get("series").filter(|s| !s.is_null()) else {
+        return;
+    };
+    if series.get("count").and_then(Value::as_i64).unwrap_or(0) < 2 {
+        causes.push(Cause::new("FieldValueInvalid", "Invalid value: \"\": should be at least 2", "series.count"));
+    }
+    if series.get("lastObservedTime").is_none_or(Value::is_null) {
+        causes.push(Cause::new("FieldValueRequired", "Required value", "series.lastObservedTime"));
+    }
 }
 
 /// Convert a stored core/v1 Event into the events.k8s.io/v1 shape.

@@ -105,7 +105,12 @@ impl ApiError {
             .with_details(json!({"group": info.group, "kind": info.plural}))
     }
 
-    /// 415 UnsupportedMediaType.
+    /// 406 NotAcceptable: the answer cannot take the shape the client asked for.
+    pub fn not_acceptable(message: impl Into<String>) -> Self {
+        Self::new(406, "NotAcceptable", message)
+    }
+
+    /// 415: a body or patch format the endpoint does not take.
     pub fn unsupported_media_type() -> Self {
         Self::new(
             415,

@@ -131,3 +131,167 @@ async fn every_cluster_has_the_kubernetes_service_and_every_namespace_a_default_
     let (code, _, _) = send(&dc, "GET", "/api/v1/namespaces/dry/serviceaccounts/default", None, None, false).await;
     assert_eq!(code, 404);
 }
+
+/// The body of a 200/201 answer as JSON, or a panic with the answer.
+fn ok_json(answer: (u16, String, String), code: u16) -> Value {
+    assert_eq!(answer.0, code, "{}", answer.2);
+    serde_json::from_str(&answer.2).unwrap()
+}
+
+#[tokio::test]
+async fn events_k8s_io_events_are_updated_and_patched_through_their_own_group() {
+    let dc = DevCluster::start_local().await.unwrap();
+    let v1 = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let event = json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "repeated"},
+        "eventTime": "2026-11-23T10:00:00.000000Z", "reportingController": "example.com/recorder",
+        "reportingInstance": "recorder-1", "action": "Reconcile", "reason": "Started", "type": "Normal",
+        "note": "started", "regarding": {"kind": "ConfigMap", "namespace": "default", "name": "target", "apiVersion": "v1"},
+    });
+    let created = ok_json(send(&dc, "POST", v1, Some("application/json"), Some(event), false).await, 201);
+    // A client-side recorder that sees the event again updates `series` with a PUT ...
+    let mut again = created.clone();
+    again["series"] = json!({"count": 2, "lastObservedTime": "2026-11-23T10:00:05.000000Z"});
+    let put = ok_json(send(&dc, "PUT", &format!("{v1}/repeated"), Some("application/json"), Some(again), false).await, 200);
+    assert_eq!((put["apiVersion"].as_str(), put["series"]["count"].as_i64()), (Some("events.k8s.io/v1"), Some(2)));
+    // ... or with a patch, in each format.
+    let series = |n: i64| json!({"series": {"count": n, "lastObservedTime": "2026-11-23T10:00:09.000000Z"}});
+    for (n, ct, body) in [
+        (3, "application/merge-patch+json", series(3)),
+        (4, "application/strategic-merge-patch+json", series(4)),
+        (5, "application/json-patch+json", json!([{"op": "replace", "path": "/series/count", "value": 5}])),
+    ] {
+        let patched = ok_json(send(&dc, "PATCH", &format!("{v1}/repeated"), Some(ct), Some(body), false).await, 200);
+        assert_eq!(patched["series"]["count"], n, "{ct}");
+        assert_eq!(patched["note"], "started", "{ct}");
+    }
+    // The same event through core/v1 carries the series too.
+    let core = ok_json(send(&dc, "GET", "/api/v1/namespaces/default/events/repeated", None, None, false).await, 200);
+    assert_eq!((core["series"]["count"].as_i64(), core["message"].as_str()), (Some(5), Some("started")));
+    // managedFields name the group's fields, in the group's version.
+    let fields = core["metadata"]["managedFields"].as_array().unwrap();
+    assert!(fields.iter().all(|f| f["apiVersion"] == "events.k8s.io/v1"), "{fields:?}");
+    assert!(fields.iter().any(|f| f["fieldsV1"].get("f:note").is_some()), "{fields:?}");
+    assert!(fields.iter().any(|f| f["fieldsV1"].get("f:series").is_some()), "{fields:?}");
+
+    // What the real server keeps immutable on update is refused, each with its field.
+    for (field, value, path) in [
+        ("note", json!("changed"), "message"),
+        ("reason", json!("Other"), "reason"),
+        ("type", json!("Warning"), "type"),
+        ("action", json!("Other"), "action"),
+        ("reportingController", json!("example.com/other"), "reportingController"),
+        ("reportingInstance", json!("recorder-2"), "reportingInstance"),
+        ("eventTime", json!("2026-11-23T11:00:00.000000Z"), "eventTime"),
+    ] {
+        let answer =
+            send(&dc, "PATCH", &format!("{v1}/repeated"), Some("application/merge-patch+json"), Some(json!({field: value})), false).await;
+        let status = ok_json(answer, 422);
+        assert_eq!(status["details"]["causes"][0]["field"], path, "{field}: {status}");
+        assert!(status["message"].as_str().unwrap().contains("field is immutable"), "{field}: {status}");
+    }
+    // A series must say it is one.
+    let answer = send(&dc, "PATCH", &format!("{v1}/repeated"), Some("application/merge-patch+json"), Some(series(1)), false).await;
+    let status = ok_json(answer, 422);
+    assert_eq!(status["details"]["causes"][0]["field"], "series.count", "{status}");
+
+    // An Event created through core/v1 (no eventTime: required on create only) takes a series
+    // patch through events.k8s.io/v1.
+    let legacy = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "legacy"}, "reason": "Created",
+        "message": "hello", "type": "Normal", "involvedObject": {"kind": "ConfigMap", "namespace": "default", "name": "target"},
+        "count": 1, "source": {"component": "kopf"}});
+    ok_json(send(&dc, "POST", "/api/v1/namespaces/default/events", Some("application/json"), Some(legacy), false).await, 201);
+    let patched =
+        ok_json(send(&dc, "PATCH", &format!("{v1}/legacy"), Some("application/merge-patch+json"), Some(series(2)), false).await, 200);
+    assert_eq!((patched["series"]["count"].as_i64(), patched["deprecatedCount"].as_i64()), (Some(2), Some(1)));
+    // A PUT with apiVersion v1 to the group's endpoint is still the version mismatch.
+    let mut wrong = patched.clone();
+    wrong["apiVersion"] = json!("v1");
+    let (code, _, text) = send(&dc, "PUT", &format!("{v1}/legacy"), Some("application/json"), Some(wrong), false).await;
+    assert_eq!(code, 400, "{text}");
+    assert!(text.contains("does not match the expected API version"), "{text}");
+}
+
+/// Sends one request with an `Accept` header; the status and the body as JSON.
+async fn send_accept(dc: &DevCluster, method: &str, path: &str, accept: &str, patch: Option<(&str, Value)>) -> (u16, Value) {
+    let mut req = http::Request::builder().method(method).uri(path).header("accept", accept);
+    let mut body = Vec::new();
+    if let Some((ct, b)) = patch {
+        req = req.header("content-type", ct);
+        body = serde_json::to_vec(&b).unwrap();
+    }
+    let resp = dc.client().send(req.body(body).unwrap().map(Into::into)).await.unwrap();
+    let code = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (code, serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&bytes))))
+}
+
+#[tokio::test]
+async fn metadata_only_clients_get_partial_object_metadata_on_get_list_watch_and_patch() {
+    use futures::{StreamExt, TryStreamExt};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
+
+    let dc = DevCluster::start_local().await.unwrap();
+    create_cm(&dc, "meta", json!({"app": "x"})).await;
+    let one = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    let many = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+    let path = "/api/v1/namespaces/default/configmaps";
+
+    let (code, got) = send_accept(&dc, "GET", &format!("{path}/meta"), one, None).await;
+    assert_eq!(code, 200, "{got}");
+    assert_eq!((got["kind"].as_str(), got["apiVersion"].as_str()), (Some("PartialObjectMetadata"), Some("meta.k8s.io/v1")));
+    assert_eq!(got["metadata"]["labels"]["app"], "x");
+    assert!(got.get("data").is_none(), "{got}");
+
+    let (code, list) = send_accept(&dc, "GET", &format!("{path}?limit=1"), many, None).await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    assert!(list["metadata"]["resourceVersion"].is_string(), "{list}");
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!((items[0]["kind"].as_str(), items[0]["metadata"]["name"].as_str()), (Some("PartialObjectMetadata"), Some("meta")));
+    assert!(items[0].get("data").is_none());
+
+    // The list kind of one object, or the reverse, is the real server's 406.
+    let (code, status) = send_accept(&dc, "GET", &format!("{path}/meta"), many, None).await;
+    assert_eq!((code, status["reason"].as_str()), (406, Some("NotAcceptable")), "{status}");
+    let (code, status) = send_accept(&dc, "GET", path, one, None).await;
+    assert_eq!((code, status["reason"].as_str()), (406, Some("NotAcceptable")), "{status}");
+    // Errors pass as they are.
+    let (code, status) = send_accept(&dc, "GET", &format!("{path}/missing"), one, None).await;
+    assert_eq!((code, status["reason"].as_str()), (404, Some("NotFound")), "{status}");
+
+    let patch = json!({"metadata": {"annotations": {"seen": "yes"}}});
+    let (code, patched) = send_accept(&dc, "PATCH", &format!("{path}/meta"), one, Some(("application/merge-patch+json", patch))).await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(
+        (patched["kind"].as_str(), patched["metadata"]["annotations"]["seen"].as_str()),
+        (Some("PartialObjectMetadata"), Some("yes"))
+    );
+
+    // kube-rs's own metadata calls, as an operator uses them.
+    let api: Api<ConfigMap> = Api::namespaced(dc.client(), "default");
+    let meta = api.get_metadata("meta").await.unwrap();
+    assert_eq!(meta.metadata.annotations.unwrap()["seen"], "yes");
+    let listed = api.list_metadata(&ListParams::default().labels("app=x")).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    let pp = PatchParams::default();
+    let patched = api.patch_metadata("meta", &pp, &Patch::Merge(json!({"metadata": {"labels": {"more": "1"}}}))).await.unwrap();
+    assert_eq!(patched.metadata.labels.unwrap()["more"], "1");
+    let rv = listed.metadata.resource_version.unwrap();
+    let mut events = api.watch_metadata(&WatchParams::default().timeout(10), &rv).await.unwrap().boxed();
+    create_cm(&dc, "later", json!({})).await;
+    let added = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while let Some(event) = events.try_next().await.unwrap() {
+            if let WatchEvent::Added(m) = event {
+                return m;
+            }
+        }
+        panic!("the watch ended without an ADDED event")
+    })
+    .await
+    .expect("an ADDED event in time");
+    assert_eq!(added.metadata.name.as_deref(), Some("later"));
+    assert_eq!(added.types.as_ref().map(|t| t.kind.as_str()), Some("PartialObjectMetadata"));
+}

@@ -3,6 +3,7 @@
 //! watch streams, Status errors) as kube-apiserver does.
 
 mod discovery;
+mod negotiate;
 mod read;
 mod scale;
 mod table;
@@ -70,9 +71,22 @@ impl Ctx {
         self.q(k).map(|v| !(v == "0" || v.eq_ignore_ascii_case("false")))
     }
 
+    /// The shape of the answer the client asked for in `Accept`.
+    pub fn shape(&self) -> negotiate::Shape {
+        negotiate::shape(self.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()))
+    }
+
     /// Whether the client asked for a Table.
     pub fn wants_table(&self) -> bool {
-        self.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("as=Table"))
+        self.shape() == negotiate::Shape::Table
+    }
+
+    /// The `meta.k8s.io` version of `PartialObjectMetadata` the client asked for, if it did.
+    pub fn wants_metadata(&self) -> Option<&'static str> {
+        match self.shape() {
+            negotiate::Shape::Metadata { version, .. } => Some(version),
+            _ => None,
+        }
     }
 
     /// The field manager: `fieldManager` or the user agent's first word.
@@ -158,6 +172,20 @@ async fn answer(cluster: Arc<Cluster>, req: Request) -> Response {
 /// Run a resource request. With persistence, writes wait for the disk; they run on the
 /// blocking pool so that many can wait together and share one flush (group commit).
 async fn dispatch(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], method: Method, ctx: Ctx, raw: Bytes) -> Response {
+    // A metadata-only answer is cut from the whole one; a watch cuts each event itself.
+    let metadata = match ctx.shape() {
+        negotiate::Shape::Metadata { list, version } if !(method == Method::GET && ctx.flag("watch")) => Some((list, version)),
+        _ => None,
+    };
+    let response = written(cluster, group, version, rest, method, ctx, raw).await;
+    match metadata {
+        Some((list, version)) => negotiate::transform(response, list, version).await,
+        None => response,
+    }
+}
+
+/// `resource`, on the blocking pool for writes that wait for the disk.
+async fn written(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], method: Method, ctx: Ctx, raw: Bytes) -> Response {
     if method == Method::GET || !cluster.store.persistent() {
         return resource(cluster, group, version, rest, method, ctx, raw);
     }

@@ -206,6 +206,8 @@ struct Watcher {
     bookmarks: bool,
     next_bookmark: Instant,
     as_table: bool,
+    /// `meta.k8s.io` version of `PartialObjectMetadata` events, for a metadata-only watch.
+    as_metadata: Option<&'static str>,
     table_header_sent: bool,
     done: bool,
     last_send: Instant,
@@ -256,6 +258,7 @@ pub fn watch(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
         bookmarks,
         next_bookmark: now + BOOKMARK_EVERY,
         as_table: ctx.wants_table(),
+        as_metadata: ctx.wants_metadata(),
         table_header_sent: false,
         done: false,
         last_send: now,
@@ -307,6 +310,10 @@ impl Watcher {
             }
             return encode_event(kind, &serde_json::to_vec(&t).unwrap_or_default());
         }
+        if let Some(version) = self.as_metadata {
+            let v = super::negotiate::partial(&obj.value, version);
+            return encode_event(kind, &serde_json::to_vec(&v).unwrap_or_default());
+        }
         if self.info.is_events_v1() {
             let v = builtin::event_from_core(&obj.value);
             return encode_event(kind, &serde_json::to_vec(&v).unwrap_or_default());
@@ -322,7 +329,10 @@ impl Watcher {
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        let obj = json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": meta});
+        let obj = match self.as_metadata {
+            Some(version) => json!({"kind": "PartialObjectMetadata", "apiVersion": format!("meta.k8s.io/{version}"), "metadata": meta}),
+            None => json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": meta}),
+        };
         encode_event("BOOKMARK", &serde_json::to_vec(&obj).unwrap_or_default())
     }
 

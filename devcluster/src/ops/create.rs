@@ -7,7 +7,7 @@ use crate::cluster::Cluster;
 use crate::registry::ResourceInfo;
 use crate::status::{ApiError, ApiResult};
 use crate::store::{Write, Written};
-use crate::{builtin, crd, managed, validate};
+use crate::{builtin, crd, validate};
 
 /// Create `body` in namespace `ns` ("" for cluster-scoped resources).
 pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value, opts: &WriteOpts) -> ApiResult<Reply> {
@@ -102,7 +102,7 @@ pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value,
             meta.remove("generation");
         }
     }
-    managed::record_update(info, &mut body, None, opts.manager.as_deref(), None);
+    super::record_update(info, &mut body, None, opts.manager.as_deref(), None);
     let body = super::normalize_order(body);
     let name = crate::registry::name_of(&body).to_string();
     if opts.dry_run {

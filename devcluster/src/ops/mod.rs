@@ -276,6 +276,26 @@ pub fn str_at<'a>(obj: &'a Value, pointer: &str) -> Option<&'a str> {
     obj.pointer(pointer).and_then(Value::as_str)
 }
 
+/// Record an Update by the request's field manager in managedFields. An Event written through
+/// events.k8s.io/v1 is stored in the core shape, but its fields are recorded as the real
+/// server records them: in the group's version, with the group's field names (`f:note`).
+pub(crate) fn record_update(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>, manager: Option<&str>, sub: Option<&str>) {
+    if !(info.is_events_v1() && obj["apiVersion"] == "v1") {
+        return crate::managed::record_update(info, obj, old, manager, sub);
+    }
+    let without_nulls = |v: Value| match v {
+        Value::Object(m) => Value::Object(m.into_iter().filter(|(_, x)| !x.is_null()).collect()),
+        v => v,
+    };
+    let mut view = without_nulls(crate::builtin::event_from_core(obj));
+    let old_view = old.map(|o| without_nulls(crate::builtin::event_from_core(o)));
+    crate::managed::record_update(info, &mut view, old_view.as_ref(), manager, sub);
+    match view.get_mut("metadata").and_then(|m| m.get_mut("managedFields")).map(Value::take) {
+        Some(fields) => meta_mut(obj).insert("managedFields".into(), fields),
+        None => meta_mut(obj).remove("managedFields"),
+    };
+}
+
 /// The metadata object (created if missing).
 pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     if !obj.get("metadata").is_some_and(Value::is_object) {

@@ -10,7 +10,7 @@ use crate::patch::{self, Format};
 use crate::registry::ResourceInfo;
 use crate::status::{ApiError, ApiResult, Cause};
 use crate::store::{Write, Written};
-use crate::{apply, builtin, crd, managed};
+use crate::{apply, builtin, crd};
 
 /// Which endpoint a write goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,9 @@ pub fn update(
 ) -> ApiResult<Reply> {
     check_type(info, &mut body)?;
     if info.is_events_v1() {
-        body = builtin::event_to_core(info, body)?;
+        // Pruned in the group's shape; `reconcile` sees the stored core shape.
+        super::prune_unknown(info, &mut body, opts.validation)?;
+        body = builtin::event_v1_to_core(body);
     }
     let rv_missing = body.get("metadata").and_then(|v| v.get("resourceVersion")).and_then(Value::as_str).is_none_or(str::is_empty);
     let builtin = info.builtin;
@@ -74,7 +76,9 @@ pub fn patch(
         let mut target = if events_v1 { builtin::event_from_core(current) } else { current.clone() };
         patch::apply(format, &mut target, &parsed)?;
         if events_v1 {
-            target = builtin::event_to_core(info, target)?;
+            check_type(info, &mut target)?;
+            super::prune_unknown(info, &mut target, opts.validation)?;
+            target = builtin::event_v1_to_core(target);
         }
         Ok(target)
     })
@@ -127,7 +131,11 @@ fn commit_with(
         };
         let old = &cur.value;
         let mut wanted = compute(old)?;
-        check_type(info, &mut wanted)?;
+        // An events.k8s.io/v1 write computes the stored core shape; its own shape was
+        // checked before the conversion.
+        if !(info.is_events_v1() && wanted["apiVersion"] == "v1") {
+            check_type(info, &mut wanted)?;
+        }
         let applied_fields = apply_mode.then(|| wanted.get("metadata").and_then(|v| v.get("managedFields")).cloned()).flatten();
         let (mut new, w) = reconcile(info, ns, name, sub, old, wanted, opts)?;
         warnings = w;
@@ -139,7 +147,7 @@ fn commit_with(
         } else if same_content(&new, old) {
             return Ok((Write::Keep, None));
         }
-        managed::record_update(info, &mut new, Some(old), opts.manager.as_deref(), (sub == Subresource::Status).then_some("status"));
+        super::record_update(info, &mut new, Some(old), opts.manager.as_deref(), (sub == Subresource::Status).then_some("status"));
         let new = super::normalize_order(new);
         if opts.dry_run {
             return Ok((Write::Keep, Some(new)));
