@@ -22,19 +22,22 @@ pub struct Cluster {
     pub gc: Notify,
     /// The required bearer token, if any.
     pub token: Option<String>,
+    /// With TLS, the CA certificate (PEM) every namespace's `kube-root-ca.crt` carries.
+    pub ca_pem: Option<String>,
     /// Set to true when the server stops: open watches end.
     pub stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl Cluster {
     /// A cluster over `store` with the built-in resources.
-    pub fn new(store: Store, token: Option<String>) -> Arc<Self> {
+    pub fn new(store: Store, token: Option<String>, ca_pem: Option<String>) -> Arc<Self> {
         Arc::new(Cluster {
             store,
             registry: Registry::with_builtins(),
             metrics: Metrics::default(),
             gc: Notify::new(),
             token,
+            ca_pem,
             stopping: tokio::sync::watch::channel(false).0,
         })
     }
@@ -61,7 +64,12 @@ impl Cluster {
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
             self.create_missing("namespaces", "", name, body, None);
-            self.furnish_namespace(name); // for namespaces a data dir restored without them
+        }
+        // Every namespace, also those of a data dir restored without what they should have
+        // (a data dir written before, or without --tls).
+        let (namespaces, _) = self.table(&self.core("namespaces")).list(None);
+        for ns in namespaces.iter().filter(|ns| ns.value["metadata"].get("deletionTimestamp").is_none_or(Value::is_null)) {
+            self.furnish_namespace(ns.name());
         }
         let service = json!({
             "apiVersion": "v1",
@@ -78,11 +86,22 @@ impl Cluster {
     }
 
     /// What the real cluster's controllers add to every namespace once it exists: the
-    /// ServiceAccount `default` (the service account controller's work). Called when a
-    /// namespace is created, here at once rather than a moment later.
+    /// ServiceAccount `default` (the service account controller's work) and, with TLS, the
+    /// ConfigMap `kube-root-ca.crt` with the CA pods trust the API server by (the root CA
+    /// certificate publisher's). Called when a namespace is created, here at once rather than
+    /// a moment later.
     pub fn furnish_namespace(&self, ns: &str) {
         let body = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}});
         self.create_missing("serviceaccounts", ns, "default", body, Some("kube-controller-manager"));
+        if let Some(ca) = &self.ca_pem {
+            let body = json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "kube-root-ca.crt", "namespace": ns,
+                    "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
+                "data": {"ca.crt": ca},
+            });
+            self.create_missing("configmaps", ns, "kube-root-ca.crt", body, Some("kube-controller-manager"));
+        }
     }
 
     /// Creates the core/v1 object `ns/name` unless it exists.

@@ -29,14 +29,17 @@ pub mod protobuf;
 pub mod registry;
 pub mod schema;
 pub mod selector;
+pub mod serve;
 pub mod status;
 pub mod store;
+pub mod tls;
 pub mod validate;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -54,6 +57,9 @@ pub enum Error {
     /// The data directory could not be opened or replayed.
     #[error("cannot open the data directory: {0}")]
     Persist(#[from] persist::Error),
+    /// `--tls`: the certificates could not be made, kept or used.
+    #[error(transparent)]
+    Tls(#[from] tls::Error),
 }
 
 /// How to run the dev cluster.
@@ -65,11 +71,14 @@ pub struct Config {
     pub data_dir: Option<PathBuf>,
     /// Watch events kept per resource for watches resuming from a resourceVersion.
     pub watch_history: usize,
+    /// Serve HTTPS with a CA and serving certificate of the dev cluster's own (kept in the
+    /// data dir, if any); the kubeconfig carries the CA.
+    pub tls: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { token: None, data_dir: None, watch_history: 10_000 }
+        Config { token: None, data_dir: None, watch_history: 10_000, tls: false }
     }
 }
 
@@ -77,6 +86,7 @@ impl Default for Config {
 pub struct DevCluster {
     addr: std::net::SocketAddr,
     token: Option<String>,
+    tls: Option<tls::Tls>,
     cluster: Arc<Cluster>,
     stop: watch::Sender<bool>,
     server: Option<JoinHandle<()>>,
@@ -87,6 +97,11 @@ impl DevCluster {
     /// Serve on a listener the caller bound (tests bind 127.0.0.1:0).
     pub async fn start(listener: TcpListener, config: Config) -> Result<DevCluster, Error> {
         let addr = listener.local_addr().map_err(Error::Listen)?;
+        let tls = match config.tls {
+            true => Some(tls::Tls::load_or_generate(config.data_dir.as_deref(), &tls::serving_names(addr))?),
+            false => None,
+        };
+        let acceptor = tls.as_ref().map(tls::Tls::acceptor).transpose()?;
         let (log, loaded) = match &config.data_dir {
             Some(dir) => {
                 let (log, loaded) = persist::Log::open(dir)?;
@@ -95,7 +110,7 @@ impl DevCluster {
             None => (None, Default::default()),
         };
         let store = Store::new(1, config.watch_history.max(1), log);
-        let cluster = Cluster::new(store, config.token.clone());
+        let cluster = Cluster::new(store, config.token.clone(), tls.as_ref().map(|t| t.ca_pem.clone()));
         let builtin_keys: std::collections::HashSet<String> =
             cluster.registry.all().iter().filter(|i| i.builtin).map(|i| i.storage.clone()).collect();
         let mut max_rv = loaded.last_rv.max(1);
@@ -113,18 +128,10 @@ impl DevCluster {
         crd::restore(&cluster);
         cluster.seed();
         let stop = cluster.stopping.clone();
-        let mut stop_rx = stop.subscribe();
         let app = api::router(cluster.clone());
-        let server = tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = stop_rx.wait_for(|s| *s).await;
-            };
-            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
-                tracing::error!("dev cluster server failed: {e}");
-            }
-        });
+        let server = tokio::spawn(serve::serve(listener, app, acceptor, stop.subscribe()));
         let gc = tokio::spawn(gc::run(cluster.clone()));
-        Ok(DevCluster { addr, token: config.token, cluster, stop, server: Some(server), gc })
+        Ok(DevCluster { addr, token: config.token, tls, cluster, stop, server: Some(server), gc })
     }
 
     /// Convenience: bind 127.0.0.1:0 with `Config::default()`.
@@ -133,9 +140,15 @@ impl DevCluster {
         Self::start(listener, Config::default()).await
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, or `https://` with TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The CA certificate (PEM) that signed the serving certificate, with TLS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.tls.as_ref().map(|t| t.ca_pem.as_str())
     }
 
     /// The shared cluster state (for in-process inspection).
@@ -149,10 +162,14 @@ impl DevCluster {
             Some(t) => json!({"name": "bosun-dev", "user": {"token": t}}),
             None => json!({"name": "bosun-dev", "user": {}}),
         };
+        let mut cluster = json!({"server": self.url()});
+        if let Some(ca) = self.ca_pem() {
+            cluster["certificate-authority-data"] = json!(base64::engine::general_purpose::STANDARD.encode(ca));
+        }
         let cfg = json!({
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "bosun-dev", "cluster": {"server": self.url()}}],
+            "clusters": [{"name": "bosun-dev", "cluster": cluster}],
             "users": [user],
             "contexts": [{"name": "bosun-dev", "context": {"cluster": "bosun-dev", "user": "bosun-dev", "namespace": "default"}}],
             "current-context": "bosun-dev",
@@ -170,6 +187,7 @@ impl DevCluster {
     pub fn kube_config(&self) -> kube::Config {
         let mut config = kube::Config::new(self.url().parse().expect("valid url"));
         config.default_namespace = "default".into();
+        config.root_cert = self.tls.as_ref().map(|t| vec![t.ca_der()]);
         if let Some(t) = &self.token
             && let Ok(auth) = serde_json::from_value(json!({"token": t}))
         {
@@ -180,7 +198,7 @@ impl DevCluster {
 
     /// A kube client for this cluster.
     pub fn client(&self) -> kube::Client {
-        kube::Client::try_from(self.kube_config()).expect("client for a plain-http cluster")
+        kube::Client::try_from(self.kube_config()).expect("a client for the dev cluster's own address and CA")
     }
 
     /// Stop serving: open watches are closed and in-flight requests finish.

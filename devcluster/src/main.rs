@@ -21,6 +21,10 @@ struct Args {
     /// Keep objects in this directory across restarts.
     #[arg(long, env = "BOSUN_DEVCLUSTER_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// Serve HTTPS with a generated CA and serving certificate (kept in the data dir); the
+    /// kubeconfig carries the CA, and kubectl then sends `--token`.
+    #[arg(long, env = "BOSUN_DEVCLUSTER_TLS")]
+    tls: bool,
 }
 
 #[tokio::main]
@@ -28,7 +32,7 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_writer(std::io::stderr).init();
     let args = Args::parse();
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("cannot listen on {}", args.listen))?;
-    let config = bosun_devcluster::Config { token: args.token, data_dir: args.data_dir, ..Default::default() };
+    let config = bosun_devcluster::Config { token: args.token, data_dir: args.data_dir, tls: args.tls, ..Default::default() };
     let cluster = bosun_devcluster::DevCluster::start(listener, config).await?;
     cluster.write_kubeconfig(&args.kubeconfig).with_context(|| format!("cannot write {}", args.kubeconfig.display()))?;
     println!("listening on {}", cluster.url());

@@ -181,6 +181,10 @@ pub struct DevArgs {
     /// For clients and operators of your own, such as one embedded with `bosun.operator()`.
     #[arg(long, conflicts_with_all = ["files", "modules", "command", "handlers"])]
     pub cluster_only: bool,
+    /// Serve the dev cluster over HTTPS with a CA of its own (kept in `--dir`); the
+    /// kubeconfig carries the CA, and kubectl sends a token only over HTTPS.
+    #[arg(long)]
+    pub tls: bool,
     /// Controller flags.
     #[command(flatten)]
     pub controller: ControllerArgs,

@@ -24,7 +24,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     } else {
         std::fs::create_dir_all(&args.dir).with_context(|| format!("cannot create {}", args.dir.display()))?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let config = bosun_devcluster::Config { data_dir: Some(args.dir.join("data")), ..Default::default() };
+        let config = bosun_devcluster::Config { data_dir: Some(args.dir.join("data")), tls: args.tls, ..Default::default() };
         let cluster = bosun_devcluster::DevCluster::start(listener, config).await.context("the dev cluster did not start")?;
         let kubeconfig = std::path::absolute(args.dir.join("kubeconfig"))?;
         cluster.write_kubeconfig(&kubeconfig)?;
