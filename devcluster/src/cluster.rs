@@ -104,6 +104,15 @@ impl Cluster {
         }
     }
 
+    /// What the real cluster's controllers do when the ServiceAccount `default` or the
+    /// ConfigMap `kube-root-ca.crt` of a live namespace is deleted: create it again.
+    pub fn refurnish_namespace(&self, ns: &str) {
+        let live = self.namespace(ns).is_some_and(|n| n["metadata"].get("deletionTimestamp").is_none_or(Value::is_null));
+        if live {
+            self.furnish_namespace(ns);
+        }
+    }
+
     /// Creates the core/v1 object `ns/name` unless it exists.
     fn create_missing(&self, plural: &str, ns: &str, name: &str, body: Value, manager: Option<&str>) {
         let info = self.core(plural);

@@ -295,3 +295,23 @@ async fn metadata_only_clients_get_partial_object_metadata_on_get_list_watch_and
     assert_eq!(added.metadata.name.as_deref(), Some("later"));
     assert_eq!(added.types.as_ref().map(|t| t.kind.as_str()), Some("PartialObjectMetadata"));
 }
+
+#[tokio::test]
+async fn a_deleted_default_service_account_comes_back_as_the_real_controller_makes_it_again() {
+    let dc = DevCluster::start_local().await.unwrap();
+    let path = "/api/v1/namespaces/default/serviceaccounts/default";
+    let before = ok_json(send(&dc, "GET", path, None, None, false).await, 200);
+    ok_json(send(&dc, "DELETE", path, None, None, false).await, 200);
+    let after = ok_json(send(&dc, "GET", path, None, None, false).await, 200);
+    assert_ne!(before["metadata"]["uid"], after["metadata"]["uid"], "a new ServiceAccount");
+    // A dry-run delete leaves the one there is.
+    ok_json(send(&dc, "DELETE", &format!("{path}?dryRun=All"), None, None, false).await, 200);
+    let still = ok_json(send(&dc, "GET", path, None, None, false).await, 200);
+    assert_eq!(still["metadata"]["uid"], after["metadata"]["uid"]);
+    // Other ServiceAccounts stay deleted.
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "other"}});
+    ok_json(send(&dc, "POST", "/api/v1/namespaces/default/serviceaccounts", Some("application/json"), Some(sa), false).await, 201);
+    ok_json(send(&dc, "DELETE", "/api/v1/namespaces/default/serviceaccounts/other", None, None, false).await, 200);
+    let (code, _, _) = send(&dc, "GET", "/api/v1/namespaces/default/serviceaccounts/other", None, None, false).await;
+    assert_eq!(code, 404);
+}

@@ -156,6 +156,9 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
         (None, None) => return Err(ApiError::not_found(info, name)),
     };
     crate::crd::after_delete(cluster, info, name);
+    if info.builtin && matches!((info.plural.as_str(), name), ("serviceaccounts", "default") | ("configmaps", "kube-root-ca.crt")) {
+        cluster.refurnish_namespace(ns);
+    }
     Ok(Reply { code: 200, body, warnings: Vec::new() })
 }
 
