@@ -94,22 +94,17 @@ impl DevCluster {
             }
             None => (None, Default::default()),
         };
-        let store = Store::new(1, config.watch_history.max(1), log);
+        // The restored resourceVersion is where every table's watch history starts: a watch
+        // from an older version cannot be served (the events before the restart are not kept)
+        // and is answered 410 Gone, as a real server answers one its watch cache cannot serve.
+        let restored_rv = loaded.objects.values().map(store::rv_of).fold(loaded.last_rv.max(1), u64::max);
+        let store = Store::new(restored_rv, config.watch_history.max(1), log);
         let cluster = Cluster::new(store, config.token.clone());
         let builtin_keys: std::collections::HashSet<String> =
             cluster.registry.all().iter().filter(|i| i.builtin).map(|i| i.storage.clone()).collect();
-        let mut max_rv = loaded.last_rv.max(1);
         for ((table, _, _), value) in loaded.objects {
-            let rv = value
-                .get("metadata")
-                .and_then(|v| v.get("resourceVersion"))
-                .and_then(|v| v.as_str())
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0);
-            max_rv = max_rv.max(rv);
             cluster.store.table(&table, builtin_keys.contains(&table)).load(value);
         }
-        cluster.store.bump_to(max_rv);
         crd::restore(&cluster);
         cluster.seed();
         let stop = cluster.stopping.clone();

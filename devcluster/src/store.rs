@@ -319,12 +319,16 @@ impl Table {
 
     /// Insert an object as loaded from disk (no event, rv kept).
     pub fn load(&self, value: Value) {
-        let rv =
-            value.get("metadata").and_then(|v| v.get("resourceVersion")).and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let rv = rv_of(&value);
         let key = (crate::registry::namespace_of(&value).to_string(), crate::registry::name_of(&value).to_string());
         let obj = Obj::new(value, rv, self.strip_type);
         self.inner.lock().objects.insert(key, obj);
     }
+}
+
+/// `metadata.resourceVersion` as a number (0 if absent or not a number).
+pub fn rv_of(value: &Value) -> u64 {
+    value.get("metadata").and_then(|v| v.get("resourceVersion")).and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
 /// Write `metadata.resourceVersion`.
@@ -409,11 +413,6 @@ impl Store {
     /// Whether writes are persisted (and wait for the disk).
     pub fn persistent(&self) -> bool {
         self.log.is_some()
-    }
-
-    /// Raise the counter to at least `rv` (after loading from disk).
-    pub fn bump_to(&self, rv: u64) {
-        self.counter.fetch_max(rv, Ordering::SeqCst);
     }
 }
 
