@@ -354,27 +354,44 @@ impl Store {
 
     /// The table stored under `key`, created on first use.
     pub fn table(&self, key: &str, builtin: bool) -> Arc<Table> {
+        self.table_if(key, builtin, || true)
+    }
+
+    /// The table stored under `key`; created on first use only if `served()` says the resource
+    /// is still served, else a detached table that is already dropped. `served` is asked under
+    /// the store's lock, which [`Store::drop_table`] takes too: a request that looked its
+    /// resource up before the resource went (a deleted CRD) cannot bring the table back, and a
+    /// watch it opens ends at once.
+    pub fn table_if(&self, key: &str, builtin: bool, served: impl FnOnce() -> bool) -> Arc<Table> {
         if let Some(t) = self.tables.read().get(key) {
             return t.clone();
         }
         let mut tables = self.tables.write();
-        tables
-            .entry(key.to_string())
-            .or_insert_with(|| {
-                let rv = self.counter.load(Ordering::SeqCst);
-                Arc::new(Table {
-                    key: key.to_string(),
-                    inner: Mutex::new(Inner { objects: BTreeMap::new() }),
-                    history: RwLock::new(History { events: VecDeque::new(), oldest: rv }),
-                    changed: watch::channel(rv).0,
-                    dropped: AtomicBool::new(false),
-                    counter: self.counter.clone(),
-                    strip_type: builtin,
-                    cap: self.cap,
-                    log: self.log.clone(),
-                })
-            })
-            .clone()
+        if let Some(t) = tables.get(key) {
+            return t.clone();
+        }
+        let table = self.new_table(key, builtin);
+        if !served() {
+            table.dropped.store(true, Ordering::SeqCst);
+            return table;
+        }
+        tables.insert(key.to_string(), table.clone());
+        table
+    }
+
+    fn new_table(&self, key: &str, builtin: bool) -> Arc<Table> {
+        let rv = self.counter.load(Ordering::SeqCst);
+        Arc::new(Table {
+            key: key.to_string(),
+            inner: Mutex::new(Inner { objects: BTreeMap::new() }),
+            history: RwLock::new(History { events: VecDeque::new(), oldest: rv }),
+            changed: watch::channel(rv).0,
+            dropped: AtomicBool::new(false),
+            counter: self.counter.clone(),
+            strip_type: builtin,
+            cap: self.cap,
+            log: self.log.clone(),
+        })
     }
 
     /// Forget a table (after its objects were deleted) and end its watches, as a real API

@@ -97,3 +97,84 @@ async fn a_watch_from_before_a_restart_is_gone_and_one_from_the_restored_version
         evs.iter().map(|e| (e["type"].as_str().unwrap_or(""), e["object"]["metadata"]["name"].as_str().unwrap_or(""))).collect();
     assert_eq!(seen, [("ADDED", "after")], "{text}");
 }
+
+/// A CRD `widgets.faults.bosun.dev` whose `spec.x`, if given, must match `pattern`.
+fn widget_crd(pattern: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.faults.bosun.dev"},
+        "spec": {"group": "faults.bosun.dev", "scope": "Namespaced",
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}}}}}}]}
+    })
+}
+
+const WIDGETS: &str = "/apis/faults.bosun.dev/v1/namespaces/default/widgets";
+
+/// Creates the CRD and waits until its resource is served.
+async fn create_widget_crd(dc: &DevCluster, pattern: &str) {
+    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        // A CRD of the same name may still be going (its cleanup finalizer): 409 until it is gone.
+        let (code, _, text) = send(dc, "POST", path, Some("application/json"), Some(widget_crd(pattern)), false).await;
+        if code == 201 {
+            break;
+        }
+        assert_eq!(code, 409, "{text}");
+        assert!(tokio::time::Instant::now() < deadline, "the old CRD is never gone: {text}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while send(dc, "GET", WIDGETS, None, None, false).await.0 != 200 {
+        assert!(tokio::time::Instant::now() < deadline, "the CRD is never served");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn create_widget(dc: &DevCluster, name: &str, x: &str) -> (u16, String) {
+    let w = json!({"apiVersion": "faults.bosun.dev/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {"x": x}});
+    let (code, _, text) = send(dc, "POST", WIDGETS, Some("application/json"), Some(w), false).await;
+    (code, text)
+}
+
+/// Opens a watch of widgets from now; the stream of its body.
+async fn watch_widgets(dc: &DevCluster) -> kube::client::Body {
+    let (code, _, text) = send(dc, "GET", WIDGETS, None, None, false).await;
+    assert_eq!(code, 200, "{text}");
+    let rv = serde_json::from_str::<Value>(&text).unwrap()["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let req = http::Request::get(format!("{WIDGETS}?watch=1&resourceVersion={rv}")).body(Vec::new()).unwrap();
+    let resp = dc.client().send(req.map(Into::into)).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.into_body()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_of_a_deleted_crds_resource_end_and_a_new_crd_of_the_same_name_is_watched_at_once() {
+    let dc = DevCluster::start_local().await.unwrap();
+    create_widget_crd(&dc, "^a+$").await;
+    let mut body = watch_widgets(&dc).await;
+    let (code, text) = create_widget(&dc, "w1", "aa").await;
+    assert_eq!(code, 201, "{text}");
+    let frame = tokio::time::timeout(Duration::from_secs(10), body.frame()).await.expect("the watch sees w1");
+    let line = String::from_utf8(frame.unwrap().unwrap().into_data().unwrap().to_vec()).unwrap();
+    assert!(line.contains("\"ADDED\"") && line.contains("\"w1\""), "{line}");
+
+    let crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.faults.bosun.dev";
+    let (code, _, text) = send(&dc, "DELETE", crd, None, None, false).await;
+    assert_eq!(code, 200, "{text}");
+    // The stream ends cleanly (what is left of it may carry w1's DELETED).
+    let rest = tokio::time::timeout(Duration::from_secs(20), body.collect()).await.expect("the watch ends once the CRD is gone");
+    let rest = String::from_utf8(rest.expect("a clean end").to_bytes().to_vec()).unwrap();
+    assert!(events(&rest).iter().all(|e| e["type"] == "DELETED"), "{rest}");
+
+    create_widget_crd(&dc, "^a+$").await;
+    let mut body = watch_widgets(&dc).await;
+    let (code, text) = create_widget(&dc, "w2", "aaa").await;
+    assert_eq!(code, 201, "{text}");
+    let frame = tokio::time::timeout(Duration::from_secs(10), body.frame()).await.expect("the new watch sees w2");
+    let line = String::from_utf8(frame.unwrap().unwrap().into_data().unwrap().to_vec()).unwrap();
+    let evs = events(&line);
+    assert_eq!((evs[0]["type"].as_str(), evs[0]["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("w2")), "{line}");
+}
