@@ -29,6 +29,7 @@ pub mod protobuf;
 pub mod registry;
 pub mod schema;
 pub mod selector;
+pub mod shape;
 pub mod status;
 pub mod store;
 pub mod validate;

@@ -178,3 +178,83 @@ async fn watches_of_a_deleted_crds_resource_end_and_a_new_crd_of_the_same_name_i
     let evs = events(&line);
     assert_eq!((evs[0]["type"].as_str(), evs[0]["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("w2")), "{line}");
 }
+
+#[tokio::test]
+async fn values_of_the_wrong_type_are_refused_with_the_go_decoders_message() {
+    let dc = DevCluster::start_local().await.unwrap();
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bad"}, "data": [1]});
+    let (code, _, text) = send(&dc, "POST", "/api/v1/namespaces/default/configmaps", Some("application/json"), Some(cm), false).await;
+    let status: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!((code, status["reason"].as_str()), (400, Some("BadRequest")), "{text}");
+    assert_eq!(
+        status["message"],
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal array into Go struct field ConfigMap.data of type map[string]string"
+    );
+    let (code, _, _) = send(&dc, "GET", "/api/v1/namespaces/default/configmaps/bad", None, None, false).await;
+    assert_eq!(code, 404, "nothing stored");
+
+    // A merge patch that makes a label a number: 422, the patched object quoted.
+    create_cm(&dc, "good", json!({"a": "1"})).await;
+    let patch = json!({"metadata": {"labels": {"n": 1}}});
+    let path = "/api/v1/namespaces/default/configmaps/good";
+    let (code, _, text) = send(&dc, "PATCH", path, Some("application/merge-patch+json"), Some(patch), false).await;
+    let status: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!((code, status["reason"].as_str()), (422, Some("Invalid")), "{text}");
+    let message = status["message"].as_str().unwrap();
+    assert!(message.starts_with(" \"\" is invalid: patch: Invalid value: \"{"), "{message}");
+    assert!(
+        message.ends_with("\": json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of type string"),
+        "{message}"
+    );
+    assert_eq!(status["details"]["causes"][0]["field"], "patch");
+}
+
+#[tokio::test]
+async fn a_dry_run_other_than_all_is_refused_and_nothing_is_stored() {
+    let dc = DevCluster::start_local().await.unwrap();
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}, "data": {"a": "1"}});
+    let path = "/api/v1/namespaces/default/configmaps?dryRun=garbage";
+    let (code, _, text) = send(&dc, "POST", path, Some("application/json"), Some(cm), false).await;
+    let status: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!((code, status["reason"].as_str()), (422, Some("Invalid")), "{text}");
+    assert_eq!(
+        status["message"],
+        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"garbage\"}: supported values: \"All\""
+    );
+    assert_eq!(status["details"]["kind"], "CreateOptions");
+    assert_eq!(status["details"]["causes"][0]["reason"], "FieldValueNotSupported");
+    let (code, _, _) = send(&dc, "GET", "/api/v1/namespaces/default/configmaps/dry", None, None, false).await;
+    assert_eq!(code, 404, "nothing stored");
+
+    create_cm(&dc, "kept", json!({"a": "1"})).await;
+    let path = "/api/v1/namespaces/default/configmaps/kept?dryRun=yes";
+    let (code, _, text) = send(&dc, "DELETE", path, None, None, false).await;
+    assert_eq!(code, 422, "{text}");
+    assert!(text.contains("DeleteOptions.meta.k8s.io"), "{text}");
+    let (code, _, _) = send(&dc, "GET", "/api/v1/namespaces/default/configmaps/kept", None, None, false).await;
+    assert_eq!(code, 200, "not deleted");
+}
+
+#[tokio::test]
+async fn custom_resources_must_match_their_schemas_patterns_and_a_pattern_must_be_a_regular_expression() {
+    let dc = DevCluster::start_local().await.unwrap();
+    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (code, _, text) = send(&dc, "POST", path, Some("application/json"), Some(widget_crd("(a")), false).await;
+    let status: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(code, 422, "{text}");
+    assert_eq!(
+        status["details"]["causes"][0]["field"],
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[x].pattern"
+    );
+
+    create_widget_crd(&dc, "^a+$").await;
+    let (code, text) = create_widget(&dc, "bad", "abc").await;
+    let status: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(code, 422, "{text}");
+    assert_eq!(
+        status["message"],
+        "Widget.faults.bosun.dev \"bad\" is invalid: spec.x: Invalid value: \"abc\": spec.x in body should match '^a+$'"
+    );
+    let (code, text) = create_widget(&dc, "good", "aaa").await;
+    assert_eq!(code, 201, "{text}");
+}

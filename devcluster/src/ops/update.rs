@@ -35,6 +35,7 @@ pub fn update(
     opts: &WriteOpts,
 ) -> ApiResult<Reply> {
     check_type(info, &mut body)?;
+    super::check_shape(info, &body)?;
     if info.is_events_v1() {
         body = builtin::event_to_core(info, body)?;
     }
@@ -73,6 +74,7 @@ pub fn patch(
     commit(cluster, info, ns, name, sub, opts, move |current| {
         let mut target = if events_v1 { builtin::event_from_core(current) } else { current.clone() };
         patch::apply(format, &mut target, &parsed)?;
+        super::check_patched_shape(info, &target)?;
         if events_v1 {
             target = builtin::event_to_core(info, target)?;
         }
