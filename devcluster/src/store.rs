@@ -129,6 +129,10 @@ pub fn encode_event(kind: &str, object: &[u8]) -> Bytes {
     out.freeze()
 }
 
+/// The largest object stored: etcd's default request limit (`--max-request-bytes`, 1.5 MiB),
+/// here on the object's JSON (a real server stores built-ins as protobuf, a little smaller).
+pub const MAX_OBJECT_BYTES: usize = 1024 * 1024 * 3 / 2;
+
 /// What a write closure decides.
 pub enum Write {
     /// Store this value (create or replace); its resourceVersion is filled in.
@@ -223,6 +227,11 @@ impl Table {
         let (mut inner, current, decision, extra) = loop {
             let seen = self.inner.lock().objects.get(&key).cloned();
             let (decision, extra) = f(seen.as_ref())?;
+            if let Write::Put(value) = &decision
+                && encoded_len(value) > MAX_OBJECT_BYTES
+            {
+                return Err(crate::status::ApiError::object_too_large());
+            }
             let inner = self.inner.lock();
             let now = inner.objects.get(&key);
             let same = match (now, seen.as_ref()) {
@@ -324,6 +333,23 @@ impl Table {
         let obj = Obj::new(value, rv, self.strip_type);
         self.inner.lock().objects.insert(key, obj);
     }
+}
+
+/// The length of `value` serialized as JSON, without keeping the bytes.
+pub fn encoded_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// `metadata.resourceVersion` as a number (0 if absent or not a number).

@@ -258,3 +258,35 @@ async fn custom_resources_must_match_their_schemas_patterns_and_a_pattern_must_b
     let (code, text) = create_widget(&dc, "good", "aaa").await;
     assert_eq!(code, 201, "{text}");
 }
+
+#[tokio::test]
+async fn a_patch_of_copies_doubling_the_object_stops_and_objects_larger_than_etcd_takes_are_refused() {
+    let dc = DevCluster::start_local().await.unwrap();
+    create_cm(&dc, "small", json!({"a": "x".repeat(1000)})).await;
+    // 24 copies of the whole data into itself: 2^24 times the object, were it applied.
+    let ops: Vec<Value> = (0..24).map(|i| json!({"op": "copy", "from": "/data", "path": format!("/data/c{i}")})).collect();
+    let path = "/api/v1/namespaces/default/configmaps/small";
+    let (code, _, text) = send(&dc, "PATCH", path, Some("application/json-patch+json"), Some(Value::Array(ops)), false).await;
+    let status: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!((code, status["message"].as_str()), (422, Some("the server rejected our request due to an error in our request")), "{text}");
+    let (code, _, text) = send(&dc, "GET", path, None, None, false).await;
+    let cm: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!((code, cm["data"].as_object().map(|d| d.len())), (200, Some(1)), "the server answers, the object is unchanged");
+
+    // etcd takes 1.5 MiB: a 1.4 MiB ConfigMap is stored, a 1.6 MiB one is not, by create or patch.
+    let kib = |n: usize| "x".repeat(n * 1024);
+    create_cm(&dc, "fits", json!({"a": kib(1434)})).await;
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "too-big"}, "data": {"a": kib(1638)}});
+    let (code, _, text) = send(&dc, "POST", "/api/v1/namespaces/default/configmaps", Some("application/json"), Some(cm), false).await;
+    let status: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!((code, status["message"].as_str()), (500, Some("etcdserver: request is too large")), "{}", &text[..text.len().min(300)]);
+    let (code, _, _) = send(&dc, "GET", "/api/v1/namespaces/default/configmaps/too-big", None, None, false).await;
+    assert_eq!(code, 404, "nothing stored");
+    let grow = json!({"data": {"b": kib(200)}});
+    let path = "/api/v1/namespaces/default/configmaps/fits";
+    let (code, _, text) = send(&dc, "PATCH", path, Some("application/merge-patch+json"), Some(grow), false).await;
+    assert_eq!(code, 500, "{}", &text[..text.len().min(300)]);
+    let (code, _, text) = send(&dc, "GET", path, None, None, false).await;
+    let cm: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!((code, cm["data"].as_object().map(|d| d.len())), (200, Some(1)), "unchanged");
+}

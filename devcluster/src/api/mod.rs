@@ -131,7 +131,7 @@ async fn answer(cluster: Arc<Cluster>, req: Request) -> Response {
     let method = parts.method.clone();
     let raw = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(b) => b,
-        Err(_) => return error(&ApiError::too_large()),
+        Err(_) => return error(&ApiError::too_large(&format!("limit is {MAX_BODY}"))),
     };
     match segs.as_slice() {
         [] => json_response(200, &discovery::root_paths(), &[]),
