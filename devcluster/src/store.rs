@@ -129,6 +129,97 @@ pub fn encode_event(kind: &str, object: &[u8]) -> Bytes {
     out.freeze()
 }
 
+/// A write decided and serialized outside the lock, waiting for its resourceVersion.
+enum Prepared {
+    Keep,
+    Put(Value, Encoded),
+    Delete(Value, Encoded),
+}
+
+/// An object's JSON split where its resourceVersion's value goes: the version is handed out
+/// under the table's lock, and putting it in is then a copy, not a serialization.
+#[derive(Debug)]
+struct Encoded {
+    /// Up to and including `"resourceVersion":` (the whole object if it has no metadata).
+    head: Vec<u8>,
+    /// What follows the version's value (`None`: the object has no metadata to put it in).
+    tail: Option<Vec<u8>>,
+}
+
+impl Encoded {
+    /// Serialize `value`, with `metadata.resourceVersion` where the object will carry it.
+    fn new(mut value: Value) -> (Value, Encoded) {
+        set_rv(&mut value, 0); // its place among the metadata keys
+        let mut out = Encoded { head: Vec::with_capacity(256), tail: None };
+        let Some(map) = value.as_object() else {
+            out.head = serde_json::to_vec(&value).unwrap_or_default();
+            return (value, out);
+        };
+        out.head.push(b'{');
+        for (i, (k, v)) in map.iter().enumerate() {
+            let buf = out.buf();
+            if i > 0 {
+                buf.push(b',');
+            }
+            let _ = serde_json::to_writer(&mut *buf, k);
+            buf.push(b':');
+            match v.as_object() {
+                Some(meta) if k == "metadata" => {
+                    buf.push(b'{');
+                    for (j, (mk, mv)) in meta.iter().enumerate() {
+                        let buf = out.buf();
+                        if j > 0 {
+                            buf.push(b',');
+                        }
+                        let _ = serde_json::to_writer(&mut *buf, mk);
+                        buf.push(b':');
+                        if mk == "resourceVersion" {
+                            out.tail = Some(Vec::with_capacity(256));
+                        } else {
+                            let _ = serde_json::to_writer(&mut *buf, mv);
+                        }
+                    }
+                    out.buf().push(b'}');
+                }
+                _ => {
+                    let _ = serde_json::to_writer(&mut *buf, v);
+                }
+            }
+        }
+        out.buf().push(b'}');
+        (value, out)
+    }
+
+    fn buf(&mut self) -> &mut Vec<u8> {
+        self.tail.as_mut().unwrap_or(&mut self.head)
+    }
+
+    /// The length of the object's JSON, but for the version's digits.
+    fn len(&self) -> usize {
+        self.head.len() + self.tail.as_ref().map_or(0, |t| t.len() + 2)
+    }
+
+    /// The stored object at version `rv`.
+    fn into_obj(self, mut value: Value, rv: u64, strip_type: bool) -> Arc<Obj> {
+        let bytes = match self.tail {
+            None => Bytes::from(self.head),
+            Some(tail) => {
+                let digits = rv.to_string();
+                let mut out = BytesMut::with_capacity(self.head.len() + digits.len() + 2 + tail.len());
+                out.put_slice(&self.head);
+                out.put_u8(b'"');
+                out.put_slice(digits.as_bytes());
+                out.put_u8(b'"');
+                out.put_slice(&tail);
+                out.freeze()
+            }
+        };
+        set_rv(&mut value, rv);
+        let type_prefix = if strip_type { type_prefix_len(&value) } else { 0 };
+        Arc::new(Obj { value, bytes, type_prefix, rv })
+    }
+}
+
 /// The largest object stored: etcd's default request limit (`--max-request-bytes`, 1.5 MiB),
 /// here on the object's JSON (a real server stores built-ins as protobuf, a little smaller).
 pub const MAX_OBJECT_BYTES: usize = 1024 * 1024 * 3 / 2;
@@ -214,9 +305,11 @@ impl Table {
         }
     }
 
-    /// Apply `f` to the current object and commit what it decides, atomically: `f` runs
-    /// outside the table lock (so writers of different objects work in parallel) and is run
-    /// again if the object changed before the commit.
+    /// Apply `f` to the current object and commit what it decides, atomically, as the real
+    /// server's `GuaranteedUpdate`: `f` and the serialization of what it decides run outside
+    /// the table lock (so a slow patch delays no reader and no writer of another object), and
+    /// run again if the object changed before the commit. Under the lock: the pointer check, the
+    /// resourceVersion, one copy of the prepared bytes, the insert and the event.
     pub fn write<R>(
         &self,
         ns: &str,
@@ -224,14 +317,27 @@ impl Table {
         mut f: impl FnMut(Option<&Arc<Obj>>) -> ApiResult<(Write, R)>,
     ) -> ApiResult<(Option<Written>, R)> {
         let key = (ns.to_string(), name.to_string());
-        let (mut inner, current, decision, extra) = loop {
+        let (mut inner, current, prepared, extra) = loop {
             let seen = self.inner.lock().objects.get(&key).cloned();
             let (decision, extra) = f(seen.as_ref())?;
-            if let Write::Put(value) = &decision
-                && encoded_len(value) > MAX_OBJECT_BYTES
-            {
-                return Err(crate::status::ApiError::object_too_large());
-            }
+            let prepared = match decision {
+                Write::Keep => Prepared::Keep,
+                Write::Put(value) => {
+                    let (value, encoded) = Encoded::new(value);
+                    if encoded.len() > MAX_OBJECT_BYTES {
+                        return Err(crate::status::ApiError::object_too_large());
+                    }
+                    Prepared::Put(value, encoded)
+                }
+                // the final state of the object, at the deletion's version
+                Write::Delete => match &seen {
+                    None => Prepared::Keep,
+                    Some(prev) => {
+                        let (value, encoded) = Encoded::new(prev.value.clone());
+                        Prepared::Delete(value, encoded)
+                    }
+                },
+            };
             let inner = self.inner.lock();
             let now = inner.objects.get(&key);
             let same = match (now, seen.as_ref()) {
@@ -240,43 +346,38 @@ impl Table {
                 _ => false,
             };
             if same {
-                break (inner, seen, decision, extra);
+                break (inner, seen, prepared, extra);
             }
         };
-        let mut ticket = None;
-        let written = match decision {
-            Write::Keep => current.map(Written::Stored),
-            Write::Put(mut value) => {
+        let changed = !matches!(prepared, Prepared::Keep);
+        let written = match prepared {
+            Prepared::Keep => current.map(Written::Stored),
+            Prepared::Put(value, encoded) => {
                 let rv = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
-                set_rv(&mut value, rv);
-                let obj = Obj::new(value, rv, self.strip_type);
-                if let Some(log) = &self.log {
-                    ticket = Some(log.append(&self.key, ns, name, rv, Some(&obj.bytes[..])));
-                }
+                let obj = encoded.into_obj(value, rv, self.strip_type);
                 inner.objects.insert(key, obj.clone());
                 let kind = if current.is_some() { EventType::Modified } else { EventType::Added };
                 self.push(&mut inner, rv, kind, obj.clone(), current);
                 Some(Written::Stored(obj))
             }
-            Write::Delete => match inner.objects.remove(&key) {
-                None => None,
-                Some(prev) => {
-                    let rv = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
-                    let mut value = prev.value.clone();
-                    set_rv(&mut value, rv);
-                    let obj = Obj::new(value, rv, self.strip_type);
-                    if let Some(log) = &self.log {
-                        ticket = Some(log.append(&self.key, ns, name, rv, None));
-                    }
-                    self.push(&mut inner, rv, EventType::Deleted, obj.clone(), Some(prev));
-                    Some(Written::Deleted(obj))
-                }
-            },
+            Prepared::Delete(value, encoded) => {
+                let prev = inner.objects.remove(&key);
+                let rv = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
+                let obj = encoded.into_obj(value, rv, self.strip_type);
+                self.push(&mut inner, rv, EventType::Deleted, obj.clone(), prev);
+                Some(Written::Deleted(obj))
+            }
         };
         drop(inner);
-        // flushed after the table lock is released: concurrent writers share one flush
-        if let (Some(log), Some(t)) = (&self.log, ticket) {
-            log.sync(t);
+        // Logged after the table lock is released (the log keeps, per object, the record of the
+        // highest version, whatever the order of appends) and flushed before the answer:
+        // concurrent writers share one flush.
+        if let (Some(log), Some(w), true) = (&self.log, &written, changed) {
+            let ticket = match w {
+                Written::Stored(obj) => log.append(&self.key, ns, name, obj.rv, Some(&obj.bytes[..])),
+                Written::Deleted(obj) => log.append(&self.key, ns, name, obj.rv, None),
+            };
+            log.sync(ticket);
         }
         Ok((written, extra))
     }
@@ -483,6 +584,52 @@ mod tests {
         assert!(t.events_after(10).is_err(), "history keeps only 2 events");
         let evs = t.events_after(11).unwrap();
         assert_eq!(evs.iter().map(|e| e.rv).collect::<Vec<_>>(), vec![12, 13]);
+    }
+
+    #[test]
+    fn an_object_serialized_before_its_version_is_known_reads_as_one_serialized_after() {
+        let cases = [
+            json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "a", "resourceVersion": "3", "uid": "u"}, "data": {"k": "\"v\""}}),
+            json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "b"}, "spec": {"x": [1, 2.5, null, true]}}),
+            json!({"metadata": {}}),
+            json!({"no": "metadata"}),
+            json!({"metadata": "not an object"}),
+        ];
+        for value in cases {
+            let (kept, encoded) = Encoded::new(value.clone());
+            let obj = encoded.into_obj(kept, 42, true);
+            let mut want = value.clone();
+            set_rv(&mut want, 42);
+            assert_eq!(obj.bytes, Bytes::from(serde_json::to_vec(&want).unwrap()), "{value}");
+            assert_eq!(obj.value, want);
+            assert_eq!(obj.type_prefix, Obj::new(want, 42, true).type_prefix);
+        }
+    }
+
+    #[test]
+    fn a_slow_write_holds_no_lock_readers_and_other_writers_need() {
+        let store = Store::new(0, 10, None);
+        let t = store.table("/configmaps", true);
+        t.write("ns", "other", |_| Ok((Write::Put(json!({"metadata": {"name": "other"}})), ()))).unwrap();
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let slow = {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                t.write("ns", "slow", |_| {
+                    let _ = started_tx.send(());
+                    let _ = release_rx.recv_timeout(std::time::Duration::from_secs(10));
+                    Ok((Write::Put(json!({"metadata": {"name": "slow"}})), ()))
+                })
+            })
+        };
+        started_rx.recv().unwrap();
+        // while the slow write computes, another object is read and written
+        assert!(t.get("ns", "other").is_some());
+        t.write("ns", "other", |_| Ok((Write::Put(json!({"metadata": {"name": "other", "labels": {"a": "b"}}})), ()))).unwrap();
+        release_tx.send(()).unwrap();
+        slow.join().unwrap().unwrap();
+        assert_eq!(t.get("ns", "slow").map(|o| o.rv), Some(3));
     }
 
     #[test]

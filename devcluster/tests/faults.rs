@@ -290,3 +290,62 @@ async fn a_patch_of_copies_doubling_the_object_stops_and_objects_larger_than_etc
     let cm: Value = serde_json::from_str(&text).unwrap();
     assert_eq!((code, cm["data"].as_object().map(|d| d.len())), (200, Some(1)), "unchanged");
 }
+
+/// Waits until `cond` holds (yielding to the server meanwhile), or fails after `secs`.
+async fn wait_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// On the test's own single-threaded runtime, which the server shares: a write that computed
+/// in place would hold the only thread from its start to its end, so no one could see it in
+/// flight, let alone be answered meanwhile.
+#[tokio::test]
+async fn a_get_is_answered_while_heavy_patches_are_in_flight() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    let dc = DevCluster::start_local().await.unwrap();
+    create_cm(&dc, "light", json!({"a": "1"})).await;
+    for i in 0..4 {
+        create_cm(&dc, &format!("heavy{i}"), json!({"a": "1"})).await;
+    }
+    // Slow but allowed: 10,000 finalizers, each added at the front of the list.
+    let mut ops = vec![json!({"op": "add", "path": "/metadata/finalizers", "value": []})];
+    ops.extend((1..10_000).map(|i| json!({"op": "add", "path": "/metadata/finalizers/0", "value": format!("faults.bosun.dev/f{i}")})));
+    let body = serde_json::to_vec(&ops).unwrap();
+    let (done, finished) = (std::sync::Arc::new(AtomicBool::new(false)), std::sync::Arc::new(AtomicUsize::new(0)));
+    let writers: Vec<_> = (0..4)
+        .map(|i| {
+            let (client, done, finished, body) = (dc.client(), done.clone(), finished.clone(), body.clone());
+            tokio::spawn(async move {
+                for _ in 0..50 {
+                    if done.load(SeqCst) {
+                        break;
+                    }
+                    let req = http::Request::patch(format!("/api/v1/namespaces/default/configmaps/heavy{i}"))
+                        .header("content-type", "application/json-patch+json")
+                        .body(body.clone())
+                        .unwrap();
+                    let resp = client.send(req.map(Into::into)).await.unwrap();
+                    assert_eq!(resp.status(), 200);
+                    resp.into_body().collect().await.unwrap();
+                    finished.fetch_add(1, SeqCst);
+                }
+            })
+        })
+        .collect();
+    let metrics = &dc.cluster().metrics;
+    wait_until(20, "a patch seen in flight", || metrics.mutating_in_flight() > 0).await;
+    let (in_flight, finished_before) = (metrics.mutating_in_flight(), finished.load(SeqCst));
+    let (code, _, text) = send(&dc, "GET", "/api/v1/namespaces/default/configmaps/light", None, None, false).await;
+    assert_eq!(code, 200, "{text}");
+    // not all of the patches under way when the GET went out were done when it was answered
+    let finished_during = finished.load(SeqCst) - finished_before;
+    assert!((finished_during as i64) < in_flight, "{finished_during} patches ended while the GET waited, {in_flight} were under way");
+    done.store(true, SeqCst);
+    for w in writers {
+        w.await.unwrap();
+    }
+}

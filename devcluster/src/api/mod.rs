@@ -155,15 +155,20 @@ async fn answer(cluster: Arc<Cluster>, req: Request) -> Response {
     }
 }
 
-/// Run a resource request. With persistence, writes wait for the disk; they run on the
-/// blocking pool so that many can wait together and share one flush (group commit).
+/// Run a resource request. Writes run on the blocking pool: a heavy one (a large object to
+/// patch, validate and serialize) must not hold up the runtime's workers and with them every
+/// other request; and with persistence many writers wait for the disk together and share one
+/// flush (group commit). Reads are answered in place.
 async fn dispatch(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], method: Method, ctx: Ctx, raw: Bytes) -> Response {
-    if method == Method::GET || !cluster.store.persistent() {
+    if method == Method::GET {
+        let _in_flight = (!ctx.flag("watch")).then(|| cluster.metrics.in_flight(false));
         return resource(cluster, group, version, rest, method, ctx, raw);
     }
+    let in_flight = cluster.metrics.in_flight(true);
     let (cluster, group, version) = (cluster.clone(), group.to_string(), version.to_string());
     let rest: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
     tokio::task::spawn_blocking(move || {
+        let _in_flight = in_flight;
         let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
         resource(&cluster, &group, &version, &rest, method, ctx, raw)
     })
