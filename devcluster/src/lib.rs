@@ -29,6 +29,7 @@ pub mod protobuf;
 pub mod registry;
 pub mod schema;
 pub mod selector;
+pub mod serve;
 pub mod shape;
 pub mod status;
 pub mod store;
@@ -66,11 +67,23 @@ pub struct Config {
     pub data_dir: Option<PathBuf>,
     /// Watch events kept per resource for watches resuming from a resourceVersion.
     pub watch_history: usize,
+    /// Time a client has to send a request's headers, from when the server waits for them
+    /// (a kept-alive HTTP/1.1 connection that sends nothing more is closed after it too). The
+    /// real server's `ReadHeaderTimeout`: 32 s.
+    pub header_read_timeout: Duration,
+    /// Connections served at once; more wait in the listen backlog until one closes.
+    pub max_connections: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { token: None, data_dir: None, watch_history: 10_000 }
+        Config {
+            token: None,
+            data_dir: None,
+            watch_history: 10_000,
+            header_read_timeout: Duration::from_secs(32),
+            max_connections: 1000,
+        }
     }
 }
 
@@ -109,16 +122,8 @@ impl DevCluster {
         crd::restore(&cluster);
         cluster.seed();
         let stop = cluster.stopping.clone();
-        let mut stop_rx = stop.subscribe();
-        let app = api::router(cluster.clone());
-        let server = tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = stop_rx.wait_for(|s| *s).await;
-            };
-            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
-                tracing::error!("dev cluster server failed: {e}");
-            }
-        });
+        let limits = serve::Limits { header_read_timeout: config.header_read_timeout, max_connections: config.max_connections };
+        let server = tokio::spawn(serve::serve(listener, api::router(cluster.clone()), limits, stop.subscribe()));
         let gc = tokio::spawn(gc::run(cluster.clone()));
         Ok(DevCluster { addr, token: config.token, cluster, stop, server: Some(server), gc })
     }
