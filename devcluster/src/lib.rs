@@ -73,6 +73,9 @@ pub struct Config {
     pub header_read_timeout: Duration,
     /// Connections served at once; more wait in the listen backlog until one closes.
     pub max_connections: usize,
+    /// A watch whose reader falls this many bytes of events behind is ended (cleanly, as the
+    /// real server ends a watcher it cannot keep up with; the client watches again).
+    pub watch_lag_limit: u64,
 }
 
 impl Default for Config {
@@ -83,6 +86,7 @@ impl Default for Config {
             watch_history: 10_000,
             header_read_timeout: Duration::from_secs(32),
             max_connections: 1000,
+            watch_lag_limit: store::WATCH_LAG_LIMIT,
         }
     }
 }
@@ -112,7 +116,7 @@ impl DevCluster {
         // from an older version cannot be served (the events before the restart are not kept)
         // and is answered 410 Gone, as a real server answers one its watch cache cannot serve.
         let restored_rv = loaded.objects.values().map(store::rv_of).fold(loaded.last_rv.max(1), u64::max);
-        let store = Store::new(restored_rv, config.watch_history.max(1), log);
+        let store = Store::new(restored_rv, config.watch_history.max(1), log).with_watch_lag_limit(config.watch_lag_limit);
         let cluster = Cluster::new(store, config.token.clone());
         let builtin_keys: std::collections::HashSet<String> =
             cluster.registry.all().iter().filter(|i| i.builtin).map(|i| i.storage.clone()).collect();

@@ -279,7 +279,8 @@ mod tests {
         assert_eq!((err.code, err.message.as_str()), (422, "the server rejected our request due to an error in our request"));
         assert!(crate::store::encoded_len(&v) < 2 * MAX_JSON_PATCH_COPY_BYTES, "stopped before growing further");
 
-        let many: Vec<Value> = (0..=MAX_JSON_PATCH_OPERATIONS).map(|_| serde_json::json!({"op": "test", "path": "/a", "value": 1})).collect();
+        let many: Vec<Value> =
+            (0..=MAX_JSON_PATCH_OPERATIONS).map(|_| serde_json::json!({"op": "test", "path": "/a", "value": 1})).collect();
         let err = apply(Format::Json, &mut serde_json::json!({"a": 1}), &Value::Array(many)).unwrap_err();
         assert_eq!(err.code, 413);
         assert_eq!(err.message, "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001");

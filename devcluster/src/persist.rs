@@ -271,7 +271,8 @@ mod tests {
         for _ in 0..2 {
             // the second time from the compacted log, whose records carry no version of their own
             let (_, live) = Log::open(dir.path()).unwrap();
-            let objects: Vec<(&str, &Value)> = live.objects.iter().map(|(k, v)| (k.2.as_str(), &v["metadata"]["resourceVersion"])).collect();
+            let objects: Vec<(&str, &Value)> =
+                live.objects.iter().map(|(k, v)| (k.2.as_str(), &v["metadata"]["resourceVersion"])).collect();
             assert_eq!(objects, vec![("a", &json!("5"))]);
             assert_eq!(live.last_rv, 7);
         }

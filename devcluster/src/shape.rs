@@ -108,8 +108,7 @@ static OBJECT_REFERENCE: Struct = Struct {
     ],
 };
 
-static LOCAL_OBJECT_REFERENCE: Struct =
-    Struct { name: "LocalObjectReference", go: "v1.LocalObjectReference", fields: &[("name", STRING)] };
+static LOCAL_OBJECT_REFERENCE: Struct = Struct { name: "LocalObjectReference", go: "v1.LocalObjectReference", fields: &[("name", STRING)] };
 
 static LABEL_SELECTOR: Struct = Struct {
     name: "LabelSelector",
@@ -174,7 +173,13 @@ static POD_TEMPLATE_SPEC: Struct =
 static SERVICE_PORT: Struct = Struct {
     name: "ServicePort",
     go: "v1.ServicePort",
-    fields: &[("name", STRING), ("protocol", Go::Str("v1.Protocol")), ("port", Go::Int32), ("targetPort", Go::Any), ("nodePort", Go::Int32)],
+    fields: &[
+        ("name", STRING),
+        ("protocol", Go::Str("v1.Protocol")),
+        ("port", Go::Int32),
+        ("targetPort", Go::Any),
+        ("nodePort", Go::Int32),
+    ],
 };
 
 static SERVICE_SPEC: Struct = Struct {
@@ -322,8 +327,11 @@ static NAMESPACE: Struct = Struct {
     fields: &[("metadata", META), ("spec", Go::Struct(&NAMESPACE_SPEC)), ("status", Go::Struct(&NAMESPACE_STATUS))],
 };
 
-static POD: Struct =
-    Struct { name: "Pod", go: "v1.Pod", fields: &[("metadata", META), ("spec", Go::Struct(&POD_SPEC)), ("status", Go::Struct(&POD_STATUS))] };
+static POD: Struct = Struct {
+    name: "Pod",
+    go: "v1.Pod",
+    fields: &[("metadata", META), ("spec", Go::Struct(&POD_SPEC)), ("status", Go::Struct(&POD_STATUS))],
+};
 
 static SERVICE: Struct = Struct {
     name: "Service",
@@ -337,8 +345,11 @@ static DEPLOYMENT: Struct = Struct {
     fields: &[("metadata", META), ("spec", Go::Struct(&DEPLOYMENT_SPEC)), ("status", Go::Struct(&DEPLOYMENT_STATUS))],
 };
 
-static JOB: Struct =
-    Struct { name: "Job", go: "v1.Job", fields: &[("metadata", META), ("spec", Go::Struct(&JOB_SPEC)), ("status", Go::Struct(&JOB_STATUS))] };
+static JOB: Struct = Struct {
+    name: "Job",
+    go: "v1.Job",
+    fields: &[("metadata", META), ("spec", Go::Struct(&JOB_SPEC)), ("status", Go::Struct(&JOB_STATUS))],
+};
 
 static LEASE: Struct = Struct { name: "Lease", go: "v1.Lease", fields: &[("metadata", META), ("spec", Go::Struct(&LEASE_SPEC))] };
 
@@ -523,13 +534,21 @@ mod tests {
             (&cm, json!({"data": [1]}), Some("json: cannot unmarshal array into Go struct field ConfigMap.data of type map[string]string")),
             (&cm, json!({"data": {"a": 1}}), Some("json: cannot unmarshal number into Go struct field ConfigMap.data of type string")),
             (&cm, json!({"immutable": "yes"}), Some("json: cannot unmarshal string into Go struct field ConfigMap.immutable of type bool")),
-            (&cm, json!({"binaryData": {"a": 1}}), Some("json: cannot unmarshal number into Go struct field ConfigMap.binaryData of type []uint8")),
+            (
+                &cm,
+                json!({"binaryData": {"a": 1}}),
+                Some("json: cannot unmarshal number into Go struct field ConfigMap.binaryData of type []uint8"),
+            ),
             (
                 &cm,
                 json!({"metadata": {"labels": {"a": true}}}),
                 Some("json: cannot unmarshal bool into Go struct field ObjectMeta.metadata.labels of type string"),
             ),
-            (&cm, json!({"metadata": "x"}), Some("json: cannot unmarshal string into Go struct field ConfigMap.metadata of type v1.ObjectMeta")),
+            (
+                &cm,
+                json!({"metadata": "x"}),
+                Some("json: cannot unmarshal string into Go struct field ConfigMap.metadata of type v1.ObjectMeta"),
+            ),
             (
                 &cm,
                 json!({"metadata": {"ownerReferences": [{"uid": 5}]}}),
@@ -548,10 +567,16 @@ mod tests {
             (
                 &deploy,
                 json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "ports": [{"containerPort": "80"}]}]}}}}),
-                Some("json: cannot unmarshal string into Go struct field ContainerPort.spec.template.spec.containers.ports.containerPort of type int32"),
+                Some(
+                    "json: cannot unmarshal string into Go struct field ContainerPort.spec.template.spec.containers.ports.containerPort of type int32",
+                ),
             ),
             // the first problem in the document's order is the one reported
-            (&cm, json!({"immutable": 1, "data": 2}), Some("json: cannot unmarshal number into Go struct field ConfigMap.immutable of type bool")),
+            (
+                &cm,
+                json!({"immutable": 1, "data": 2}),
+                Some("json: cannot unmarshal number into Go struct field ConfigMap.immutable of type bool"),
+            ),
         ];
         for (info, obj, want) in cases {
             assert_eq!(check(info, obj).err().as_deref(), *want, "{obj}");

@@ -108,6 +108,8 @@ pub struct Event {
     pub obj: Arc<Obj>,
     /// The object before the change (MODIFIED and DELETED).
     pub prev: Option<Arc<Obj>>,
+    /// Bytes of the table's events before this one, ever (to tell how far behind a watcher is).
+    start: u64,
     line: OnceLock<Bytes>,
 }
 
@@ -257,6 +259,13 @@ struct Inner {
 struct History {
     events: VecDeque<Arc<Event>>,
     oldest: u64,
+    /// Bytes of all events ever pushed (their lines' lengths).
+    total: u64,
+}
+
+/// The length of an event's line: `{"type":"MODIFIED","object":` + object + `}\n`.
+fn line_len(kind: EventType, obj: &Obj) -> u64 {
+    (obj.bytes.len() + kind.as_str().len() + 22) as u64
 }
 
 /// The objects of one resource (all its versions and shapes).
@@ -270,6 +279,7 @@ pub struct Table {
     counter: Arc<AtomicU64>,
     strip_type: bool,
     cap: usize,
+    lag_limit: u64,
     log: Option<Arc<Log>>,
 }
 
@@ -383,9 +393,11 @@ impl Table {
     }
 
     fn push(&self, _inner: &mut Inner, rv: u64, kind: EventType, obj: Arc<Obj>, prev: Option<Arc<Obj>>) {
-        let event = Arc::new(Event { rv, kind, obj, prev, line: OnceLock::new() });
         let dropped = {
             let mut h = self.history.write();
+            let size = line_len(kind, &obj);
+            let event = Arc::new(Event { rv, kind, obj, prev, start: h.total, line: OnceLock::new() });
+            h.total += size;
             h.events.push_back(event);
             let mut dropped = Vec::new();
             while h.events.len() > self.cap {
@@ -400,14 +412,30 @@ impl Table {
         self.changed.send_replace(rv);
     }
 
-    /// Events after `rv`, or `TooOld` if history no longer reaches back to it.
-    pub fn events_after(&self, rv: u64) -> Result<Vec<Arc<Event>>, TooOld> {
+    /// Events after `rv`, as many as fit in `budget` bytes of lines (at least one), or
+    /// `TooOld` if history no longer reaches back to it.
+    pub fn events_after(&self, rv: u64, budget: u64) -> Result<Vec<Arc<Event>>, TooOld> {
         let h = self.history.read();
         if rv < h.oldest {
             return Err(TooOld { oldest: h.oldest });
         }
         let start = h.events.partition_point(|e| e.rv <= rv);
-        Ok(h.events.range(start..).cloned().collect())
+        let Some(first) = h.events.get(start) else { return Ok(Vec::new()) };
+        let until = first.start.saturating_add(budget.max(1));
+        Ok(h.events.range(start..).take_while(|e| e.start < until).cloned().collect())
+    }
+
+    /// How many bytes of event lines the history holds after `rv`: how far behind a watcher
+    /// at `rv` is.
+    pub fn behind(&self, rv: u64) -> u64 {
+        let h = self.history.read();
+        let start = h.events.partition_point(|e| e.rv <= rv);
+        h.events.get(start).map_or(0, |e| h.total - e.start)
+    }
+
+    /// A watcher this many bytes of events behind is ended (see [`Store::new`]).
+    pub fn lag_limit(&self) -> u64 {
+        self.lag_limit
     }
 
     /// Whether the table was dropped: watches on it end.
@@ -470,13 +498,24 @@ pub struct Store {
     counter: Arc<AtomicU64>,
     tables: RwLock<HashMap<String, Arc<Table>>>,
     cap: usize,
+    lag_limit: u64,
     log: Option<Arc<Log>>,
 }
+
+/// A watcher that falls this many bytes of events behind is ended, unless set otherwise.
+pub const WATCH_LAG_LIMIT: u64 = 64 * 1024 * 1024;
 
 impl Store {
     /// An empty store starting at resourceVersion `start`, keeping `cap` events per table.
     pub fn new(start: u64, cap: usize, log: Option<Arc<Log>>) -> Self {
-        Store { counter: Arc::new(AtomicU64::new(start)), tables: RwLock::default(), cap, log }
+        Store { counter: Arc::new(AtomicU64::new(start)), tables: RwLock::default(), cap, lag_limit: WATCH_LAG_LIMIT, log }
+    }
+
+    /// End watchers that fall `bytes` of events behind (the real server's cacher ends a
+    /// watcher whose buffer stays full; its client watches again from where it was).
+    pub fn with_watch_lag_limit(mut self, bytes: u64) -> Self {
+        self.lag_limit = bytes.max(1);
+        self
     }
 
     /// The table stored under `key`, created on first use.
@@ -511,12 +550,13 @@ impl Store {
         Arc::new(Table {
             key: key.to_string(),
             inner: Mutex::new(Inner { objects: BTreeMap::new() }),
-            history: RwLock::new(History { events: VecDeque::new(), oldest: rv }),
+            history: RwLock::new(History { events: VecDeque::new(), oldest: rv, total: 0 }),
             changed: watch::channel(rv).0,
             dropped: AtomicBool::new(false),
             counter: self.counter.clone(),
             strip_type: builtin,
             cap: self.cap,
+            lag_limit: self.lag_limit,
             log: self.log.clone(),
         })
     }
@@ -581,9 +621,17 @@ mod tests {
             t.write("ns", &format!("c{i}"), |_| Ok((Write::Put(json!({"metadata": {}})), ()))).unwrap();
         }
         assert_eq!(store.current_rv(), 13);
-        assert!(t.events_after(10).is_err(), "history keeps only 2 events");
-        let evs = t.events_after(11).unwrap();
+        assert!(t.events_after(10, u64::MAX).is_err(), "history keeps only 2 events");
+        let evs = t.events_after(11, u64::MAX).unwrap();
         assert_eq!(evs.iter().map(|e| e.rv).collect::<Vec<_>>(), vec![12, 13]);
+        // a budget of one line gives one event, of none still one
+        let sizes: Vec<u64> = evs.iter().map(|e| line_len(e.kind, &e.obj)).collect();
+        assert_eq!(sizes, evs.iter().map(|e| e.line().len() as u64).collect::<Vec<_>>());
+        let one = sizes[0];
+        assert_eq!(t.events_after(11, one).unwrap().len(), 1);
+        assert_eq!(t.events_after(11, 0).unwrap().len(), 1);
+        assert_eq!(t.events_after(11, one + 1).unwrap().len(), 2);
+        assert_eq!((t.behind(11), t.behind(12), t.behind(13)), (sizes[0] + sizes[1], sizes[1], 0));
     }
 
     #[test]

@@ -242,10 +242,7 @@ async fn custom_resources_must_match_their_schemas_patterns_and_a_pattern_must_b
     let (code, _, text) = send(&dc, "POST", path, Some("application/json"), Some(widget_crd("(a")), false).await;
     let status: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(code, 422, "{text}");
-    assert_eq!(
-        status["details"]["causes"][0]["field"],
-        "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[x].pattern"
-    );
+    assert_eq!(status["details"]["causes"][0]["field"], "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[x].pattern");
 
     create_widget_crd(&dc, "^a+$").await;
     let (code, text) = create_widget(&dc, "bad", "abc").await;
@@ -403,4 +400,52 @@ async fn connections_beyond_the_limit_wait_until_one_closes() {
     drop(first);
     let answered = read_until_closed(&mut third, 20).await.expect("served once a place is free");
     assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_whose_reader_falls_too_far_behind_is_ended_while_others_keep_going() {
+    // far more than a reader that keeps up lags, far less than what the stalled one will
+    let dc = start(Config { watch_lag_limit: 8 * 1024 * 1024, ..Default::default() }).await;
+    let rv = create_cm(&dc, "big", json!({"a": "0"})).await;
+    let open = |dc: &DevCluster| {
+        let req = http::Request::get(format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=120"))
+            .body(Vec::new())
+            .unwrap();
+        let client = dc.client();
+        async move { client.send(req.map(Into::into)).await.unwrap().into_body() }
+    };
+    // one reader keeps up, the other reads nothing until the writes are done
+    let reader = tokio::spawn({
+        let body = open(&dc).await;
+        async move {
+            let mut body = body;
+            let (mut text, mut lines) = (Vec::new(), 0);
+            while let Some(frame) = body.frame().await {
+                let data = frame.unwrap().into_data().unwrap();
+                lines += data.iter().filter(|b| **b == b'\n').count();
+                text.extend_from_slice(&data);
+                if lines >= 200 {
+                    break;
+                }
+            }
+            text
+        }
+    });
+    let stalled = open(&dc).await;
+    // 200 events of 250 KiB: 50 MB, far more than the connection's buffers hold
+    let value = "x".repeat(250 * 1024);
+    for i in 0..200 {
+        let patch = json!({"data": {"a": format!("{i}{value}")}});
+        let path = "/api/v1/namespaces/default/configmaps/big";
+        let (code, _, _) = send(&dc, "PATCH", path, Some("application/merge-patch+json"), Some(patch), false).await;
+        assert_eq!(code, 200);
+    }
+    let kept_up = tokio::time::timeout(Duration::from_secs(60), reader).await.expect("the reader sees every event").unwrap();
+    assert_eq!(events(&String::from_utf8(kept_up).unwrap()).len(), 200);
+    // the stalled watch, read now: what was under way, then a clean end before the last event
+    let rest = tokio::time::timeout(Duration::from_secs(60), stalled.collect()).await.expect("the stalled watch ends");
+    let rest = String::from_utf8(rest.expect("a clean end").to_bytes().to_vec()).unwrap();
+    let got = events(&rest);
+    assert!(got.len() < 200, "ended behind: {} events", got.len());
+    assert!(got.iter().all(|e| e["type"] == "MODIFIED"), "no ERROR event");
 }

@@ -120,8 +120,9 @@ pub fn parse_body(info: &ResourceInfo, raw: &[u8]) -> ApiResult<Value> {
 /// does: 400 `ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot
 /// unmarshal ...`.
 pub fn check_shape(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
-    crate::shape::check(info, obj)
-        .map_err(|e| ApiError::bad_request(format!("{} in version \"{}\" cannot be handled as a {}: {e}", info.kind, info.version, info.kind)))
+    crate::shape::check(info, obj).map_err(|e| {
+        ApiError::bad_request(format!("{} in version \"{}\" cannot be handled as a {}: {e}", info.kind, info.version, info.kind))
+    })
 }
 
 /// Refuse a patched object whose values do not fit the kind's Go types, as the real server
