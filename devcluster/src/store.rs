@@ -160,21 +160,13 @@ impl Encoded {
         out.head.push(b'{');
         for (i, (k, v)) in map.iter().enumerate() {
             let buf = out.buf();
-            if i > 0 {
-                buf.push(b',');
-            }
-            let _ = serde_json::to_writer(&mut *buf, k);
-            buf.push(b':');
+            write_key(buf, i, k);
             match v.as_object() {
                 Some(meta) if k == "metadata" => {
                     buf.push(b'{');
                     for (j, (mk, mv)) in meta.iter().enumerate() {
                         let buf = out.buf();
-                        if j > 0 {
-                            buf.push(b',');
-                        }
-                        let _ = serde_json::to_writer(&mut *buf, mk);
-                        buf.push(b':');
+                        write_key(buf, j, mk);
                         if mk == "resourceVersion" {
                             out.tail = Some(Vec::with_capacity(256));
                         } else {
@@ -192,6 +184,7 @@ impl Encoded {
         (value, out)
     }
 
+    /// The buffer being written: the head until the version's place, then the tail.
     fn buf(&mut self) -> &mut Vec<u8> {
         self.tail.as_mut().unwrap_or(&mut self.head)
     }
@@ -220,6 +213,15 @@ impl Encoded {
         let type_prefix = if strip_type { type_prefix_len(&value) } else { 0 };
         Arc::new(Obj { value, bytes, type_prefix, rv })
     }
+}
+
+/// `,"key":` (without the comma for the first key of an object).
+fn write_key(buf: &mut Vec<u8>, index: usize, key: &str) {
+    if index > 0 {
+        buf.push(b',');
+    }
+    let _ = serde_json::to_writer(&mut *buf, key);
+    buf.push(b':');
 }
 
 /// The largest object stored: etcd's default request limit (`--max-request-bytes`, 1.5 MiB),

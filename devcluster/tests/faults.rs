@@ -150,6 +150,12 @@ async fn watch_widgets(dc: &DevCluster) -> kube::client::Body {
     resp.into_body()
 }
 
+/// The next frame of a watch body, as text (or fails after a deadline, saying `what`).
+async fn next_frame(body: &mut kube::client::Body, what: &str) -> String {
+    let frame = tokio::time::timeout(Duration::from_secs(10), body.frame()).await.expect(what);
+    String::from_utf8(frame.unwrap().unwrap().into_data().unwrap().to_vec()).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_of_a_deleted_crds_resource_end_and_a_new_crd_of_the_same_name_is_watched_at_once() {
     let dc = DevCluster::start_local().await.unwrap();
@@ -157,8 +163,7 @@ async fn watches_of_a_deleted_crds_resource_end_and_a_new_crd_of_the_same_name_i
     let mut body = watch_widgets(&dc).await;
     let (code, text) = create_widget(&dc, "w1", "aa").await;
     assert_eq!(code, 201, "{text}");
-    let frame = tokio::time::timeout(Duration::from_secs(10), body.frame()).await.expect("the watch sees w1");
-    let line = String::from_utf8(frame.unwrap().unwrap().into_data().unwrap().to_vec()).unwrap();
+    let line = next_frame(&mut body, "the watch sees w1").await;
     assert!(line.contains("\"ADDED\"") && line.contains("\"w1\""), "{line}");
 
     let crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.faults.bosun.dev";
@@ -173,8 +178,7 @@ async fn watches_of_a_deleted_crds_resource_end_and_a_new_crd_of_the_same_name_i
     let mut body = watch_widgets(&dc).await;
     let (code, text) = create_widget(&dc, "w2", "aaa").await;
     assert_eq!(code, 201, "{text}");
-    let frame = tokio::time::timeout(Duration::from_secs(10), body.frame()).await.expect("the new watch sees w2");
-    let line = String::from_utf8(frame.unwrap().unwrap().into_data().unwrap().to_vec()).unwrap();
+    let line = next_frame(&mut body, "the new watch sees w2").await;
     let evs = events(&line);
     assert_eq!((evs[0]["type"].as_str(), evs[0]["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("w2")), "{line}");
 }
