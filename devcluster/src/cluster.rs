@@ -42,9 +42,13 @@ impl Cluster {
         })
     }
 
-    /// The table of a resource.
+    /// The table of a resource. A custom resource's table is not brought back once its CRD
+    /// is gone (a request that raced the deletion gets a dropped table: its watch ends).
     pub fn table(&self, info: &ResourceInfo) -> Arc<Table> {
-        self.store.table(&info.storage, info.builtin)
+        if info.builtin {
+            return self.store.table(&info.storage, true);
+        }
+        self.store.table_if(&info.storage, false, || self.registry.serves_storage(&info.storage))
     }
 
     /// The info of a built-in core/v1 resource.
@@ -130,5 +134,33 @@ impl Cluster {
     /// Wake the background controllers.
     pub fn kick(&self) {
         self.gc.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    #[test]
+    fn a_request_that_raced_a_crds_deletion_does_not_bring_its_table_back() {
+        let cluster = Cluster::new(Store::new(1, 10, None), None, None);
+        let crd = json!({"spec": {"group": "g.dev", "scope": "Namespaced", "names": {"kind": "W", "plural": "ws"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]}});
+        cluster.registry.set_crd("g.dev", "ws", crate::crd::resources(&crd));
+        let stale = cluster.registry.get("g.dev", "v1", "ws").unwrap();
+        let before = cluster.table(&stale);
+        assert!(!before.is_dropped());
+        // The CRD goes, as crd::after_delete does it.
+        cluster.registry.remove_crd("g.dev", "ws");
+        cluster.store.drop_table("g.dev/ws");
+        assert!(before.is_dropped(), "watches of the old table end");
+        let late = cluster.table(&stale);
+        assert!(late.is_dropped(), "a late request's watch ends too");
+        // A new CRD of the same name gets a table of its own at once.
+        cluster.registry.set_crd("g.dev", "ws", crate::crd::resources(&crd));
+        let fresh = cluster.table(&cluster.registry.get("g.dev", "v1", "ws").unwrap());
+        assert!(!fresh.is_dropped());
+        assert!(!Arc::ptr_eq(&fresh, &late));
     }
 }

@@ -47,6 +47,7 @@ pub fn prepare(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
             "spec.versions",
         ));
     }
+    causes.extend(invalid_schema_patterns(&versions));
     if !causes.is_empty() {
         return Err(ApiError::invalid_object(info, &name, causes));
     }
@@ -68,10 +69,26 @@ pub fn prepare(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
     Ok(())
 }
 
-/// Keep CRD defaults on update.
+/// The `pattern`s of the versions' schemas that are not regular expressions.
+fn invalid_schema_patterns(versions: &[Value]) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for (i, v) in versions.iter().enumerate() {
+        if let Some(schema) = v.get("schema").and_then(|s| s.get("openAPIV3Schema")) {
+            causes.extend(crate::schema::invalid_patterns(schema, &format!("spec.versions[{i}].schema.openAPIV3Schema")));
+        }
+    }
+    causes
+}
+
+/// Keep CRD defaults on update; refuse schemas with patterns that are not regular expressions.
 pub fn prepare_update(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
     if !is_crd(info) {
         return Ok(());
+    }
+    let versions = obj.get("spec").and_then(|v| v.get("versions")).and_then(Value::as_array).cloned().unwrap_or_default();
+    let causes = invalid_schema_patterns(&versions);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid_object(info, crate::registry::name_of(obj), causes));
     }
     if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
         spec.entry("conversion").or_insert_with(|| json!({"strategy": "None"}));

@@ -30,6 +30,7 @@ pub mod registry;
 pub mod schema;
 pub mod selector;
 pub mod serve;
+pub mod shape;
 pub mod status;
 pub mod store;
 pub mod tls;
@@ -74,11 +75,28 @@ pub struct Config {
     /// Serve HTTPS with a CA and serving certificate of the dev cluster's own (kept in the
     /// data dir, if any); the kubeconfig carries the CA.
     pub tls: bool,
+    /// Time a client has to send a request's headers, from when the server waits for them
+    /// (a kept-alive HTTP/1.1 connection that sends nothing more is closed after it too). The
+    /// real server's `ReadHeaderTimeout`: 32 s.
+    pub header_read_timeout: Duration,
+    /// Connections served at once; more wait in the listen backlog until one closes.
+    pub max_connections: usize,
+    /// A watch whose reader falls this many bytes of events behind is ended (cleanly, as the
+    /// real server ends a watcher it cannot keep up with; the client watches again).
+    pub watch_lag_limit: u64,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { token: None, data_dir: None, watch_history: 10_000, tls: false }
+        Config {
+            token: None,
+            data_dir: None,
+            watch_history: 10_000,
+            tls: false,
+            header_read_timeout: Duration::from_secs(32),
+            max_connections: 1000,
+            watch_lag_limit: store::WATCH_LAG_LIMIT,
+        }
     }
 }
 
@@ -109,27 +127,22 @@ impl DevCluster {
             }
             None => (None, Default::default()),
         };
-        let store = Store::new(1, config.watch_history.max(1), log);
+        // The restored resourceVersion is where every table's watch history starts: a watch
+        // from an older version cannot be served (the events before the restart are not kept)
+        // and is answered 410 Gone, as a real server answers one its watch cache cannot serve.
+        let restored_rv = loaded.objects.values().map(store::rv_of).fold(loaded.last_rv.max(1), u64::max);
+        let store = Store::new(restored_rv, config.watch_history.max(1), log).with_watch_lag_limit(config.watch_lag_limit);
         let cluster = Cluster::new(store, config.token.clone(), tls.as_ref().map(|t| t.ca_pem.clone()));
         let builtin_keys: std::collections::HashSet<String> =
             cluster.registry.all().iter().filter(|i| i.builtin).map(|i| i.storage.clone()).collect();
-        let mut max_rv = loaded.last_rv.max(1);
         for ((table, _, _), value) in loaded.objects {
-            let rv = value
-                .get("metadata")
-                .and_then(|v| v.get("resourceVersion"))
-                .and_then(|v| v.as_str())
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0);
-            max_rv = max_rv.max(rv);
             cluster.store.table(&table, builtin_keys.contains(&table)).load(value);
         }
-        cluster.store.bump_to(max_rv);
         crd::restore(&cluster);
         cluster.seed();
         let stop = cluster.stopping.clone();
-        let app = api::router(cluster.clone());
-        let server = tokio::spawn(serve::serve(listener, app, acceptor, stop.subscribe()));
+        let limits = serve::Limits { header_read_timeout: config.header_read_timeout, max_connections: config.max_connections };
+        let server = tokio::spawn(serve::serve(listener, api::router(cluster.clone()), acceptor, limits, stop.subscribe()));
         let gc = tokio::spawn(gc::run(cluster.clone()));
         Ok(DevCluster { addr, token: config.token, tls, cluster, stop, server: Some(server), gc })
     }

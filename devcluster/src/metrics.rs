@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -28,9 +30,33 @@ pub struct Key {
 #[derive(Default)]
 pub struct Metrics {
     counts: Mutex<BTreeMap<Key, u64>>,
+    /// Requests being answered: mutating, read-only (watches, which are long-running, left out).
+    mutating: Arc<AtomicI64>,
+    read_only: Arc<AtomicI64>,
+}
+
+/// One request being answered, counted while this lives.
+pub struct InFlight(Arc<AtomicI64>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Metrics {
+    /// Count a request as being answered until the guard is dropped.
+    pub fn in_flight(&self, mutating: bool) -> InFlight {
+        let gauge = if mutating { &self.mutating } else { &self.read_only };
+        gauge.fetch_add(1, Ordering::SeqCst);
+        InFlight(gauge.clone())
+    }
+
+    /// Mutating requests being answered now.
+    pub fn mutating_in_flight(&self) -> i64 {
+        self.mutating.load(Ordering::SeqCst)
+    }
+
     /// Count one request.
     pub fn count(&self, key: Key) {
         *self.counts.lock().entry(key).or_default() += 1;
@@ -47,6 +73,11 @@ impl Metrics {
                 "apiserver_request_total{{code=\"{}\",group=\"{}\",resource=\"{}\",subresource=\"{}\",verb=\"{}\",version=\"{}\"}} {v}",
                 k.code, k.group, k.resource, k.subresource, k.verb, k.version
             );
+        }
+        out.push_str("# HELP apiserver_current_inflight_requests Number of requests being answered, per request kind (watches are long-running and left out).\n");
+        out.push_str("# TYPE apiserver_current_inflight_requests gauge\n");
+        for (kind, gauge) in [("mutating", &self.mutating), ("readOnly", &self.read_only)] {
+            let _ = writeln!(out, "apiserver_current_inflight_requests{{request_kind=\"{kind}\"}} {}", gauge.load(Ordering::SeqCst));
         }
         out
     }

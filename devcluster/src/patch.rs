@@ -86,7 +86,7 @@ pub fn apply(format: Format, target: &mut Value, patch: &Value) -> ApiResult<()>
         Format::Json => {
             let ops: json_patch::Patch =
                 serde_json::from_value(patch.clone()).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            json_patch::patch(target, &ops).map_err(|_| rejected())
+            json_patch_bounded(target, &ops.0)
         }
         Format::Strategic => {
             strategic(target, patch, "");
@@ -97,6 +97,38 @@ pub fn apply(format: Format, target: &mut Value, patch: &Value) -> ApiResult<()>
             Ok(())
         }
     }
+}
+
+/// Most operations a JSON patch may hold (the real server's `maxJSONPatchOperations`).
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// Most bytes the `copy` operations of one JSON patch may add, together (the real server's
+/// `JSONPatchMaxCopyBytes`): other operations add no more than the patch body holds, but each
+/// copy can double the object.
+pub const MAX_JSON_PATCH_COPY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Apply JSON patch operations one at a time, as the real server does, with its bounds: too
+/// many operations is a 413, and copies adding more than [`MAX_JSON_PATCH_COPY_BYTES`] stop
+/// the patch (a bare 422) before the object grows further. `target` is left half-patched on
+/// error; callers patch a copy.
+fn json_patch_bounded(target: &mut Value, ops: &[json_patch::PatchOperation]) -> ApiResult<()> {
+    if ops.len() > MAX_JSON_PATCH_OPERATIONS {
+        return Err(ApiError::too_large(&format!(
+            "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
+            ops.len()
+        )));
+    }
+    let mut copied = 0usize;
+    for op in ops {
+        if let json_patch::PatchOperation::Copy(copy) = op {
+            copied += target.pointer(copy.from.as_str()).map_or(0, crate::store::encoded_len);
+            if copied > MAX_JSON_PATCH_COPY_BYTES {
+                return Err(rejected());
+            }
+        }
+        json_patch::patch_unsafe(target, std::slice::from_ref(op)).map_err(|_| rejected())?;
+    }
+    Ok(())
 }
 
 /// The merge key of a list at `path` (dotted, without indices) in built-in kinds.
@@ -235,5 +267,27 @@ mod tests {
         let err = apply(Format::Json, &mut v, &p).unwrap_err();
         assert_eq!(err.code, 422);
         assert_eq!(err.message, "the server rejected our request due to an error in our request");
+    }
+
+    #[test]
+    fn json_patches_are_bounded_in_operations_and_in_what_copies_add() {
+        // 24 copies of the object into itself would make it 16 million times larger
+        let doubling: Vec<Value> =
+            (0..24).map(|i| serde_json::json!({"op": "copy", "from": "/spec", "path": format!("/spec/c{i}")})).collect();
+        let mut v = serde_json::json!({"spec": {"text": "x".repeat(1024)}});
+        let err = apply(Format::Json, &mut v, &Value::Array(doubling)).unwrap_err();
+        assert_eq!((err.code, err.message.as_str()), (422, "the server rejected our request due to an error in our request"));
+        assert!(crate::store::encoded_len(&v) < 2 * MAX_JSON_PATCH_COPY_BYTES, "stopped before growing further");
+
+        let many: Vec<Value> =
+            (0..=MAX_JSON_PATCH_OPERATIONS).map(|_| serde_json::json!({"op": "test", "path": "/a", "value": 1})).collect();
+        let err = apply(Format::Json, &mut serde_json::json!({"a": 1}), &Value::Array(many)).unwrap_err();
+        assert_eq!(err.code, 413);
+        assert_eq!(err.message, "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001");
+
+        let mut v = serde_json::json!({"spec": {"a": 1}});
+        let ok = serde_json::json!([{"op": "copy", "from": "/spec/a", "path": "/spec/b"}, {"op": "test", "path": "/spec/b", "value": 1}]);
+        apply(Format::Json, &mut v, &ok).unwrap();
+        assert_eq!(v, serde_json::json!({"spec": {"a": 1, "b": 1}}));
     }
 }

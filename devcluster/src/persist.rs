@@ -125,15 +125,23 @@ impl Log {
         };
         create_private_dir(dir).map_err(io(dir))?;
         let path = dir.join(LOG);
-        let mut live = Objects::new();
+        // Per object, the record of the highest version wins: writers append after their
+        // commit, so two writes of one object may reach the log in either order.
+        let mut latest: BTreeMap<(String, String, String), (u64, Option<Value>)> = BTreeMap::new();
         let mut last_rv = 0u64;
         if let Ok(f) = File::open(&path) {
             for line in BufReader::new(f).split(b'\n') {
                 let Ok(line) = line else { break };
-                let Ok(rec) = serde_json::from_slice::<Value>(&line) else {
+                let Ok(mut rec) = serde_json::from_slice::<Value>(&line) else {
                     break;
                 };
-                last_rv = last_rv.max(rec["rv"].as_u64().unwrap_or(0));
+                let object = match rec.get_mut("o").map(Value::take) {
+                    Some(Value::Null) | None => None,
+                    Some(o) => Some(o),
+                };
+                // compacted records carry their version in the object only
+                let rv = rec["rv"].as_u64().unwrap_or_else(|| object.as_ref().map_or(0, crate::store::rv_of));
+                last_rv = last_rv.max(rv);
                 if rec.get("t").is_none() {
                     continue;
                 }
@@ -142,16 +150,12 @@ impl Log {
                     rec["ns"].as_str().unwrap_or("").to_string(),
                     rec["n"].as_str().unwrap_or("").to_string(),
                 );
-                match rec.get("o") {
-                    Some(Value::Null) | None => {
-                        live.remove(&key);
-                    }
-                    Some(o) => {
-                        live.insert(key, o.clone());
-                    }
+                if latest.get(&key).is_none_or(|(seen, _)| *seen <= rv) {
+                    latest.insert(key, (rv, object));
                 }
             }
         }
+        let live: Objects = latest.into_iter().filter_map(|(key, (_, object))| object.map(|o| (key, o))).collect();
         let encoded: Vec<(&str, &str, &str, Vec<u8>)> =
             live.iter().map(|((t, ns, n), o)| (t.as_str(), ns.as_str(), n.as_str(), serde_json::to_vec(o).unwrap_or_default())).collect();
         let size = rewrite(&path, last_rv, encoded.iter().map(|(t, ns, n, o)| (*t, *ns, *n, o.as_slice()))).map_err(io(&path))?;
@@ -251,6 +255,27 @@ mod tests {
         assert_eq!(live.last_rv, 3, "the deletion's version is remembered");
         let (_, again) = Log::open(dir.path()).unwrap();
         assert_eq!(again.last_rv, 3, "compaction keeps it");
+    }
+
+    #[test]
+    fn of_two_records_of_one_object_the_higher_version_wins_whatever_their_order() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (log, _) = Log::open(dir.path()).unwrap();
+            log.append("/configmaps", "ns", "a", 5, Some(br#"{"metadata":{"name":"a","resourceVersion":"5"}}"#));
+            log.append("/configmaps", "ns", "a", 4, Some(br#"{"metadata":{"name":"a","resourceVersion":"4"}}"#));
+            log.append("/configmaps", "ns", "b", 7, None);
+            let t = log.append("/configmaps", "ns", "b", 6, Some(br#"{"metadata":{"name":"b","resourceVersion":"6"}}"#));
+            log.sync(t);
+        }
+        for _ in 0..2 {
+            // the second time from the compacted log, whose records carry no version of their own
+            let (_, live) = Log::open(dir.path()).unwrap();
+            let objects: Vec<(&str, &Value)> =
+                live.objects.iter().map(|(k, v)| (k.2.as_str(), &v["metadata"]["resourceVersion"])).collect();
+            assert_eq!(objects, vec![("a", &json!("5"))]);
+            assert_eq!(live.last_rv, 7);
+        }
     }
 
     #[cfg(unix)]

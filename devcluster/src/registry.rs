@@ -353,6 +353,11 @@ impl Registry {
         }
     }
 
+    /// Whether any served resource is stored under `storage`.
+    pub fn serves_storage(&self, storage: &str) -> bool {
+        self.inner.read().values().any(|i| i.storage == storage)
+    }
+
     /// Remove all resources of a CRD.
     pub fn remove_crd(&self, group: &str, plural: &str) {
         self.set_crd(group, plural, Vec::new());

@@ -2,6 +2,9 @@
 //! `fieldValidation`), defaulting, and validation of types, enums, bounds and required
 //! fields with the real server's messages.
 
+use std::collections::HashMap;
+
+use regex::Regex;
 use serde_json::{Map, Value};
 
 use crate::status::Cause;
@@ -10,6 +13,8 @@ use crate::status::Cause;
 #[derive(Debug, Clone)]
 pub struct Schema {
     root: Value,
+    /// Every `pattern` of the schema, compiled once.
+    patterns: HashMap<String, Regex>,
 }
 
 /// Keys of ObjectMeta a client may send.
@@ -34,7 +39,13 @@ pub const META_FIELDS: &[&str] = &[
 impl Schema {
     /// Wrap a CRD version's `schema.openAPIV3Schema`.
     pub fn new(root: Value) -> Self {
-        Schema { root }
+        let mut patterns = HashMap::new();
+        walk_patterns(&root, "", &mut |pattern, _| {
+            if let Ok(re) = Regex::new(pattern) {
+                patterns.insert(pattern.to_string(), re);
+            }
+        });
+        Schema { root, patterns }
     }
 
     /// Whether the whole object keeps unknown fields.
@@ -89,7 +100,7 @@ impl Schema {
                     continue;
                 }
                 if let Some(v) = map.get(k) {
-                    validate_value(sub, v, k, &mut causes);
+                    validate_value(sub, v, k, &self.patterns, &mut causes);
                 }
             }
             for r in required(&self.root) {
@@ -208,7 +219,7 @@ fn show(v: &Value) -> String {
     }
 }
 
-fn validate_value(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) {
+fn validate_value(schema: &Value, v: &Value, path: &str, patterns: &HashMap<String, Regex>, causes: &mut Vec<Cause>) {
     if v.is_null() && schema.get("nullable").and_then(Value::as_bool) == Some(true) {
         return;
     }
@@ -274,18 +285,23 @@ fn validate_value(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>
                 path,
             ));
         }
+        if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
+            && patterns.get(pattern).is_some_and(|re| !re.is_match(s))
+        {
+            causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {s:?}: {path} in body should match '{pattern}'"), path));
+        }
     }
     match v {
         Value::Object(map) => {
             if let Some(props) = schema.get("properties").and_then(Value::as_object) {
                 for (k, sub) in props {
                     if let Some(child) = map.get(k) {
-                        validate_value(sub, child, &format!("{path}.{k}"), causes);
+                        validate_value(sub, child, &format!("{path}.{k}"), patterns, causes);
                     }
                 }
             } else if let Some(add) = schema.get("additionalProperties").filter(|a| a.is_object()) {
                 for (k, child) in map {
-                    validate_value(add, child, &format!("{path}.{k}"), causes);
+                    validate_value(add, child, &format!("{path}.{k}"), patterns, causes);
                 }
             }
             for r in required(schema) {
@@ -297,7 +313,7 @@ fn validate_value(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {
-                    validate_value(item_schema, item, &format!("{path}[{i}]"), causes);
+                    validate_value(item_schema, item, &format!("{path}[{i}]"), patterns, causes);
                 }
             }
         }
@@ -310,6 +326,55 @@ fn num(v: &Value) -> String {
         Some(f) if f.fract() == 0.0 => format!("{}", f as i64),
         _ => v.to_string(),
     }
+}
+
+/// Calls `f` with every `pattern` of a schema and its field path (`properties[spec].pattern`
+/// style, as the real server names schema fields), `path` being the schema's own.
+fn walk_patterns(schema: &Value, path: &str, f: &mut impl FnMut(&str, &str)) {
+    let Some(map) = schema.as_object() else { return };
+    if let Some(p) = map.get("pattern").and_then(Value::as_str) {
+        f(p, &format!("{path}.pattern"));
+    }
+    for key in ["properties", "patternProperties", "definitions", "dependencies"] {
+        for (name, sub) in map.get(key).and_then(Value::as_object).into_iter().flatten() {
+            walk_patterns(sub, &format!("{path}.{key}[{name}]"), f);
+        }
+    }
+    for key in ["items", "additionalProperties", "additionalItems", "not"] {
+        if let Some(sub) = map.get(key) {
+            walk_patterns(sub, &format!("{path}.{key}"), f);
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        for (i, sub) in map.get(key).and_then(Value::as_array).into_iter().flatten().enumerate() {
+            walk_patterns(sub, &format!("{path}.{key}[{i}]"), f);
+        }
+    }
+}
+
+/// The `pattern`s of a CRD version's schema that are not regular expressions, refused as the
+/// real server refuses them when the CRD is written; `path` is the schema's field path
+/// (`spec.versions[0].schema.openAPIV3Schema`).
+pub fn invalid_patterns(schema: &Value, path: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    walk_patterns(schema, path, &mut |pattern, field| {
+        if let Err(e) = Regex::new(pattern) {
+            let why = go_regexp_error(&e);
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                format!("Invalid value: {pattern:?}: must be a valid regular expression, but isn't: error parsing regexp: {why}"),
+                field,
+            ));
+        }
+    });
+    causes
+}
+
+/// The gist of a regex error on one line (the `regex` crate draws the pattern with a caret
+/// under the problem; Go writes `error parsing regexp: <what>: `<where>``).
+fn go_regexp_error(e: &regex::Error) -> String {
+    let text = e.to_string();
+    text.lines().rev().find_map(|l| l.trim().strip_prefix("error: ")).unwrap_or(text.lines().next().unwrap_or("")).trim().to_string()
 }
 
 /// Unknown keys of `metadata` (reported as `metadata.<key>`).
@@ -330,7 +395,8 @@ mod tests {
             "spec": {"type": "object", "required": ["size"], "properties": {
                 "size": {"type": "integer", "minimum": 0},
                 "mode": {"type": "string", "default": "auto"},
-                "color": {"type": "string", "enum": ["red", "green", "blue"]}}},
+                "color": {"type": "string", "enum": ["red", "green", "blue"]},
+                "code": {"type": "string", "pattern": "^[a-z]+$"}}},
             "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}))
     }
 
@@ -359,11 +425,27 @@ mod tests {
                 "Unsupported value: \"purple\": supported values: \"red\", \"green\", \"blue\"",
             ),
             (json!({"spec": {}}), "Required value"),
+            (json!({"spec": {"size": 1, "code": "ab1"}}), "Invalid value: \"ab1\": spec.code in body should match '^[a-z]+$'"),
         ];
         for (obj, msg) in table {
             let causes = widget().validate(&obj);
             assert_eq!(causes.len(), 1, "{obj}");
             assert_eq!(causes[0].message, msg);
         }
+    }
+
+    #[test]
+    fn patterns_that_are_not_regular_expressions_are_named_by_their_schema_path() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "ok": {"type": "string", "pattern": "^a+$"},
+            "bad": {"type": "array", "items": {"type": "string", "pattern": "(a"}}}}}});
+        let causes = invalid_patterns(&schema, "spec.versions[0].schema.openAPIV3Schema");
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].field, "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[bad].items.pattern");
+        assert!(
+            causes[0].message.starts_with("Invalid value: \"(a\": must be a valid regular expression, but isn't: error parsing regexp: "),
+            "{}",
+            causes[0].message
+        );
     }
 }

@@ -119,9 +119,16 @@ impl ApiError {
         )
     }
 
-    /// 413 RequestEntityTooLarge.
-    pub fn too_large() -> Self {
-        Self::new(413, "RequestEntityTooLarge", "the request is too large")
+    /// 413 RequestEntityTooLarge: `Request entity too large: <why>`, as the real server words it
+    /// (`limit is 3145728` for a body over the limit).
+    pub fn too_large(why: &str) -> Self {
+        Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: {why}"))
+    }
+
+    /// The answer of a write whose object is larger than etcd takes (a 500 without a reason,
+    /// etcd's own words, as the real server passes them on).
+    pub fn object_too_large() -> Self {
+        Self::internal("etcdserver: request is too large")
     }
 
     /// 401 Unauthorized.

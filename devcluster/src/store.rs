@@ -108,6 +108,8 @@ pub struct Event {
     pub obj: Arc<Obj>,
     /// The object before the change (MODIFIED and DELETED).
     pub prev: Option<Arc<Obj>>,
+    /// Bytes of the table's events before this one, ever (to tell how far behind a watcher is).
+    start: u64,
     line: OnceLock<Bytes>,
 }
 
@@ -128,6 +130,103 @@ pub fn encode_event(kind: &str, object: &[u8]) -> Bytes {
     out.put_slice(b"}\n");
     out.freeze()
 }
+
+/// A write decided and serialized outside the lock, waiting for its resourceVersion.
+enum Prepared {
+    Keep,
+    Put(Value, Encoded),
+    Delete(Value, Encoded),
+}
+
+/// An object's JSON split where its resourceVersion's value goes: the version is handed out
+/// under the table's lock, and putting it in is then a copy, not a serialization.
+#[derive(Debug)]
+struct Encoded {
+    /// Up to and including `"resourceVersion":` (the whole object if it has no metadata).
+    head: Vec<u8>,
+    /// What follows the version's value (`None`: the object has no metadata to put it in).
+    tail: Option<Vec<u8>>,
+}
+
+impl Encoded {
+    /// Serialize `value`, with `metadata.resourceVersion` where the object will carry it.
+    fn new(mut value: Value) -> (Value, Encoded) {
+        set_rv(&mut value, 0); // its place among the metadata keys
+        let mut out = Encoded { head: Vec::with_capacity(256), tail: None };
+        let Some(map) = value.as_object() else {
+            out.head = serde_json::to_vec(&value).unwrap_or_default();
+            return (value, out);
+        };
+        out.head.push(b'{');
+        for (i, (k, v)) in map.iter().enumerate() {
+            let buf = out.buf();
+            write_key(buf, i, k);
+            match v.as_object() {
+                Some(meta) if k == "metadata" => {
+                    buf.push(b'{');
+                    for (j, (mk, mv)) in meta.iter().enumerate() {
+                        let buf = out.buf();
+                        write_key(buf, j, mk);
+                        if mk == "resourceVersion" {
+                            out.tail = Some(Vec::with_capacity(256));
+                        } else {
+                            let _ = serde_json::to_writer(&mut *buf, mv);
+                        }
+                    }
+                    out.buf().push(b'}');
+                }
+                _ => {
+                    let _ = serde_json::to_writer(&mut *buf, v);
+                }
+            }
+        }
+        out.buf().push(b'}');
+        (value, out)
+    }
+
+    /// The buffer being written: the head until the version's place, then the tail.
+    fn buf(&mut self) -> &mut Vec<u8> {
+        self.tail.as_mut().unwrap_or(&mut self.head)
+    }
+
+    /// The length of the object's JSON, but for the version's digits.
+    fn len(&self) -> usize {
+        self.head.len() + self.tail.as_ref().map_or(0, |t| t.len() + 2)
+    }
+
+    /// The stored object at version `rv`.
+    fn into_obj(self, mut value: Value, rv: u64, strip_type: bool) -> Arc<Obj> {
+        let bytes = match self.tail {
+            None => Bytes::from(self.head),
+            Some(tail) => {
+                let digits = rv.to_string();
+                let mut out = BytesMut::with_capacity(self.head.len() + digits.len() + 2 + tail.len());
+                out.put_slice(&self.head);
+                out.put_u8(b'"');
+                out.put_slice(digits.as_bytes());
+                out.put_u8(b'"');
+                out.put_slice(&tail);
+                out.freeze()
+            }
+        };
+        set_rv(&mut value, rv);
+        let type_prefix = if strip_type { type_prefix_len(&value) } else { 0 };
+        Arc::new(Obj { value, bytes, type_prefix, rv })
+    }
+}
+
+/// `,"key":` (without the comma for the first key of an object).
+fn write_key(buf: &mut Vec<u8>, index: usize, key: &str) {
+    if index > 0 {
+        buf.push(b',');
+    }
+    let _ = serde_json::to_writer(&mut *buf, key);
+    buf.push(b':');
+}
+
+/// The largest object stored: etcd's default request limit (`--max-request-bytes`, 1.5 MiB),
+/// here on the object's JSON (a real server stores built-ins as protobuf, a little smaller).
+pub const MAX_OBJECT_BYTES: usize = 1024 * 1024 * 3 / 2;
 
 /// What a write closure decides.
 pub enum Write {
@@ -162,6 +261,13 @@ struct Inner {
 struct History {
     events: VecDeque<Arc<Event>>,
     oldest: u64,
+    /// Bytes of all events ever pushed (their lines' lengths).
+    total: u64,
+}
+
+/// The length of an event's line: `{"type":"MODIFIED","object":` + object + `}\n`.
+fn line_len(kind: EventType, obj: &Obj) -> u64 {
+    (obj.bytes.len() + kind.as_str().len() + 22) as u64
 }
 
 /// The objects of one resource (all its versions and shapes).
@@ -175,6 +281,7 @@ pub struct Table {
     counter: Arc<AtomicU64>,
     strip_type: bool,
     cap: usize,
+    lag_limit: u64,
     log: Option<Arc<Log>>,
 }
 
@@ -210,9 +317,11 @@ impl Table {
         }
     }
 
-    /// Apply `f` to the current object and commit what it decides, atomically: `f` runs
-    /// outside the table lock (so writers of different objects work in parallel) and is run
-    /// again if the object changed before the commit.
+    /// Apply `f` to the current object and commit what it decides, atomically, as the real
+    /// server's `GuaranteedUpdate`: `f` and the serialization of what it decides run outside
+    /// the table lock (so a slow patch delays no reader and no writer of another object), and
+    /// run again if the object changed before the commit. Under the lock: the pointer check, the
+    /// resourceVersion, one copy of the prepared bytes, the insert and the event.
     pub fn write<R>(
         &self,
         ns: &str,
@@ -220,9 +329,27 @@ impl Table {
         mut f: impl FnMut(Option<&Arc<Obj>>) -> ApiResult<(Write, R)>,
     ) -> ApiResult<(Option<Written>, R)> {
         let key = (ns.to_string(), name.to_string());
-        let (mut inner, current, decision, extra) = loop {
+        let (mut inner, current, prepared, extra) = loop {
             let seen = self.inner.lock().objects.get(&key).cloned();
             let (decision, extra) = f(seen.as_ref())?;
+            let prepared = match decision {
+                Write::Keep => Prepared::Keep,
+                Write::Put(value) => {
+                    let (value, encoded) = Encoded::new(value);
+                    if encoded.len() > MAX_OBJECT_BYTES {
+                        return Err(crate::status::ApiError::object_too_large());
+                    }
+                    Prepared::Put(value, encoded)
+                }
+                // the final state of the object, at the deletion's version
+                Write::Delete => match &seen {
+                    None => Prepared::Keep,
+                    Some(prev) => {
+                        let (value, encoded) = Encoded::new(prev.value.clone());
+                        Prepared::Delete(value, encoded)
+                    }
+                },
+            };
             let inner = self.inner.lock();
             let now = inner.objects.get(&key);
             let same = match (now, seen.as_ref()) {
@@ -231,51 +358,48 @@ impl Table {
                 _ => false,
             };
             if same {
-                break (inner, seen, decision, extra);
+                break (inner, seen, prepared, extra);
             }
         };
-        let mut ticket = None;
-        let written = match decision {
-            Write::Keep => current.map(Written::Stored),
-            Write::Put(mut value) => {
+        let changed = !matches!(prepared, Prepared::Keep);
+        let written = match prepared {
+            Prepared::Keep => current.map(Written::Stored),
+            Prepared::Put(value, encoded) => {
                 let rv = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
-                set_rv(&mut value, rv);
-                let obj = Obj::new(value, rv, self.strip_type);
-                if let Some(log) = &self.log {
-                    ticket = Some(log.append(&self.key, ns, name, rv, Some(&obj.bytes[..])));
-                }
+                let obj = encoded.into_obj(value, rv, self.strip_type);
                 inner.objects.insert(key, obj.clone());
                 let kind = if current.is_some() { EventType::Modified } else { EventType::Added };
                 self.push(&mut inner, rv, kind, obj.clone(), current);
                 Some(Written::Stored(obj))
             }
-            Write::Delete => match inner.objects.remove(&key) {
-                None => None,
-                Some(prev) => {
-                    let rv = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
-                    let mut value = prev.value.clone();
-                    set_rv(&mut value, rv);
-                    let obj = Obj::new(value, rv, self.strip_type);
-                    if let Some(log) = &self.log {
-                        ticket = Some(log.append(&self.key, ns, name, rv, None));
-                    }
-                    self.push(&mut inner, rv, EventType::Deleted, obj.clone(), Some(prev));
-                    Some(Written::Deleted(obj))
-                }
-            },
+            Prepared::Delete(value, encoded) => {
+                let prev = inner.objects.remove(&key);
+                let rv = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
+                let obj = encoded.into_obj(value, rv, self.strip_type);
+                self.push(&mut inner, rv, EventType::Deleted, obj.clone(), prev);
+                Some(Written::Deleted(obj))
+            }
         };
         drop(inner);
-        // flushed after the table lock is released: concurrent writers share one flush
-        if let (Some(log), Some(t)) = (&self.log, ticket) {
-            log.sync(t);
+        // Logged after the table lock is released (the log keeps, per object, the record of the
+        // highest version, whatever the order of appends) and flushed before the answer:
+        // concurrent writers share one flush.
+        if let (Some(log), Some(w), true) = (&self.log, &written, changed) {
+            let ticket = match w {
+                Written::Stored(obj) => log.append(&self.key, ns, name, obj.rv, Some(&obj.bytes[..])),
+                Written::Deleted(obj) => log.append(&self.key, ns, name, obj.rv, None),
+            };
+            log.sync(ticket);
         }
         Ok((written, extra))
     }
 
     fn push(&self, _inner: &mut Inner, rv: u64, kind: EventType, obj: Arc<Obj>, prev: Option<Arc<Obj>>) {
-        let event = Arc::new(Event { rv, kind, obj, prev, line: OnceLock::new() });
         let dropped = {
             let mut h = self.history.write();
+            let size = line_len(kind, &obj);
+            let event = Arc::new(Event { rv, kind, obj, prev, start: h.total, line: OnceLock::new() });
+            h.total += size;
             h.events.push_back(event);
             let mut dropped = Vec::new();
             while h.events.len() > self.cap {
@@ -290,14 +414,30 @@ impl Table {
         self.changed.send_replace(rv);
     }
 
-    /// Events after `rv`, or `TooOld` if history no longer reaches back to it.
-    pub fn events_after(&self, rv: u64) -> Result<Vec<Arc<Event>>, TooOld> {
+    /// Events after `rv`, as many as fit in `budget` bytes of lines (at least one), or
+    /// `TooOld` if history no longer reaches back to it.
+    pub fn events_after(&self, rv: u64, budget: u64) -> Result<Vec<Arc<Event>>, TooOld> {
         let h = self.history.read();
         if rv < h.oldest {
             return Err(TooOld { oldest: h.oldest });
         }
         let start = h.events.partition_point(|e| e.rv <= rv);
-        Ok(h.events.range(start..).cloned().collect())
+        let Some(first) = h.events.get(start) else { return Ok(Vec::new()) };
+        let until = first.start.saturating_add(budget.max(1));
+        Ok(h.events.range(start..).take_while(|e| e.start < until).cloned().collect())
+    }
+
+    /// How many bytes of event lines the history holds after `rv`: how far behind a watcher
+    /// at `rv` is.
+    pub fn behind(&self, rv: u64) -> u64 {
+        let h = self.history.read();
+        let start = h.events.partition_point(|e| e.rv <= rv);
+        h.events.get(start).map_or(0, |e| h.total - e.start)
+    }
+
+    /// A watcher this many bytes of events behind is ended (see [`Store::new`]).
+    pub fn lag_limit(&self) -> u64 {
+        self.lag_limit
     }
 
     /// Whether the table was dropped: watches on it end.
@@ -319,12 +459,33 @@ impl Table {
 
     /// Insert an object as loaded from disk (no event, rv kept).
     pub fn load(&self, value: Value) {
-        let rv =
-            value.get("metadata").and_then(|v| v.get("resourceVersion")).and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let rv = rv_of(&value);
         let key = (crate::registry::namespace_of(&value).to_string(), crate::registry::name_of(&value).to_string());
         let obj = Obj::new(value, rv, self.strip_type);
         self.inner.lock().objects.insert(key, obj);
     }
+}
+
+/// The length of `value` serialized as JSON, without keeping the bytes.
+pub fn encoded_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// `metadata.resourceVersion` as a number (0 if absent or not a number).
+pub fn rv_of(value: &Value) -> u64 {
+    value.get("metadata").and_then(|v| v.get("resourceVersion")).and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
 /// Write `metadata.resourceVersion`.
@@ -339,38 +500,67 @@ pub struct Store {
     counter: Arc<AtomicU64>,
     tables: RwLock<HashMap<String, Arc<Table>>>,
     cap: usize,
+    lag_limit: u64,
     log: Option<Arc<Log>>,
 }
+
+/// A watcher that falls this many bytes of events behind is ended, unless set otherwise.
+pub const WATCH_LAG_LIMIT: u64 = 64 * 1024 * 1024;
 
 impl Store {
     /// An empty store starting at resourceVersion `start`, keeping `cap` events per table.
     pub fn new(start: u64, cap: usize, log: Option<Arc<Log>>) -> Self {
-        Store { counter: Arc::new(AtomicU64::new(start)), tables: RwLock::default(), cap, log }
+        Store { counter: Arc::new(AtomicU64::new(start)), tables: RwLock::default(), cap, lag_limit: WATCH_LAG_LIMIT, log }
+    }
+
+    /// End watchers that fall `bytes` of events behind (the real server's cacher ends a
+    /// watcher whose buffer stays full; its client watches again from where it was).
+    pub fn with_watch_lag_limit(mut self, bytes: u64) -> Self {
+        self.lag_limit = bytes.max(1);
+        self
     }
 
     /// The table stored under `key`, created on first use.
     pub fn table(&self, key: &str, builtin: bool) -> Arc<Table> {
+        self.table_if(key, builtin, || true)
+    }
+
+    /// The table stored under `key`; created on first use only if `served()` says the resource
+    /// is still served, else a detached table that is already dropped. `served` is asked under
+    /// the store's lock, which [`Store::drop_table`] takes too: a request that looked its
+    /// resource up before the resource went (a deleted CRD) cannot bring the table back, and a
+    /// watch it opens ends at once.
+    pub fn table_if(&self, key: &str, builtin: bool, served: impl FnOnce() -> bool) -> Arc<Table> {
         if let Some(t) = self.tables.read().get(key) {
             return t.clone();
         }
         let mut tables = self.tables.write();
-        tables
-            .entry(key.to_string())
-            .or_insert_with(|| {
-                let rv = self.counter.load(Ordering::SeqCst);
-                Arc::new(Table {
-                    key: key.to_string(),
-                    inner: Mutex::new(Inner { objects: BTreeMap::new() }),
-                    history: RwLock::new(History { events: VecDeque::new(), oldest: rv }),
-                    changed: watch::channel(rv).0,
-                    dropped: AtomicBool::new(false),
-                    counter: self.counter.clone(),
-                    strip_type: builtin,
-                    cap: self.cap,
-                    log: self.log.clone(),
-                })
-            })
-            .clone()
+        if let Some(t) = tables.get(key) {
+            return t.clone();
+        }
+        let table = self.new_table(key, builtin);
+        if !served() {
+            table.dropped.store(true, Ordering::SeqCst);
+            return table;
+        }
+        tables.insert(key.to_string(), table.clone());
+        table
+    }
+
+    fn new_table(&self, key: &str, builtin: bool) -> Arc<Table> {
+        let rv = self.counter.load(Ordering::SeqCst);
+        Arc::new(Table {
+            key: key.to_string(),
+            inner: Mutex::new(Inner { objects: BTreeMap::new() }),
+            history: RwLock::new(History { events: VecDeque::new(), oldest: rv, total: 0 }),
+            changed: watch::channel(rv).0,
+            dropped: AtomicBool::new(false),
+            counter: self.counter.clone(),
+            strip_type: builtin,
+            cap: self.cap,
+            lag_limit: self.lag_limit,
+            log: self.log.clone(),
+        })
     }
 
     /// Forget a table (after its objects were deleted) and end its watches, as a real API
@@ -410,11 +600,6 @@ impl Store {
     pub fn persistent(&self) -> bool {
         self.log.is_some()
     }
-
-    /// Raise the counter to at least `rv` (after loading from disk).
-    pub fn bump_to(&self, rv: u64) {
-        self.counter.fetch_max(rv, Ordering::SeqCst);
-    }
 }
 
 #[cfg(test)]
@@ -438,9 +623,63 @@ mod tests {
             t.write("ns", &format!("c{i}"), |_| Ok((Write::Put(json!({"metadata": {}})), ()))).unwrap();
         }
         assert_eq!(store.current_rv(), 13);
-        assert!(t.events_after(10).is_err(), "history keeps only 2 events");
-        let evs = t.events_after(11).unwrap();
+        assert!(t.events_after(10, u64::MAX).is_err(), "history keeps only 2 events");
+        let evs = t.events_after(11, u64::MAX).unwrap();
         assert_eq!(evs.iter().map(|e| e.rv).collect::<Vec<_>>(), vec![12, 13]);
+        // a budget of one line gives one event, of none still one
+        let sizes: Vec<u64> = evs.iter().map(|e| line_len(e.kind, &e.obj)).collect();
+        assert_eq!(sizes, evs.iter().map(|e| e.line().len() as u64).collect::<Vec<_>>());
+        let one = sizes[0];
+        assert_eq!(t.events_after(11, one).unwrap().len(), 1);
+        assert_eq!(t.events_after(11, 0).unwrap().len(), 1);
+        assert_eq!(t.events_after(11, one + 1).unwrap().len(), 2);
+        assert_eq!((t.behind(11), t.behind(12), t.behind(13)), (sizes[0] + sizes[1], sizes[1], 0));
+    }
+
+    #[test]
+    fn an_object_serialized_before_its_version_is_known_reads_as_one_serialized_after() {
+        let cases = [
+            json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "a", "resourceVersion": "3", "uid": "u"}, "data": {"k": "\"v\""}}),
+            json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "b"}, "spec": {"x": [1, 2.5, null, true]}}),
+            json!({"metadata": {}}),
+            json!({"no": "metadata"}),
+            json!({"metadata": "not an object"}),
+        ];
+        for value in cases {
+            let (kept, encoded) = Encoded::new(value.clone());
+            let obj = encoded.into_obj(kept, 42, true);
+            let mut want = value.clone();
+            set_rv(&mut want, 42);
+            assert_eq!(obj.bytes, Bytes::from(serde_json::to_vec(&want).unwrap()), "{value}");
+            assert_eq!(obj.value, want);
+            assert_eq!(obj.type_prefix, Obj::new(want, 42, true).type_prefix);
+        }
+    }
+
+    #[test]
+    fn a_slow_write_holds_no_lock_readers_and_other_writers_need() {
+        let store = Store::new(0, 10, None);
+        let t = store.table("/configmaps", true);
+        t.write("ns", "other", |_| Ok((Write::Put(json!({"metadata": {"name": "other"}})), ()))).unwrap();
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let slow = {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                t.write("ns", "slow", |_| {
+                    let _ = started_tx.send(());
+                    let _ = release_rx.recv_timeout(std::time::Duration::from_secs(10));
+                    Ok((Write::Put(json!({"metadata": {"name": "slow"}})), ()))
+                })
+            })
+        };
+        started_rx.recv().unwrap();
+        // while the slow write computes, another object is read and written
+        assert!(t.get("ns", "other").is_some());
+        t.write("ns", "other", |_| Ok((Write::Put(json!({"metadata": {"name": "other", "labels": {"a": "b"}}})), ()))).unwrap();
+        release_tx.send(()).unwrap();
+        slow.join().unwrap().unwrap();
+        assert_eq!(t.get("ns", "slow").map(|o| o.rv), Some(3));
     }
 
     #[test]

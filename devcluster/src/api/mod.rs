@@ -145,7 +145,7 @@ async fn answer(cluster: Arc<Cluster>, req: Request) -> Response {
     let method = parts.method.clone();
     let raw = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(b) => b,
-        Err(_) => return error(&ApiError::too_large()),
+        Err(_) => return error(&ApiError::too_large(&format!("limit is {MAX_BODY}"))),
     };
     match segs.as_slice() {
         [] => json_response(200, &discovery::root_paths(), &[]),
@@ -169,29 +169,34 @@ async fn answer(cluster: Arc<Cluster>, req: Request) -> Response {
     }
 }
 
-/// Run a resource request. With persistence, writes wait for the disk; they run on the
-/// blocking pool so that many can wait together and share one flush (group commit).
+/// Run a resource request, in the shape the client asked for.
 async fn dispatch(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], method: Method, ctx: Ctx, raw: Bytes) -> Response {
     // A metadata-only answer is cut from the whole one; a watch cuts each event itself.
     let metadata = match ctx.shape() {
         negotiate::Shape::Metadata { list, version } if !(method == Method::GET && ctx.flag("watch")) => Some((list, version)),
         _ => None,
     };
-    let response = written(cluster, group, version, rest, method, ctx, raw).await;
+    let response = answered(cluster, group, version, rest, method, ctx, raw).await;
     match metadata {
         Some((list, version)) => negotiate::transform(response, list, version).await,
         None => response,
     }
 }
 
-/// `resource`, on the blocking pool for writes that wait for the disk.
-async fn written(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], method: Method, ctx: Ctx, raw: Bytes) -> Response {
-    if method == Method::GET || !cluster.store.persistent() {
+/// Answer a resource request. Writes run on the blocking pool: a heavy one (a large object to
+/// patch, validate and serialize) must not hold up the runtime's workers and with them every
+/// other request; and with persistence many writers wait for the disk together and share one
+/// flush (group commit). Reads are answered in place.
+async fn answered(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], method: Method, ctx: Ctx, raw: Bytes) -> Response {
+    if method == Method::GET {
+        let _in_flight = (!ctx.flag("watch")).then(|| cluster.metrics.in_flight(false));
         return resource(cluster, group, version, rest, method, ctx, raw);
     }
+    let in_flight = cluster.metrics.in_flight(true);
     let (cluster, group, version) = (cluster.clone(), group.to_string(), version.to_string());
     let rest: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
     tokio::task::spawn_blocking(move || {
+        let _in_flight = in_flight;
         let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
         resource(&cluster, &group, &version, &rest, method, ctx, raw)
     })

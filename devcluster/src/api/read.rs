@@ -266,20 +266,17 @@ pub fn watch(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
     };
     if initial || rv.is_none_or(|r| r == 0) {
         let (items, snap_rv) = table.list(t.namespace.as_deref());
-        let mut chunk = BytesMut::new();
+        let mut frames = Frames::default();
         for obj in &items {
             if matches(&w.info, &w.labels, &w.fields, obj) {
-                let line = w.encode("ADDED", obj, None);
-                chunk.put_slice(&line);
+                w.emit(&mut frames, "ADDED", obj, None);
             }
         }
         w.cursor = snap_rv;
         if initial && bookmarks {
-            chunk.put_slice(&w.bookmark(snap_rv, true));
+            frames.line(w.bookmark(snap_rv, true));
         }
-        if !chunk.is_empty() {
-            w.pending.push_back(chunk.freeze());
-        }
+        w.pending.extend(frames.into_frames());
     } else if let Some(r) = rv {
         w.cursor = r;
     }
@@ -293,8 +290,78 @@ pub fn watch(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
     resp
 }
 
+/// Lines at least this long go out as frames of their own, the object's bytes shared with the
+/// store and every other watcher; shorter ones are copied into one chunk (one write for many).
+const SHARE_FROM: usize = 16 * 1024;
+
+/// Bytes of history events a watcher takes at a time: what it holds beyond the shared bytes.
+const DRAIN_BUDGET: u64 = 1024 * 1024;
+
+/// A watcher's outgoing frames being built.
+#[derive(Default)]
+struct Frames {
+    out: VecDeque<Bytes>,
+    chunk: BytesMut,
+}
+
+impl Frames {
+    /// A whole line (`{"type":..,"object":..}\n`).
+    fn line(&mut self, line: Bytes) {
+        if line.len() >= SHARE_FROM {
+            self.flush();
+            self.out.push_back(line);
+        } else {
+            self.chunk.put_slice(&line);
+        }
+    }
+
+    /// The line of an event of `kind` for an object's bytes, which a large object keeps shared.
+    fn object(&mut self, kind: &'static str, object: &Bytes) {
+        let head = match kind {
+            "ADDED" => &b"{\"type\":\"ADDED\",\"object\":"[..],
+            "MODIFIED" => &b"{\"type\":\"MODIFIED\",\"object\":"[..],
+            _ => &b"{\"type\":\"DELETED\",\"object\":"[..],
+        };
+        if object.len() >= SHARE_FROM {
+            self.flush();
+            self.out.extend([Bytes::from_static(head), object.clone(), Bytes::from_static(b"}\n")]);
+        } else {
+            self.chunk.put_slice(head);
+            self.chunk.put_slice(object);
+            self.chunk.put_slice(b"}\n");
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.chunk.is_empty() {
+            self.out.push_back(self.chunk.split().freeze());
+        }
+    }
+
+    fn into_frames(mut self) -> VecDeque<Bytes> {
+        self.flush();
+        self.out
+    }
+}
+
 impl Watcher {
-    fn encode(&mut self, kind: &str, obj: &Obj, shared: Option<&Event>) -> Bytes {
+    /// Add the line of an event of `kind` for `obj` (`shared`: the history's event, whose line
+    /// is encoded once for all watchers).
+    fn emit(&mut self, frames: &mut Frames, kind: &'static str, obj: &Obj, shared: Option<&Event>) {
+        if self.as_table || self.as_metadata.is_some() || self.info.is_events_v1() {
+            let line = self.encode(kind, obj);
+            frames.line(line);
+            return;
+        }
+        match shared {
+            Some(ev) if ev.kind.as_str() == kind => frames.line(ev.line()),
+            _ => frames.object(kind, &obj.bytes),
+        }
+    }
+
+    /// The line of an object served in another shape (Table rows, PartialObjectMetadata,
+    /// events.k8s.io Events).
+    fn encode(&mut self, kind: &str, obj: &Obj) -> Bytes {
         if self.as_table {
             let header = !self.table_header_sent;
             self.table_header_sent = true;
@@ -314,14 +381,8 @@ impl Watcher {
             let v = super::negotiate::partial(&obj.value, version);
             return encode_event(kind, &serde_json::to_vec(&v).unwrap_or_default());
         }
-        if self.info.is_events_v1() {
-            let v = builtin::event_from_core(&obj.value);
-            return encode_event(kind, &serde_json::to_vec(&v).unwrap_or_default());
-        }
-        match shared {
-            Some(ev) if ev.kind.as_str() == kind => ev.line(),
-            _ => encode_event(kind, &obj.bytes),
-        }
+        let v = builtin::event_from_core(&obj.value);
+        encode_event(kind, &serde_json::to_vec(&v).unwrap_or_default())
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
@@ -344,9 +405,16 @@ impl Watcher {
         self.in_scope(obj) && matches(&self.info, &self.labels, &self.fields, obj)
     }
 
-    /// Turn new history events into one chunk; false if the history no longer reaches the cursor.
+    /// Turn new history events (up to [`DRAIN_BUDGET`] bytes of them) into frames; false if
+    /// the watch ends: the history no longer reaches the cursor (410), or the reader fell
+    /// further behind than the table's lag limit (a clean end, as the real server ends a
+    /// watcher it cannot keep up with).
     fn drain(&mut self) -> bool {
-        let events = match self.table.events_after(self.cursor) {
+        if self.table.behind(self.cursor) > self.table.lag_limit() {
+            self.done = true;
+            return false;
+        }
+        let events = match self.table.events_after(self.cursor, DRAIN_BUDGET) {
             Ok(e) => e,
             Err(too_old) => {
                 let status = ApiError::expired(format!("too old resource version: {} ({})", self.cursor, too_old.oldest)).to_status();
@@ -355,32 +423,27 @@ impl Watcher {
                 return false;
             }
         };
-        let mut chunk = BytesMut::new();
+        let mut frames = Frames::default();
         for ev in &events {
             self.cursor = ev.rv;
             let now = self.sel(&ev.obj);
             let before = ev.prev.as_ref().is_some_and(|p| self.sel(p));
-            let line = match ev.kind {
-                EventType::Added if now => Some(self.encode("ADDED", &ev.obj, Some(ev))),
-                EventType::Modified if now && before => Some(self.encode("MODIFIED", &ev.obj, Some(ev))),
-                EventType::Modified if now => Some(self.encode("ADDED", &ev.obj, Some(ev))),
+            match ev.kind {
+                EventType::Added if now => self.emit(&mut frames, "ADDED", &ev.obj, Some(ev)),
+                EventType::Modified if now && before => self.emit(&mut frames, "MODIFIED", &ev.obj, Some(ev)),
+                EventType::Modified if now => self.emit(&mut frames, "ADDED", &ev.obj, Some(ev)),
                 EventType::Modified if before => {
                     let prev = ev.prev.as_ref().expect("previous object");
                     let mut v = prev.value.clone();
                     crate::store::set_rv(&mut v, ev.rv);
                     let o = Obj::new(v, ev.rv, false);
-                    Some(self.encode("DELETED", &o, None))
+                    self.emit(&mut frames, "DELETED", &o, None);
                 }
-                EventType::Deleted if now || before => Some(self.encode("DELETED", &ev.obj, Some(ev))),
-                _ => None,
-            };
-            if let Some(l) = line {
-                chunk.put_slice(&l);
+                EventType::Deleted if now || before => self.emit(&mut frames, "DELETED", &ev.obj, Some(ev)),
+                _ => {}
             }
         }
-        if !chunk.is_empty() {
-            self.pending.push_back(chunk.freeze());
-        }
+        self.pending.extend(frames.into_frames());
         true
     }
 
@@ -475,6 +538,24 @@ const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_objects_go_out_as_the_bytes_every_watcher_shares_and_small_ones_in_one_chunk() {
+        let big = Obj::new(json!({"metadata": {"name": "big"}, "data": {"a": "x".repeat(SHARE_FROM)}}), 7, false);
+        let small = Obj::new(json!({"metadata": {"name": "small"}}), 8, false);
+        let mut frames = Frames::default();
+        frames.object("ADDED", &small.bytes);
+        frames.object("ADDED", &small.bytes);
+        frames.object("MODIFIED", &big.bytes);
+        frames.line(Bytes::from_static(b"{\"type\":\"BOOKMARK\"}\n"));
+        let out: Vec<Bytes> = frames.into_frames().into();
+        assert_eq!(out.len(), 5, "the small ones in one chunk, the big one in three frames, the bookmark");
+        assert!(out.iter().any(|f| f.as_ptr() == big.bytes.as_ptr() && f.len() == big.bytes.len()), "shared, not copied");
+        let all: Vec<u8> = out.concat();
+        let want =
+            [encode_event("ADDED", &small.bytes), encode_event("ADDED", &small.bytes), encode_event("MODIFIED", &big.bytes)].concat();
+        assert_eq!(&all[..want.len()], &want[..]);
+    }
 
     #[test]
     fn watch_timeouts_are_int64_seconds_clamped_where_the_clock_ends() {

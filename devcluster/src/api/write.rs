@@ -14,9 +14,26 @@ use crate::registry::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult};
 
-fn write_opts(ctx: &Ctx) -> ApiResult<WriteOpts> {
+/// `dryRun`: absent, or `All`; anything else is refused before the request is looked at, as
+/// the real server's `Validate{Create,Update,Patch,Delete}Options` refuse it (422 naming the
+/// options kind, with Go's `%#v` of the values).
+fn dry_run<'a>(options: &str, values: impl IntoIterator<Item = &'a str>) -> ApiResult<bool> {
+    let values: Vec<&str> = values.into_iter().collect();
+    if values.iter().all(|v| *v == "All") {
+        return Ok(!values.is_empty());
+    }
+    let shown: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+    let cause = crate::status::Cause::new(
+        "FieldValueNotSupported",
+        format!("Unsupported value: []string{{{}}}: supported values: \"All\"", shown.join(", ")),
+        "dryRun",
+    );
+    Err(ApiError::invalid(&format!("{options}.meta.k8s.io"), "meta.k8s.io", options, "", vec![cause]))
+}
+
+fn write_opts(ctx: &Ctx, options: &str) -> ApiResult<WriteOpts> {
     Ok(WriteOpts {
-        dry_run: ctx.q("dryRun").is_some_and(|d| d == "All"),
+        dry_run: dry_run(options, ctx.q("dryRun"))?,
         manager: ctx.manager(),
         validation: Validation::parse(ctx.q("fieldValidation"))?,
         force: ctx.flag("force"),
@@ -42,7 +59,7 @@ fn reply(info: &ResourceInfo, r: ApiResult<Reply>) -> Response {
 /// POST.
 pub fn create(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response {
     let r = (|| {
-        let opts = write_opts(ctx)?;
+        let opts = write_opts(ctx, "CreateOptions")?;
         let body = ops::parse_body(&t.info, raw)?;
         let dup = ops::check_duplicates(&t.info, raw, opts.validation)?;
         ops::create(cluster, &t.info, t.namespace.as_deref().unwrap_or(""), body, &opts).map(|mut r| {
@@ -56,7 +73,7 @@ pub fn create(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response 
 /// PUT.
 pub fn update(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response {
     let r = (|| {
-        let opts = write_opts(ctx)?;
+        let opts = write_opts(ctx, "UpdateOptions")?;
         let body = ops::parse_body(&t.info, raw)?;
         ops::check_duplicates(&t.info, raw, opts.validation)?;
         if t.sub.as_deref() == Some("finalize") {
@@ -72,7 +89,7 @@ pub fn patch(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response {
     let r = (|| {
         let ct = ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
         let format = Format::from_content_type(ct).ok_or_else(ApiError::unsupported_media_type)?;
-        let opts = write_opts(ctx)?;
+        let opts = write_opts(ctx, "PatchOptions")?;
         ops::patch(cluster, &t.info, t.namespace.as_deref().unwrap_or(""), t.name.as_deref().unwrap_or(""), sub(t), format, raw, &opts)
     })();
     reply(&t.info, r)
@@ -95,8 +112,8 @@ fn delete_opts(ctx: &Ctx, raw: &[u8]) -> ApiResult<DeleteOpts> {
             None => None,
         };
     }
-    let dry = ctx.q("dryRun").is_some_and(|d| d == "All")
-        || body.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|d| d == "All"));
+    let in_body = body.get("dryRun").and_then(Value::as_array).map(|a| a.iter().map(|d| d.as_str().unwrap_or("")).collect::<Vec<_>>());
+    let dry = dry_run("DeleteOptions", ctx.q("dryRun").into_iter().chain(in_body.into_iter().flatten()))?;
     Ok(DeleteOpts {
         dry_run: dry,
         propagation,

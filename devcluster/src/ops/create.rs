@@ -12,6 +12,7 @@ use crate::{builtin, crd, validate};
 /// Create `body` in namespace `ns` ("" for cluster-scoped resources).
 pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value, opts: &WriteOpts) -> ApiResult<Reply> {
     check_type(info, &mut body)?;
+    super::check_shape(info, &body)?;
     let mut warnings = Vec::new();
     if info.is_events_v1() {
         warnings = prune_unknown(info, &mut body, opts.validation)?;

@@ -116,6 +116,26 @@ pub fn parse_body(info: &ResourceInfo, raw: &[u8]) -> ApiResult<Value> {
     }
 }
 
+/// Refuse a body whose values do not fit the kind's Go types, as the real server's decoder
+/// does: 400 `ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot
+/// unmarshal ...`.
+pub fn check_shape(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
+    crate::shape::check(info, obj).map_err(|e| {
+        ApiError::bad_request(format!("{} in version \"{}\" cannot be handled as a {}: {e}", info.kind, info.version, info.kind))
+    })
+}
+
+/// Refuse a patched object whose values do not fit the kind's Go types, as the real server
+/// does after applying a JSON, merge or strategic patch: 422 with the patched object quoted.
+pub fn check_patched_shape(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
+    let Err(why) = crate::shape::check(info, obj) else { return Ok(()) };
+    let patched = serde_json::to_string(obj).unwrap_or_default();
+    let cause = format!("Invalid value: {patched:?}: {why}");
+    let mut e = ApiError::invalid_plain(format!(" \"\" is invalid: patch: {cause}"));
+    e.details = Some(Box::new(json!({"causes": [{"reason": "FieldValueInvalid", "message": cause, "field": "patch"}]})));
+    Err(e)
+}
+
 /// Check (and fill in) `apiVersion` and `kind` of a body sent to `info`'s endpoint.
 pub fn check_type(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
     let api_version = info.api_version();

@@ -35,6 +35,7 @@ pub fn update(
     opts: &WriteOpts,
 ) -> ApiResult<Reply> {
     check_type(info, &mut body)?;
+    super::check_shape(info, &body)?;
     if info.is_events_v1() {
         // Pruned in the group's shape; `reconcile` sees the stored core shape.
         super::prune_unknown(info, &mut body, opts.validation)?;
@@ -75,6 +76,7 @@ pub fn patch(
     commit(cluster, info, ns, name, sub, opts, move |current| {
         let mut target = if events_v1 { builtin::event_from_core(current) } else { current.clone() };
         patch::apply(format, &mut target, &parsed)?;
+        super::check_patched_shape(info, &target)?;
         if events_v1 {
             check_type(info, &mut target)?;
             super::prune_unknown(info, &mut target, opts.validation)?;
