@@ -20,6 +20,7 @@ pub mod builtin;
 pub mod cluster;
 pub mod crd;
 pub mod gc;
+pub mod jsonpath;
 pub mod managed;
 pub mod metrics;
 pub mod ops;

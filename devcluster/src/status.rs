@@ -99,6 +99,18 @@ impl ApiError {
         Self::new(500, "", message)
     }
 
+    /// 500 InternalError, as `apierrors.NewInternalError` writes it.
+    pub fn internal_error(why: impl Into<String>) -> Self {
+        let why = why.into();
+        Self::new(500, "InternalError", format!("Internal error occurred: {why}")).with_details(json!({"causes": [{"message": why}]}))
+    }
+
+    /// 500 with reason `Unknown`: what the real server answers for an error its storage
+    /// returned without a Status (a plain Go error).
+    pub fn unknown(message: impl Into<String>) -> Self {
+        Self::new(500, "Unknown", message)
+    }
+
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed(verb: &str, info: &ResourceInfo) -> Self {
         Self::new(405, "MethodNotAllowed", format!("{verb} is not supported on resources of kind \"{}\"", info.qualified()))

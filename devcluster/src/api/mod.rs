@@ -235,13 +235,14 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
     if namespace.is_none() && info.namespaced && (name.is_some() || method == Method::POST) {
         return error(&ApiError::page_not_found());
     }
-    if let Some(s) = &sub {
-        let ok = (s == "status" && info.status_subresource)
-            || (s == "finalize" && info.plural == "namespaces")
-            || (s == "scale" && info.builtin && info.plural == "deployments");
-        if !ok {
+    if let Some(s) = &sub
+        && info.subresource(s).is_none()
+    {
+        if info.builtin {
             return not_found();
         }
+        // the CRD handler's answer for a subresource the CRD does not define
+        return error(&ApiError::not_found(&info, name.as_deref().unwrap_or("")));
     }
     let target = Target { info: info.clone(), namespace, name, sub };
     let content_type = ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();

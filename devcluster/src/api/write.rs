@@ -14,7 +14,7 @@ use crate::registry::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult};
 
-fn write_opts(ctx: &Ctx) -> ApiResult<WriteOpts> {
+pub(super) fn write_opts(ctx: &Ctx) -> ApiResult<WriteOpts> {
     Ok(WriteOpts {
         dry_run: ctx.q("dryRun").is_some_and(|d| d == "All"),
         manager: ctx.manager(),

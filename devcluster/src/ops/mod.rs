@@ -116,6 +116,14 @@ pub fn parse_body(info: &ResourceInfo, raw: &[u8]) -> ApiResult<Value> {
     }
 }
 
+/// What a custom resource's validation says of an object about to be stored: its schema,
+/// then its `scale` fields (empty for built-ins).
+pub fn custom_causes(info: &ResourceInfo, obj: &Value) -> Vec<crate::status::Cause> {
+    let mut causes = info.schema.as_ref().map(|s| s.validate(obj)).unwrap_or_default();
+    causes.extend(crate::crd::scale_field_causes(info, obj));
+    causes
+}
+
 /// Check (and fill in) `apiVersion` and `kind` of a body sent to `info`'s endpoint.
 pub fn check_type(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
     let api_version = info.api_version();

@@ -19,6 +19,20 @@ pub enum Subresource {
     Main,
     /// `/status`.
     Status,
+    /// `/scale`: the object as the main resource writes it (the scale handler changes only
+    /// the replicas), recorded in managedFields under the subresource `scale`.
+    Scale,
+}
+
+impl Subresource {
+    /// The `subresource` of the managedFields entries of writes through it.
+    pub fn field_manager_name(self) -> Option<&'static str> {
+        match self {
+            Subresource::Main => None,
+            Subresource::Status => Some("status"),
+            Subresource::Scale => Some("scale"),
+        }
+    }
 }
 
 /// The patch format of a PATCH request.
@@ -139,7 +153,7 @@ fn commit_with(
         } else if same_content(&new, old) {
             return Ok((Write::Keep, None));
         }
-        managed::record_update(info, &mut new, Some(old), opts.manager.as_deref(), (sub == Subresource::Status).then_some("status"));
+        managed::record_update(info, &mut new, Some(old), opts.manager.as_deref(), sub.field_manager_name());
         let new = super::normalize_order(new);
         if opts.dry_run {
             return Ok((Write::Keep, Some(new)));
@@ -274,7 +288,7 @@ fn reconcile(
             }
             n
         }
-        Subresource::Main => {
+        Subresource::Main | Subresource::Scale => {
             if info.status_subresource {
                 match old.get("status") {
                     Some(s) => wanted["status"] = s.clone(),
@@ -338,10 +352,10 @@ fn reconcile(
     crd::prepare_update(info, &mut new)?;
     if let Some(schema) = &info.schema {
         schema.apply_defaults(&mut new);
-        let causes = schema.validate(&new);
-        if !causes.is_empty() {
-            return Err(ApiError::invalid_object(info, name, causes));
-        }
+    }
+    let causes = super::custom_causes(info, &new);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid_object(info, name, causes));
     }
     if has_generation(info) && spec_part(&new) != spec_part(old) {
         let g = old.get("metadata").and_then(|v| v.get("generation")).and_then(Value::as_i64).unwrap_or(0);
