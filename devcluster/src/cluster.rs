@@ -9,6 +9,7 @@ use tokio::sync::Notify;
 use crate::metrics::Metrics;
 use crate::registry::{Registry, ResourceInfo};
 use crate::store::{Store, Table};
+use crate::token::TokenKey;
 
 /// Everything the server serves from.
 pub struct Cluster {
@@ -22,6 +23,8 @@ pub struct Cluster {
     pub gc: Notify,
     /// The required bearer token, if any.
     pub token: Option<String>,
+    /// Signs and checks the service account tokens the cluster issues.
+    pub token_key: TokenKey,
     /// Set to true when the server stops: open watches end.
     pub stopping: tokio::sync::watch::Sender<bool>,
 }
@@ -35,6 +38,7 @@ impl Cluster {
             metrics: Metrics::default(),
             gc: Notify::new(),
             token,
+            token_key: TokenKey::new(),
             stopping: tokio::sync::watch::channel(false).0,
         })
     }

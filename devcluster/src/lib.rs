@@ -32,6 +32,7 @@ pub mod schema;
 pub mod selector;
 pub mod status;
 pub mod store;
+pub mod token;
 pub mod validate;
 
 use std::path::{Path, PathBuf};
@@ -60,7 +61,8 @@ pub enum Error {
 /// How to run the dev cluster.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Require this bearer token on every request (401 otherwise).
+    /// Require this bearer token, or a service account token the cluster issued, on every
+    /// request (401 otherwise).
     pub token: Option<String>,
     /// Keep objects in this directory across restarts.
     pub data_dir: Option<PathBuf>,

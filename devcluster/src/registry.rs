@@ -155,8 +155,24 @@ impl ResourceInfo {
                 verbs: GET_PATCH_UPDATE,
             });
         }
-        if self.builtin && self.group.is_empty() && self.plural == "namespaces" {
-            out.push(own("finalize", &["update"]));
+        let other = |name, group, version, kind: &str| ServedSubresource {
+            name,
+            group_version: Some((group, version)),
+            kind: kind.into(),
+            verbs: &["create"],
+        };
+        if !self.builtin || !self.group.is_empty() {
+            return out;
+        }
+        match self.plural.as_str() {
+            "namespaces" => out.push(own("finalize", &["update"])),
+            "pods" => {
+                out.push(ServedSubresource { group_version: None, ..other("binding", "", "", "Binding") });
+                out.push(own("ephemeralcontainers", GET_PATCH_UPDATE));
+                out.push(other("eviction", "policy", "v1", "Eviction"));
+            }
+            "serviceaccounts" => out.push(other("token", "authentication.k8s.io", "v1", "TokenRequest")),
+            _ => {}
         }
         out
     }

@@ -2,6 +2,7 @@
 //! parameters and headers into verb options, and encodes answers (objects, lists, Tables,
 //! watch streams, Status errors) as kube-apiserver does.
 
+mod actions;
 mod discovery;
 mod read;
 mod scale;
@@ -119,7 +120,7 @@ async fn answer(cluster: Arc<Cluster>, req: Request) -> Response {
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|t| t.trim() == token);
+            .is_some_and(|t| t.trim() == token || crate::ops::token_request::accepts(&cluster, t.trim()));
         if !ok && !is_health {
             return error(&ApiError::unauthorized());
         }
@@ -235,14 +236,25 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
     if namespace.is_none() && info.namespaced && (name.is_some() || method == Method::POST) {
         return error(&ApiError::page_not_found());
     }
-    if let Some(s) = &sub
-        && info.subresource(s).is_none()
-    {
-        if info.builtin {
-            return not_found();
+    if let Some(s) = &sub {
+        let Some(served) = info.subresource(s) else {
+            if info.builtin {
+                return not_found();
+            }
+            // the CRD handler's answer for a subresource the CRD does not define
+            return error(&ApiError::not_found(&info, name.as_deref().unwrap_or("")));
+        };
+        let wanted = match method {
+            Method::GET => "get",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            Method::POST => "create",
+            Method::DELETE => "delete",
+            _ => "",
+        };
+        if !served.verbs.contains(&wanted) {
+            return error(&ApiError::method_not_allowed(method.as_str(), &info));
         }
-        // the CRD handler's answer for a subresource the CRD does not define
-        return error(&ApiError::not_found(&info, name.as_deref().unwrap_or("")));
     }
     let target = Target { info: info.clone(), namespace, name, sub };
     let content_type = ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
@@ -299,10 +311,10 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
         (&Method::DELETE, false) => "DELETECOLLECTION",
         _ => "OTHER",
     };
-    let response = if target.sub.as_deref() == Some("scale") {
-        scale::handle(cluster, &target, &ctx, &method, &raw)
-    } else {
-        match verb {
+    let response = match target.sub.as_deref() {
+        Some("scale") => scale::handle(cluster, &target, &ctx, &method, &raw),
+        Some("eviction" | "binding" | "token") => actions::handle(cluster, &target, &ctx, &raw),
+        _ => match verb {
             "GET" => read::get(cluster, &target, &ctx),
             "LIST" => read::list(cluster, &target, &ctx),
             "WATCH" => read::watch(cluster, &target, &ctx),
@@ -312,7 +324,7 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
             "DELETE" => write::delete(cluster, &target, &ctx, &raw),
             "DELETECOLLECTION" => write::delete_collection(cluster, &target, &ctx, &raw),
             _ => error(&ApiError::method_not_allowed(method.as_str(), &info)),
-        }
+        },
     };
     cluster.metrics.count(Key {
         verb,

@@ -143,20 +143,11 @@ fn parse_scale(raw: &[u8]) -> ApiResult<Value> {
 /// `spec.replicas` of a requested Scale, an int32 (absent is 0, as Go decodes it).
 fn replicas_of(scale: &Value) -> ApiResult<i64> {
     let v = scale.get("spec").and_then(|s| s.get("replicas")).unwrap_or(&Value::Null);
-    let what = match v {
-        Value::Null => return Ok(0),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) if i32::try_from(i).is_ok() => return Ok(i),
-            _ => format!("number {n}"),
-        },
-        Value::String(_) => "string".into(),
-        Value::Bool(_) => "bool".into(),
-        Value::Array(_) => "array".into(),
-        Value::Object(_) => "object".into(),
-    };
-    Err(ApiError::bad_request(format!(
-        "Scale in version \"v1\" cannot be handled as a Scale: json: cannot unmarshal {what} into Go struct field ScaleSpec.spec.replicas of type int32"
-    )))
+    match v {
+        Value::Null => Ok(0),
+        Value::Number(n) if n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()) => Ok(n.as_i64().unwrap_or(0)),
+        other => Err(ApiError::cannot_decode("Scale", "v1", "ScaleSpec.spec.replicas", "int32", other)),
+    }
 }
 
 /// The Scale of `obj` and whether its spec replicas were found (`scaleFromCustomResource`;

@@ -25,7 +25,11 @@ pub(super) fn write_opts(ctx: &Ctx) -> ApiResult<WriteOpts> {
 }
 
 fn sub(t: &Target) -> Subresource {
-    if t.sub.as_deref() == Some("status") { Subresource::Status } else { Subresource::Main }
+    match t.sub.as_deref() {
+        Some("status") => Subresource::Status,
+        Some("ephemeralcontainers") => Subresource::EphemeralContainers,
+        _ => Subresource::Main,
+    }
 }
 
 fn reply(info: &ResourceInfo, r: ApiResult<Reply>) -> Response {
@@ -84,10 +88,17 @@ fn delete_opts(ctx: &Ctx, raw: &[u8]) -> ApiResult<DeleteOpts> {
     } else {
         serde_json::from_slice(raw).map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
     };
+    delete_opts_from(Some(ctx), &body)
+}
+
+/// DeleteOptions from a body (a DELETE's, or an Eviction's `deleteOptions`) and, for a
+/// DELETE, the query parameters, which win.
+pub(super) fn delete_opts_from(query: Option<&Ctx>, body: &Value) -> ApiResult<DeleteOpts> {
+    let q = |k: &str| query.and_then(|c| c.q(k));
     let policy =
-        ctx.q("propagationPolicy").map(String::from).or_else(|| body.get("propagationPolicy").and_then(Value::as_str).map(String::from));
+        q("propagationPolicy").map(String::from).or_else(|| body.get("propagationPolicy").and_then(Value::as_str).map(String::from));
     let mut propagation = policy.as_deref().filter(|p| !p.is_empty()).map(Propagation::parse).transpose()?;
-    let orphan = ctx.flag_given("orphanDependents").or_else(|| body.get("orphanDependents").and_then(Value::as_bool));
+    let orphan = query.and_then(|c| c.flag_given("orphanDependents")).or_else(|| body.get("orphanDependents").and_then(Value::as_bool));
     if propagation.is_none() {
         propagation = match orphan {
             Some(true) => Some(Propagation::Orphan),
@@ -95,7 +106,7 @@ fn delete_opts(ctx: &Ctx, raw: &[u8]) -> ApiResult<DeleteOpts> {
             None => None,
         };
     }
-    let dry = ctx.q("dryRun").is_some_and(|d| d == "All")
+    let dry = q("dryRun").is_some_and(|d| d == "All")
         || body.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|d| d == "All"));
     Ok(DeleteOpts {
         dry_run: dry,

@@ -2,16 +2,21 @@
 //! resource, the request's body and options, and answers the object or Status the real
 //! server would, committing through one locked read-modify-write on the object's table.
 
+mod binding;
 mod create;
 mod delete;
+mod eviction;
+pub mod token_request;
 pub(crate) mod update;
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+pub use binding::bind;
 pub use create::create;
 pub use delete::{DeleteOpts, Propagation, delete, delete_collection, delete_namespace_finally};
+pub use eviction::evict;
 pub use update::{PatchKind, Subresource, patch, update};
 
 use crate::registry::ResourceInfo;
@@ -83,6 +88,11 @@ pub enum Body {
 /// The current time as RFC 3339 with seconds.
 pub fn now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// The Status a POST to an action subresource (eviction, binding) answers with 201.
+pub fn created_success() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
 }
 
 /// A random suffix for generateName.

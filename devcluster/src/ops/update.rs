@@ -22,6 +22,9 @@ pub enum Subresource {
     /// `/scale`: the object as the main resource writes it (the scale handler changes only
     /// the replicas), recorded in managedFields under the subresource `scale`.
     Scale,
+    /// A Pod's `/ephemeralcontainers`: only `spec.ephemeralContainers` changes, and existing
+    /// ephemeral containers may be neither removed nor changed.
+    EphemeralContainers,
 }
 
 impl Subresource {
@@ -31,6 +34,7 @@ impl Subresource {
             Subresource::Main => None,
             Subresource::Status => Some("status"),
             Subresource::Scale => Some("scale"),
+            Subresource::EphemeralContainers => Some("ephemeralcontainers"),
         }
     }
 }
@@ -265,14 +269,7 @@ fn reconcile(
         && !uid.is_empty()
         && uid != cur_uid
     {
-        let why = format!(
-                "StorageError: invalid object, Code: 4, Key: /registry/{}/{}{}/{name}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {cur_uid}",
-                if info.group.is_empty() { "" } else { info.group.as_str() },
-                info.plural,
-                if ns.is_empty() { String::new() } else { format!("/{ns}") }
-            )
-            .replace("/registry//", "/registry/");
-        return Err(ApiError::conflict_msg(info, name, &why));
+        return Err(ApiError::storage_precondition(info, ns, name, &format!("UID in precondition: {uid}, UID in object meta: {cur_uid}")));
     }
     let warnings = prune_unknown(info, &mut wanted, opts.validation)?;
     let mut new = match sub {
@@ -283,6 +280,19 @@ fn reconcile(
                 None => {
                     if let Some(m) = n.as_object_mut() {
                         m.remove("status");
+                    }
+                }
+            }
+            n
+        }
+        Subresource::EphemeralContainers => {
+            // the real strategy keeps the old pod and takes only its ephemeral containers
+            let mut n = old.clone();
+            match wanted.get("spec").and_then(|s| s.get("ephemeralContainers")) {
+                Some(ec) if !ec.is_null() => n["spec"]["ephemeralContainers"] = ec.clone(),
+                _ => {
+                    if let Some(spec) = n.get_mut("spec").and_then(Value::as_object_mut) {
+                        spec.remove("ephemeralContainers");
                     }
                 }
             }
@@ -349,6 +359,12 @@ fn reconcile(
         return Err(ApiError::invalid_object(info, name, causes));
     }
     builtin::prepare(info, &mut new, Some(old))?;
+    if sub == Subresource::EphemeralContainers {
+        let causes = builtin::ephemeral_container_causes(&new, old);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid_object(info, name, causes));
+        }
+    }
     crd::prepare_update(info, &mut new)?;
     if let Some(schema) = &info.schema {
         schema.apply_defaults(&mut new);
