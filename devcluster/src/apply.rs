@@ -96,8 +96,8 @@ fn entry(info: &ResourceInfo, manager: &str, set: Value, sub: Subresource) -> Va
     e.insert("time".into(), json!(crate::ops::now()));
     e.insert("fieldsType".into(), json!("FieldsV1"));
     e.insert("fieldsV1".into(), set);
-    if sub == Subresource::Status {
-        e.insert("subresource".into(), json!("status"));
+    if let Some(name) = sub.field_manager_name() {
+        e.insert("subresource".into(), json!(name));
     }
     Value::Object(e)
 }

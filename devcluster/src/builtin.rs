@@ -154,7 +154,7 @@ fn service(obj: &mut Value, old: Option<&Value>) {
 }
 
 fn pod_spec(spec: &mut Map<String, Value>) {
-    for list in ["containers", "initContainers"] {
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
         if let Some(Value::Array(cs)) = spec.get_mut(list) {
             for c in cs.iter_mut().filter_map(Value::as_object_mut) {
                 let image = c.get("image").and_then(Value::as_str).unwrap_or("");
@@ -183,6 +183,111 @@ fn pod(obj: &mut Value) {
     }
     if obj.get("status").is_none() {
         obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+    }
+}
+
+/// Container fields an ephemeral container may not set (`allowedEphemeralContainerFields`),
+/// in the order the real validation reports them.
+const NOT_FOR_EPHEMERAL: &[&str] =
+    &["ports", "resources", "resizePolicy", "restartPolicy", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle"];
+
+/// What the real `ValidatePodEphemeralContainersUpdate` says of a Pod written through
+/// `/ephemeralcontainers`: each ephemeral container is valid (name, image, a name unique among
+/// all containers, an existing target, no fields reserved for regular containers), and the
+/// ones that existed are neither removed nor changed.
+pub fn ephemeral_container_causes(new: &Value, old: &Value) -> Vec<Cause> {
+    let list = |pod: &Value, key: &str| -> Vec<Value> {
+        pod.get("spec").and_then(|s| s.get(key)).and_then(Value::as_array).cloned().unwrap_or_default()
+    };
+    let name_of = |c: &Value| c.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+    let others: Vec<String> = list(new, "containers").iter().chain(list(new, "initContainers").iter()).map(name_of).collect();
+    let mut all = others.clone();
+    let mut causes = Vec::new();
+    let ephemeral = list(new, "ephemeralContainers");
+    for (i, ec) in ephemeral.iter().enumerate() {
+        let at = |f: &str| format!("spec.ephemeralContainers[{i}].{f}");
+        let name = name_of(ec);
+        if name.is_empty() {
+            causes.push(Cause::new("FieldValueRequired", "Required value", at("name")));
+        } else if let Err(why) = crate::validate::dns_label(&name) {
+            causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {name:?}: {why}"), at("name")));
+        }
+        if ec.get("image").and_then(Value::as_str).is_none_or(str::is_empty) {
+            causes.push(Cause::new("FieldValueRequired", "Required value", at("image")));
+        }
+        if all.contains(&name) {
+            causes.push(Cause::new("FieldValueDuplicate", format!("Duplicate value: {name:?}"), at("name")));
+        } else {
+            all.push(name);
+        }
+        if let Some(target) = ec.get("targetContainerName").and_then(Value::as_str).filter(|t| !t.is_empty())
+            && !others.iter().any(|o| o == target)
+        {
+            causes.push(Cause::new("FieldValueNotFound", format!("Not found: {target:?}"), at("targetContainerName")));
+        }
+        for field in NOT_FOR_EPHEMERAL {
+            let set = ec.get(*field).is_some_and(|v| match v {
+                Value::Null => false,
+                Value::Object(m) => !m.is_empty(),
+                Value::Array(a) => !a.is_empty(),
+                Value::String(s) => !s.is_empty(),
+                _ => true,
+            });
+            if set {
+                causes.push(Cause::new("FieldValueForbidden", "Forbidden: cannot be set for an Ephemeral Container", at(field)));
+            }
+        }
+    }
+    for before in list(old, "ephemeralContainers") {
+        let name = name_of(&before);
+        match ephemeral.iter().find(|e| name_of(e) == name) {
+            None => causes.push(Cause::new(
+                "FieldValueForbidden",
+                format!("Forbidden: existing ephemeral containers {name:?} may not be removed\n"),
+                "spec.ephemeralContainers",
+            )),
+            Some(now) if *now != before => causes.push(Cause::new(
+                "FieldValueForbidden",
+                format!("Forbidden: existing ephemeral containers {name:?} may not be changed\n"),
+                format!("spec.ephemeralContainers[{name}]"),
+            )),
+            Some(_) => {}
+        }
+    }
+    causes
+}
+
+/// `podutil.UpdatePodCondition` with status True: add the condition `kind`, or update it
+/// (its transition time kept when it was True already). Empty reason and message are left out.
+pub fn set_pod_condition(pod: &mut Value, kind: &str, reason: &str, message: &str) {
+    let mut condition = json!({"type": kind, "status": "True", "lastProbeTime": null, "lastTransitionTime": crate::ops::now()});
+    if !reason.is_empty() {
+        condition["reason"] = json!(reason);
+    }
+    if !message.is_empty() {
+        condition["message"] = json!(message);
+    }
+    set_condition(pod, condition);
+}
+
+/// `meta.SetStatusCondition` / `UpdatePodCondition`: replace the condition of that type in
+/// `status.conditions` (keeping its transition time when its status is unchanged) or add it.
+pub fn set_condition(obj: &mut Value, mut condition: Value) {
+    if !obj["status"].is_object() {
+        obj["status"] = json!({});
+    }
+    if !obj["status"]["conditions"].is_array() {
+        obj["status"]["conditions"] = json!([]);
+    }
+    let list = obj["status"]["conditions"].as_array_mut().expect("an array");
+    match list.iter_mut().find(|c| c["type"] == condition["type"]) {
+        Some(existing) => {
+            if existing["status"] == condition["status"] {
+                condition["lastTransitionTime"] = existing["lastTransitionTime"].clone();
+            }
+            *existing = condition;
+        }
+        None => list.push(condition),
     }
 }
 

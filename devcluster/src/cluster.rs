@@ -9,6 +9,7 @@ use tokio::sync::Notify;
 use crate::metrics::Metrics;
 use crate::registry::{Registry, ResourceInfo};
 use crate::store::{Store, Table};
+use crate::token::TokenKey;
 
 /// Everything the server serves from.
 pub struct Cluster {
@@ -24,6 +25,8 @@ pub struct Cluster {
     pub token: Option<String>,
     /// With TLS, the CA certificate (PEM) every namespace's `kube-root-ca.crt` carries.
     pub ca_pem: Option<String>,
+    /// Signs and checks the service account tokens the cluster issues.
+    pub token_key: TokenKey,
     /// Set to true when the server stops: open watches end.
     pub stopping: tokio::sync::watch::Sender<bool>,
 }
@@ -38,6 +41,7 @@ impl Cluster {
             gc: Notify::new(),
             token,
             ca_pem,
+            token_key: TokenKey::new(),
             stopping: tokio::sync::watch::channel(false).0,
         })
     }

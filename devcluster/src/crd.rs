@@ -7,7 +7,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::cluster::Cluster;
-use crate::registry::{ALL_VERBS, PrinterColumn, ResourceInfo};
+use crate::jsonpath::SimplePath;
+use crate::registry::{ALL_VERBS, PrinterColumn, ResourceInfo, ScalePaths, ScaleSelector};
 use crate::schema::Schema;
 use crate::status::{ApiError, ApiResult, Cause};
 use crate::store::Write;
@@ -48,6 +49,7 @@ pub fn prepare(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
         ));
     }
     causes.extend(invalid_schema_patterns(&versions));
+    causes.extend(scale_path_causes(&versions));
     if !causes.is_empty() {
         return Err(ApiError::invalid_object(info, &name, causes));
     }
@@ -80,13 +82,15 @@ fn invalid_schema_patterns(versions: &[Value]) -> Vec<Cause> {
     causes
 }
 
-/// Keep CRD defaults on update; refuse schemas with patterns that are not regular expressions.
+/// Keep CRD defaults on update, and check what `prepare` checks of the versions (patterns
+/// that are not regular expressions, scale paths).
 pub fn prepare_update(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
     if !is_crd(info) {
         return Ok(());
     }
     let versions = obj.get("spec").and_then(|v| v.get("versions")).and_then(Value::as_array).cloned().unwrap_or_default();
-    let causes = invalid_schema_patterns(&versions);
+    let mut causes = invalid_schema_patterns(&versions);
+    causes.extend(scale_path_causes(&versions));
     if !causes.is_empty() {
         return Err(ApiError::invalid_object(info, crate::registry::name_of(obj), causes));
     }
@@ -94,6 +98,79 @@ pub fn prepare_update(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
         spec.entry("conversion").or_insert_with(|| json!({"strategy": "None"}));
     }
     Ok(())
+}
+
+/// What the real server's `ValidateCustomResourceDefinitionSubresources` says of each
+/// version's `subresources.scale` paths.
+fn scale_path_causes(versions: &[Value]) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for (i, version) in versions.iter().enumerate() {
+        let Some(scale) = version.get("subresources").and_then(|v| v.get("scale")).filter(|s| !s.is_null()) else {
+            continue;
+        };
+        let field = |name: &str| format!("spec.versions[{i}].subresources.scale.{name}");
+        let text = |name: &str| scale.get(name).and_then(Value::as_str).unwrap_or("").to_string();
+        let mut check = |name: &str, under: &[&str], wording: &str, optional: bool| {
+            let path = text(name);
+            if path.is_empty() {
+                if !optional {
+                    causes.push(Cause::new("FieldValueRequired", "Required value", field(name)));
+                }
+                return;
+            }
+            match SimplePath::parse(&path) {
+                Err(why) => causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {path:?}: {why}"), field(name))),
+                Ok(p) if !under.iter().any(|u| p.is_under(u)) => causes.push(Cause::new(
+                    "FieldValueInvalid",
+                    format!("Invalid value: {path:?}: should be a json path under {wording}"),
+                    field(name),
+                )),
+                Ok(_) => {}
+            }
+        };
+        check("specReplicasPath", &[".spec."], ".spec", false);
+        check("statusReplicasPath", &[".status."], ".status", false);
+        check("labelSelectorPath", &[".spec.", ".status."], "either .spec or .status", true);
+    }
+    causes
+}
+
+/// The `scale` subresource of a CRD version, if it has one with valid paths.
+fn scale_paths(version: &Value) -> Option<ScalePaths> {
+    let scale = version.get("subresources")?.get("scale").filter(|s| s.is_object())?;
+    let path = |name: &str| scale.get(name).and_then(Value::as_str).filter(|s| !s.is_empty()).map(SimplePath::parse);
+    let selector = match path("labelSelectorPath") {
+        None => ScaleSelector::None,
+        Some(p) => ScaleSelector::Text(p.ok()?),
+    };
+    Some(ScalePaths { spec_replicas: path("specReplicasPath")?.ok()?, status_replicas: path("statusReplicasPath")?.ok()?, selector })
+}
+
+/// What the real server's `ValidateScaleSpec` and `ValidateScaleStatus` say of a custom
+/// resource with a `scale` subresource: the replicas are int32s that are not negative, the
+/// selector is a string.
+pub fn scale_field_causes(info: &ResourceInfo, obj: &Value) -> Vec<Cause> {
+    let Some(scale) = info.scale.as_ref().filter(|_| !info.builtin) else {
+        return Vec::new();
+    };
+    let mut causes = Vec::new();
+    for path in [&scale.spec_replicas, &scale.status_replicas] {
+        let why = match path.int(obj) {
+            Err(e) => Some((0, e)),
+            Ok(Some(n)) if n < 0 => Some((n, "should be a non-negative integer".to_string())),
+            Ok(Some(n)) if n > i64::from(i32::MAX) => Some((n, format!("should be less than or equal to {}", i32::MAX))),
+            Ok(_) => None,
+        };
+        if let Some((value, why)) = why {
+            causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {value}: {why}"), path.as_str()));
+        }
+    }
+    if let ScaleSelector::Text(path) = &scale.selector
+        && let Err(e) = path.string(obj)
+    {
+        causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: \"\": {e}"), path.as_str()));
+    }
+    causes
 }
 
 /// The served resources of a CRD object.
@@ -146,6 +223,7 @@ pub fn resources(crd: &Value) -> Vec<ResourceInfo> {
             preserve_unknown: schema.as_ref().is_none_or(|s| s.preserves_unknown_at_root()),
             schema,
             columns,
+            scale: scale_paths(v),
         });
     }
     out

@@ -20,6 +20,7 @@ pub mod builtin;
 pub mod cluster;
 pub mod crd;
 pub mod gc;
+pub mod jsonpath;
 pub mod managed;
 pub mod metrics;
 pub mod ops;
@@ -34,6 +35,7 @@ pub mod shape;
 pub mod status;
 pub mod store;
 pub mod tls;
+pub mod token;
 pub mod validate;
 
 use std::path::{Path, PathBuf};
@@ -66,7 +68,8 @@ pub enum Error {
 /// How to run the dev cluster.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Require this bearer token on every request (401 otherwise).
+    /// Require this bearer token, or a service account token the cluster issued, on every
+    /// request (401 otherwise).
     pub token: Option<String>,
     /// Keep objects in this directory across restarts.
     pub data_dir: Option<PathBuf>,

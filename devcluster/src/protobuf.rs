@@ -2,7 +2,8 @@
 //! which kubectl's typed commands (`kubectl create deployment|job|namespace|secret|...`)
 //! send. The envelope (`k8s\0` + `runtime.Unknown`) names the kind; the object is decoded
 //! to JSON with a built-in table of field numbers for the kinds and fields those commands
-//! use. Fields not in the table are skipped (nested messages we do not know become `{}`).
+//! use (and the TokenRequest, Eviction and Binding that `kubectl create token` and clients
+//! post). Fields not in the table are skipped (nested messages we do not know become `{}`).
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -46,6 +47,8 @@ const POINTER_INTS: &[&str] = &[
     "revisionHistoryLimit",
     "ttlSecondsAfterFinished",
     "activeDeadlineSeconds",
+    "expirationSeconds",
+    "gracePeriodSeconds",
 ];
 const OWNER_REF: &[F] = &[
     (1, "kind", K::Str, false),
@@ -169,6 +172,18 @@ const SERVICE_SPEC: &[F] = &[
     (22, "internalTrafficPolicy", K::Str, false),
 ];
 const NS_SPEC: &[F] = &[(1, "finalizers", K::Str, true)];
+const BOUND_REF: &[F] =
+    &[(1, "kind", K::Str, false), (2, "apiVersion", K::Str, false), (3, "name", K::Str, false), (4, "uid", K::Str, false)];
+const TOKEN_REQUEST_SPEC: &[F] =
+    &[(1, "audiences", K::Str, true), (3, "boundObjectRef", K::Msg(BOUND_REF), false), (4, "expirationSeconds", K::Int, false)];
+const PRECONDITIONS: &[F] = &[(1, "uid", K::Str, false), (2, "resourceVersion", K::Str, false)];
+const DELETE_OPTIONS: &[F] = &[
+    (1, "gracePeriodSeconds", K::Int, false),
+    (2, "preconditions", K::Msg(PRECONDITIONS), false),
+    (3, "orphanDependents", K::Bool, false),
+    (4, "propagationPolicy", K::Str, false),
+    (5, "dryRun", K::Str, true),
+];
 
 /// The top-level fields of each supported kind.
 fn kind_fields(kind: &str) -> Option<&'static [F]> {
@@ -199,7 +214,13 @@ fn kind_fields(kind: &str) -> Option<&'static [F]> {
         (3, "imagePullSecrets", K::Msg(LOCAL_REF), true),
         (4, "automountServiceAccountToken", K::Bool, false),
     ];
+    static TOKEN_REQUEST: [F; 2] = top(TOKEN_REQUEST_SPEC);
+    static EVICTION: [F; 2] = [(1, "metadata", K::Msg(META), false), (2, "deleteOptions", K::Msg(DELETE_OPTIONS), false)];
+    static BINDING: [F; 2] = [(1, "metadata", K::Msg(META), false), (2, "target", K::Msg(OBJECT_REF), false)];
     Some(match kind {
+        "TokenRequest" => &TOKEN_REQUEST,
+        "Eviction" => &EVICTION,
+        "Binding" => &BINDING,
         "Deployment" => &DEPLOYMENT,
         "Job" => &JOB,
         "Service" => &SERVICE,

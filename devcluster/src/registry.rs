@@ -8,11 +8,61 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use serde_json::Value;
 
+use crate::jsonpath::SimplePath;
 use crate::schema::Schema;
 
 /// The verbs of a regular namespaced or cluster-scoped resource.
 pub const ALL_VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+const GET_PATCH_UPDATE: &[&str] = &["get", "patch", "update"];
+
+/// Where the `scale` subresource reads and writes the replicas and the selector.
+#[derive(Debug, Clone)]
+pub struct ScalePaths {
+    /// `specReplicasPath`: what a write to `/scale` sets.
+    pub spec_replicas: SimplePath,
+    /// `statusReplicasPath`.
+    pub status_replicas: SimplePath,
+    /// Where `status.selector` comes from.
+    pub selector: ScaleSelector,
+}
+
+/// The source of a Scale's `status.selector`.
+#[derive(Debug, Clone)]
+pub enum ScaleSelector {
+    /// None: the selector is empty.
+    None,
+    /// `labelSelectorPath` of a CRD: a string field, copied as it is.
+    Text(SimplePath),
+    /// A `metav1.LabelSelector` object (a Deployment's `spec.selector`), written as text.
+    LabelSelector(SimplePath),
+}
+
+impl ScalePaths {
+    /// A Deployment's: `spec.replicas`, `status.replicas` and `spec.selector`.
+    fn deployment() -> Self {
+        let path = |p: &str| SimplePath::parse(p).expect("a valid path");
+        ScalePaths {
+            spec_replicas: path(".spec.replicas"),
+            status_replicas: path(".status.replicas"),
+            selector: ScaleSelector::LabelSelector(path(".spec.selector")),
+        }
+    }
+}
+
+/// A subresource a resource serves, as discovery lists it and routing accepts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedSubresource {
+    /// The path segment after the object's name (`status`, `scale`).
+    pub name: &'static str,
+    /// Group and version of its kind when they differ from the resource's (Scale is
+    /// `autoscaling/v1`).
+    pub group_version: Option<(&'static str, &'static str)>,
+    /// The kind it reads and writes.
+    pub kind: String,
+    /// Its verbs, as discovery lists them.
+    pub verbs: &'static [&'static str],
+}
 
 /// An additional printer column of a CRD version.
 #[derive(Debug, Clone)]
@@ -64,6 +114,8 @@ pub struct ResourceInfo {
     pub columns: Vec<PrinterColumn>,
     /// Whether a custom resource's whole object keeps unknown fields.
     pub preserve_unknown: bool,
+    /// The `scale` subresource, if the resource has one.
+    pub scale: Option<ScalePaths>,
 }
 
 impl ResourceInfo {
@@ -85,6 +137,49 @@ impl ResourceInfo {
     /// Whether this is the events.k8s.io shape of Events.
     pub fn is_events_v1(&self) -> bool {
         self.group == "events.k8s.io"
+    }
+
+    /// The subresources this resource serves: the one list that both routing and discovery
+    /// read, so that they cannot disagree.
+    pub fn subresources(&self) -> Vec<ServedSubresource> {
+        let own = |name, verbs| ServedSubresource { name, group_version: None, kind: self.kind.clone(), verbs };
+        let mut out = Vec::new();
+        if self.status_subresource {
+            out.push(own("status", GET_PATCH_UPDATE));
+        }
+        if self.scale.is_some() {
+            out.push(ServedSubresource {
+                name: "scale",
+                group_version: Some(("autoscaling", "v1")),
+                kind: "Scale".into(),
+                verbs: GET_PATCH_UPDATE,
+            });
+        }
+        let other = |name, group, version, kind: &str| ServedSubresource {
+            name,
+            group_version: Some((group, version)),
+            kind: kind.into(),
+            verbs: &["create"],
+        };
+        if !self.builtin || !self.group.is_empty() {
+            return out;
+        }
+        match self.plural.as_str() {
+            "namespaces" => out.push(own("finalize", &["update"])),
+            "pods" => {
+                out.push(ServedSubresource { group_version: None, ..other("binding", "", "", "Binding") });
+                out.push(own("ephemeralcontainers", GET_PATCH_UPDATE));
+                out.push(other("eviction", "policy", "v1", "Eviction"));
+            }
+            "serviceaccounts" => out.push(other("token", "authentication.k8s.io", "v1", "TokenRequest")),
+            _ => {}
+        }
+        out
+    }
+
+    /// The served subresource `name`, if any.
+    pub fn subresource(&self, name: &str) -> Option<ServedSubresource> {
+        self.subresources().into_iter().find(|s| s.name == name)
     }
 
     /// The kind of the list answer.
@@ -293,6 +388,7 @@ impl Registry {
                     schema: None,
                     columns: Vec::new(),
                     preserve_unknown: false,
+                    scale: (b.group == "apps" && b.plural == "deployments").then(ScalePaths::deployment),
                 };
                 m.insert((b.group.into(), "v1".into(), b.plural.into()), Arc::new(info));
             }

@@ -89,6 +89,34 @@ impl ApiError {
             .with_details(details(name, &info.group, &info.plural))
     }
 
+    /// 409 Conflict for a storage precondition that failed (`what` follows "Precondition
+    /// failed: "), worded as the real storage layer's error.
+    pub fn storage_precondition(info: &ResourceInfo, ns: &str, name: &str, what: &str) -> Self {
+        let group = if info.group.is_empty() { String::new() } else { format!("{}/", info.group) };
+        let ns = if ns.is_empty() { String::new() } else { format!("{ns}/") };
+        let why = format!(
+            "StorageError: invalid object, Code: 4, Key: /registry/{group}{}/{ns}{name}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: {what}",
+            info.plural
+        );
+        Self::conflict_msg(info, name, &why)
+    }
+
+    /// 400 for a body field Go's JSON decoder cannot take (`field` as Go names it, e.g.
+    /// `ScaleSpec.spec.replicas`, of Go type `go_type`).
+    pub fn cannot_decode(kind: &str, version: &str, field: &str, go_type: &str, value: &Value) -> Self {
+        let what = match value {
+            Value::Number(n) => format!("number {n}"),
+            Value::String(_) => "string".into(),
+            Value::Bool(_) => "bool".into(),
+            Value::Array(_) => "array".into(),
+            Value::Object(_) => "object".into(),
+            Value::Null => "null".into(),
+        };
+        Self::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: json: cannot unmarshal {what} into Go struct field {field} of type {go_type}"
+        ))
+    }
+
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
@@ -97,6 +125,28 @@ impl ApiError {
     /// 500 without a reason (the real server's answer for some malformed inputs).
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "", message)
+    }
+
+    /// 500 InternalError, as `apierrors.NewInternalError` writes it.
+    pub fn internal_error(why: impl Into<String>) -> Self {
+        let why = why.into();
+        Self::new(500, "InternalError", format!("Internal error occurred: {why}")).with_details(json!({"causes": [{"message": why}]}))
+    }
+
+    /// 500 with reason `Unknown`: what the real server answers for an error its storage
+    /// returned without a Status (a plain Go error).
+    pub fn unknown(message: impl Into<String>) -> Self {
+        Self::new(500, "Unknown", message)
+    }
+
+    /// 429 TooManyRequests with one cause (`reason`, `message`) and, when not 0, the seconds
+    /// after which to retry.
+    pub fn too_many_requests(message: &str, cause_reason: &str, cause_message: String, retry_after: u32) -> Self {
+        let mut details = json!({"causes": [{"reason": cause_reason, "message": cause_message}]});
+        if retry_after > 0 {
+            details["retryAfterSeconds"] = json!(retry_after);
+        }
+        Self::new(429, "TooManyRequests", message).with_details(details)
     }
 
     /// 405 MethodNotAllowed.

@@ -2,6 +2,7 @@
 //! parameters and headers into verb options, and encodes answers (objects, lists, Tables,
 //! watch streams, Status errors) as kube-apiserver does.
 
+mod actions;
 mod discovery;
 mod negotiate;
 mod read;
@@ -133,7 +134,7 @@ async fn answer(cluster: Arc<Cluster>, req: Request) -> Response {
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|t| t.trim() == token);
+            .is_some_and(|t| t.trim() == token || crate::ops::token_request::accepts(&cluster, t.trim()));
         if !ok && !is_health {
             return error(&ApiError::unauthorized());
         }
@@ -269,11 +270,23 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
         return error(&ApiError::page_not_found());
     }
     if let Some(s) = &sub {
-        let ok = (s == "status" && info.status_subresource)
-            || (s == "finalize" && info.plural == "namespaces")
-            || (s == "scale" && info.builtin && info.plural == "deployments");
-        if !ok {
-            return not_found();
+        let Some(served) = info.subresource(s) else {
+            if info.builtin {
+                return not_found();
+            }
+            // the CRD handler's answer for a subresource the CRD does not define
+            return error(&ApiError::not_found(&info, name.as_deref().unwrap_or("")));
+        };
+        let wanted = match method {
+            Method::GET => "get",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            Method::POST => "create",
+            Method::DELETE => "delete",
+            _ => "",
+        };
+        if !served.verbs.contains(&wanted) {
+            return error(&ApiError::method_not_allowed(method.as_str(), &info));
         }
     }
     let target = Target { info: info.clone(), namespace, name, sub };
@@ -331,10 +344,10 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
         (&Method::DELETE, false) => "DELETECOLLECTION",
         _ => "OTHER",
     };
-    let response = if target.sub.as_deref() == Some("scale") {
-        scale::handle(cluster, &target, &ctx, &method, &raw)
-    } else {
-        match verb {
+    let response = match target.sub.as_deref() {
+        Some("scale") => scale::handle(cluster, &target, &ctx, &method, &raw),
+        Some("eviction" | "binding" | "token") => actions::handle(cluster, &target, &ctx, &raw),
+        _ => match verb {
             "GET" => read::get(cluster, &target, &ctx),
             "LIST" => read::list(cluster, &target, &ctx),
             "WATCH" => read::watch(cluster, &target, &ctx),
@@ -344,7 +357,7 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
             "DELETE" => write::delete(cluster, &target, &ctx, &raw),
             "DELETECOLLECTION" => write::delete_collection(cluster, &target, &ctx, &raw),
             _ => error(&ApiError::method_not_allowed(method.as_str(), &info)),
-        }
+        },
     };
     cluster.metrics.count(Key {
         verb,

@@ -17,7 +17,7 @@ use crate::status::{ApiError, ApiResult};
 /// `dryRun`: absent, or `All`; anything else is refused before the request is looked at, as
 /// the real server's `Validate{Create,Update,Patch,Delete}Options` refuse it (422 naming the
 /// options kind, with Go's `%#v` of the values).
-fn dry_run<'a>(options: &str, values: impl IntoIterator<Item = &'a str>) -> ApiResult<bool> {
+pub(super) fn dry_run<'a>(options: &str, values: impl IntoIterator<Item = &'a str>) -> ApiResult<bool> {
     let values: Vec<&str> = values.into_iter().collect();
     if values.iter().all(|v| *v == "All") {
         return Ok(!values.is_empty());
@@ -31,7 +31,7 @@ fn dry_run<'a>(options: &str, values: impl IntoIterator<Item = &'a str>) -> ApiR
     Err(ApiError::invalid(&format!("{options}.meta.k8s.io"), "meta.k8s.io", options, "", vec![cause]))
 }
 
-fn write_opts(ctx: &Ctx, options: &str) -> ApiResult<WriteOpts> {
+pub(super) fn write_opts(ctx: &Ctx, options: &str) -> ApiResult<WriteOpts> {
     Ok(WriteOpts {
         dry_run: dry_run(options, ctx.q("dryRun"))?,
         manager: ctx.manager(),
@@ -42,7 +42,11 @@ fn write_opts(ctx: &Ctx, options: &str) -> ApiResult<WriteOpts> {
 }
 
 fn sub(t: &Target) -> Subresource {
-    if t.sub.as_deref() == Some("status") { Subresource::Status } else { Subresource::Main }
+    match t.sub.as_deref() {
+        Some("status") => Subresource::Status,
+        Some("ephemeralcontainers") => Subresource::EphemeralContainers,
+        _ => Subresource::Main,
+    }
 }
 
 fn reply(info: &ResourceInfo, r: ApiResult<Reply>) -> Response {
@@ -101,10 +105,17 @@ fn delete_opts(ctx: &Ctx, raw: &[u8]) -> ApiResult<DeleteOpts> {
     } else {
         serde_json::from_slice(raw).map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
     };
+    delete_opts_from(Some(ctx), &body)
+}
+
+/// DeleteOptions from a body (a DELETE's, or an Eviction's `deleteOptions`) and, for a
+/// DELETE, the query parameters, which win.
+pub(super) fn delete_opts_from(query: Option<&Ctx>, body: &Value) -> ApiResult<DeleteOpts> {
+    let q = |k: &str| query.and_then(|c| c.q(k));
     let policy =
-        ctx.q("propagationPolicy").map(String::from).or_else(|| body.get("propagationPolicy").and_then(Value::as_str).map(String::from));
+        q("propagationPolicy").map(String::from).or_else(|| body.get("propagationPolicy").and_then(Value::as_str).map(String::from));
     let mut propagation = policy.as_deref().filter(|p| !p.is_empty()).map(Propagation::parse).transpose()?;
-    let orphan = ctx.flag_given("orphanDependents").or_else(|| body.get("orphanDependents").and_then(Value::as_bool));
+    let orphan = query.and_then(|c| c.flag_given("orphanDependents")).or_else(|| body.get("orphanDependents").and_then(Value::as_bool));
     if propagation.is_none() {
         propagation = match orphan {
             Some(true) => Some(Propagation::Orphan),
@@ -113,7 +124,7 @@ fn delete_opts(ctx: &Ctx, raw: &[u8]) -> ApiResult<DeleteOpts> {
         };
     }
     let in_body = body.get("dryRun").and_then(Value::as_array).map(|a| a.iter().map(|d| d.as_str().unwrap_or("")).collect::<Vec<_>>());
-    let dry = dry_run("DeleteOptions", ctx.q("dryRun").into_iter().chain(in_body.into_iter().flatten()))?;
+    let dry = dry_run("DeleteOptions", q("dryRun").into_iter().chain(in_body.into_iter().flatten()))?;
     Ok(DeleteOpts {
         dry_run: dry,
         propagation,

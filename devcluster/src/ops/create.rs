@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Body, Reply, WriteOpts, check_type, has_generation, meta_mut, now, prune_unknown, random_suffix};
+use super::{Body, Reply, WriteOpts, check_type, custom_causes, has_generation, meta_mut, now, prune_unknown, random_suffix};
 use crate::cluster::Cluster;
 use crate::registry::ResourceInfo;
 use crate::status::{ApiError, ApiResult};
@@ -63,10 +63,10 @@ pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value,
     crd::prepare(info, &mut body)?;
     if let Some(schema) = &info.schema {
         schema.apply_defaults(&mut body);
-        let causes = schema.validate(&body);
-        if !causes.is_empty() {
-            return Err(ApiError::invalid_object(info, crate::registry::name_of(&body), causes));
-        }
+    }
+    let causes = custom_causes(info, &body);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid_object(info, crate::registry::name_of(&body), causes));
     }
     if info.namespaced {
         match cluster.namespace(ns) {

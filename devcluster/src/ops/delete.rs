@@ -67,18 +67,8 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
     let (written, dry) = table.write(ns, name, |cur| {
         let Some(cur) = cur else { return Err(ApiError::not_found(info, name)) };
         let old = &cur.value;
+        check_preconditions(info, &label, name, old, opts)?;
         let uid = old.get("metadata").and_then(|v| v.get("uid")).and_then(Value::as_str).unwrap_or("");
-        if let Some(want) = &opts.uid
-            && want != uid {
-                let why = format!("the UID in the precondition ({want}) does not match the UID in record ({uid}). The object might have been deleted and then recreated");
-                return Err(precondition(info, &label, name, why));
-            }
-        let rv = old.get("metadata").and_then(|v| v.get("resourceVersion")).and_then(Value::as_str).unwrap_or("");
-        if let Some(want) = &opts.resource_version
-            && want != rv {
-                let why = format!("the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({rv}). The object might have been modified");
-                return Err(precondition(info, &label, name, why));
-            }
         let mut fins = finalizers(old);
         let policy = opts.propagation.unwrap_or(if info.plural == "jobs" { Propagation::Orphan } else { Propagation::Background });
         let extra = match policy {
@@ -160,6 +150,26 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
         cluster.refurnish_namespace(ns);
     }
     Ok(Reply { code: 200, body, warnings: Vec::new() })
+}
+
+/// The uid and resourceVersion preconditions of a delete (409 with the real wording).
+pub(crate) fn check_preconditions(info: &ResourceInfo, label: &str, name: &str, old: &Value, opts: &DeleteOpts) -> ApiResult<()> {
+    let meta = |k: &str| old.get("metadata").and_then(|v| v.get(k)).and_then(Value::as_str).unwrap_or("").to_string();
+    let checks = [
+        ("UID", &opts.uid, meta("uid"), "deleted and then recreated"),
+        ("ResourceVersion", &opts.resource_version, meta("resourceVersion"), "modified"),
+    ];
+    for (what, want, have, how) in checks {
+        if let Some(want) = want
+            && *want != have
+        {
+            let why = format!(
+                "the {what} in the precondition ({want}) does not match the {what} in record ({have}). The object might have been {how}"
+            );
+            return Err(precondition(info, label, name, why));
+        }
+    }
+    Ok(())
 }
 
 fn precondition(info: &ResourceInfo, label: &str, name: &str, why: String) -> ApiError {

@@ -2,16 +2,21 @@
 //! resource, the request's body and options, and answers the object or Status the real
 //! server would, committing through one locked read-modify-write on the object's table.
 
+mod binding;
 mod create;
 mod delete;
+mod eviction;
+pub mod token_request;
 pub(crate) mod update;
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+pub use binding::bind;
 pub use create::create;
 pub use delete::{DeleteOpts, Propagation, delete, delete_collection, delete_namespace_finally};
+pub use eviction::evict;
 pub use update::{PatchKind, Subresource, patch, update};
 
 use crate::registry::ResourceInfo;
@@ -85,6 +90,11 @@ pub fn now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// The Status a POST to an action subresource (eviction, binding) answers with 201.
+pub fn created_success() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+}
+
 /// A random suffix for generateName.
 pub fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -134,6 +144,14 @@ pub fn check_patched_shape(info: &ResourceInfo, obj: &Value) -> ApiResult<()> {
     let mut e = ApiError::invalid_plain(format!(" \"\" is invalid: patch: {cause}"));
     e.details = Some(Box::new(json!({"causes": [{"reason": "FieldValueInvalid", "message": cause, "field": "patch"}]})));
     Err(e)
+}
+
+/// What a custom resource's validation says of an object about to be stored: its schema,
+/// then its `scale` fields (empty for built-ins).
+pub fn custom_causes(info: &ResourceInfo, obj: &Value) -> Vec<crate::status::Cause> {
+    let mut causes = info.schema.as_ref().map(|s| s.validate(obj)).unwrap_or_default();
+    causes.extend(crate::crd::scale_field_causes(info, obj));
+    causes
 }
 
 /// Check (and fill in) `apiVersion` and `kind` of a body sent to `info`'s endpoint.

@@ -19,6 +19,24 @@ pub enum Subresource {
     Main,
     /// `/status`.
     Status,
+    /// `/scale`: the object as the main resource writes it (the scale handler changes only
+    /// the replicas), recorded in managedFields under the subresource `scale`.
+    Scale,
+    /// A Pod's `/ephemeralcontainers`: only `spec.ephemeralContainers` changes, and existing
+    /// ephemeral containers may be neither removed nor changed.
+    EphemeralContainers,
+}
+
+impl Subresource {
+    /// The `subresource` of the managedFields entries of writes through it.
+    pub fn field_manager_name(self) -> Option<&'static str> {
+        match self {
+            Subresource::Main => None,
+            Subresource::Status => Some("status"),
+            Subresource::Scale => Some("scale"),
+            Subresource::EphemeralContainers => Some("ephemeralcontainers"),
+        }
+    }
 }
 
 /// The patch format of a PATCH request.
@@ -149,7 +167,7 @@ fn commit_with(
         } else if same_content(&new, old) {
             return Ok((Write::Keep, None));
         }
-        super::record_update(info, &mut new, Some(old), opts.manager.as_deref(), (sub == Subresource::Status).then_some("status"));
+        super::record_update(info, &mut new, Some(old), opts.manager.as_deref(), sub.field_manager_name());
         let new = super::normalize_order(new);
         if opts.dry_run {
             return Ok((Write::Keep, Some(new)));
@@ -261,14 +279,7 @@ fn reconcile(
         && !uid.is_empty()
         && uid != cur_uid
     {
-        let why = format!(
-                "StorageError: invalid object, Code: 4, Key: /registry/{}/{}{}/{name}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {cur_uid}",
-                if info.group.is_empty() { "" } else { info.group.as_str() },
-                info.plural,
-                if ns.is_empty() { String::new() } else { format!("/{ns}") }
-            )
-            .replace("/registry//", "/registry/");
-        return Err(ApiError::conflict_msg(info, name, &why));
+        return Err(ApiError::storage_precondition(info, ns, name, &format!("UID in precondition: {uid}, UID in object meta: {cur_uid}")));
     }
     let warnings = prune_unknown(info, &mut wanted, opts.validation)?;
     let mut new = match sub {
@@ -284,7 +295,20 @@ fn reconcile(
             }
             n
         }
-        Subresource::Main => {
+        Subresource::EphemeralContainers => {
+            // the real strategy keeps the old pod and takes only its ephemeral containers
+            let mut n = old.clone();
+            match wanted.get("spec").and_then(|s| s.get("ephemeralContainers")) {
+                Some(ec) if !ec.is_null() => n["spec"]["ephemeralContainers"] = ec.clone(),
+                _ => {
+                    if let Some(spec) = n.get_mut("spec").and_then(Value::as_object_mut) {
+                        spec.remove("ephemeralContainers");
+                    }
+                }
+            }
+            n
+        }
+        Subresource::Main | Subresource::Scale => {
             if info.status_subresource {
                 match old.get("status") {
                     Some(s) => wanted["status"] = s.clone(),
@@ -345,13 +369,19 @@ fn reconcile(
         return Err(ApiError::invalid_object(info, name, causes));
     }
     builtin::prepare(info, &mut new, Some(old))?;
-    crd::prepare_update(info, &mut new)?;
-    if let Some(schema) = &info.schema {
-        schema.apply_defaults(&mut new);
-        let causes = schema.validate(&new);
+    if sub == Subresource::EphemeralContainers {
+        let causes = builtin::ephemeral_container_causes(&new, old);
         if !causes.is_empty() {
             return Err(ApiError::invalid_object(info, name, causes));
         }
+    }
+    crd::prepare_update(info, &mut new)?;
+    if let Some(schema) = &info.schema {
+        schema.apply_defaults(&mut new);
+    }
+    let causes = super::custom_causes(info, &new);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid_object(info, name, causes));
     }
     if has_generation(info) && spec_part(&new) != spec_part(old) {
         let g = old.get("metadata").and_then(|v| v.get("generation")).and_then(Value::as_i64).unwrap_or(0);
