@@ -124,6 +124,7 @@ pub fn resources(crd: &Value) -> Vec<ResourceInfo> {
             categories: strings(&names["categories"]),
             verbs: ALL_VERBS,
             status_subresource: v.get("subresources").and_then(|v| v.get("status")).is_some(),
+            scale_subresource: false,
             builtin: false,
             storage: format!("{group}/{plural}"),
             preserve_unknown: schema.as_ref().is_none_or(|s| s.preserves_unknown_at_root()),

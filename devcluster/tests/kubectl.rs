@@ -2,13 +2,10 @@
 //! as a table and as YAML, label/annotate/patch it, and delete it while it has a finalizer.
 //! Without `kubectl` on the PATH they fail under CI and are skipped, with a message, elsewhere.
 
-#[path = "../../tests/src/tools.rs"]
-mod tools;
+#[path = "support/kubectl.rs"]
+mod support;
 
-use std::path::Path;
-use std::process::Command;
-
-use bosun_devcluster::DevCluster;
+use support::{cluster_for_kubectl, kubectl};
 
 const CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -40,37 +37,11 @@ metadata: {name: kex1, finalizers: [example.com/hold]}
 spec: {duration: 1m}
 "#;
 
-fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String) {
-    let mut cmd = Command::new("kubectl");
-    cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
-    cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().expect("kubectl runs");
-    if let Some(input) = stdin {
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    } else {
-        drop(child.stdin.take());
-    }
-    let out = child.wait_with_output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), text)
-}
-
-/// Whether `kubectl` runs, under the rule of [`tools::require_tool`].
-fn require_kubectl() -> bool {
-    let works = Command::new("kubectl").arg("version").arg("--client").output().is_ok_and(|o| o.status.success());
-    tools::require_tool("`kubectl` on the PATH (Debian's kubernetes-client)", works)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_gets_labels_patches_and_deletes_a_custom_resource() {
-    if !require_kubectl() {
+    let Some((dc, _dir, kc)) = cluster_for_kubectl().await else {
         return;
-    }
-    let dc = DevCluster::start_local().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kc = dir.path().join("kubeconfig");
-    dc.write_kubeconfig(&kc).unwrap();
+    };
     let kc2 = kc.clone();
     tokio::task::spawn_blocking(move || {
         let run = |args: &[&str], stdin: Option<&str>| {
@@ -104,13 +75,9 @@ async fn kubectl_applies_gets_labels_patches_and_deletes_a_custom_resource() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_commands_send_protobuf_and_are_understood() {
-    if !require_kubectl() {
+    let Some((dc, _dir, kc)) = cluster_for_kubectl().await else {
         return;
-    }
-    let dc = DevCluster::start_local().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kc = dir.path().join("kubeconfig");
-    dc.write_kubeconfig(&kc).unwrap();
+    };
     tokio::task::spawn_blocking(move || {
         let run = |args: &[&str]| {
             let (ok, out) = kubectl(&kc, args, None);

@@ -49,16 +49,15 @@ pub fn resource_list(cluster: &Cluster, group: &str, version: &str) -> Value {
             r["storageVersionHash"] = json!("");
         }
         resources.push(r);
-        if info.status_subresource {
-            resources.push(json!({"name": format!("{}/status", info.plural), "singularName": "", "namespaced": info.namespaced, "kind": info.kind, "verbs": ["get", "patch", "update"]}));
-        }
-        if info.builtin && info.plural == "deployments" {
-            resources.push(json!({"name": "deployments/scale", "singularName": "", "namespaced": true, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
-        }
-        if info.builtin && info.plural == "namespaces" {
-            resources.push(
-                json!({"name": "namespaces/finalize", "singularName": "", "namespaced": false, "kind": "Namespace", "verbs": ["update"]}),
-            );
+        for sub in info.subresources() {
+            let mut r = json!({"name": format!("{}/{}", info.plural, sub.name), "singularName": "", "namespaced": info.namespaced});
+            if let Some((g, v, _)) = sub.response_kind {
+                r["group"] = json!(g);
+                r["version"] = json!(v);
+            }
+            r["kind"] = json!(sub.response_kind.map_or(info.kind.as_str(), |(_, _, k)| k));
+            r["verbs"] = json!(sub.verbs);
+            resources.push(r);
         }
     }
     resources.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));

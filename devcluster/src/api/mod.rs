@@ -3,6 +3,7 @@
 //! watch streams, Status errors) as kube-apiserver does.
 
 mod discovery;
+mod printers;
 mod read;
 mod scale;
 mod table;
@@ -235,13 +236,8 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
     if namespace.is_none() && info.namespaced && (name.is_some() || method == Method::POST) {
         return error(&ApiError::page_not_found());
     }
-    if let Some(s) = &sub {
-        let ok = (s == "status" && info.status_subresource)
-            || (s == "finalize" && info.plural == "namespaces")
-            || (s == "scale" && info.builtin && info.plural == "deployments");
-        if !ok {
-            return not_found();
-        }
+    if sub.as_ref().is_some_and(|s| !info.has_subresource(s)) {
+        return not_found();
     }
     let target = Target { info: info.clone(), namespace, name, sub };
     let content_type = ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
@@ -298,7 +294,7 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
         (&Method::DELETE, false) => "DELETECOLLECTION",
         _ => "OTHER",
     };
-    let response = if target.sub.as_deref() == Some("scale") {
+    let mut response = if target.sub.as_deref() == Some("scale") {
         scale::handle(cluster, &target, &ctx, &method, &raw)
     } else {
         match verb {
@@ -313,6 +309,9 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
             _ => error(&ApiError::method_not_allowed(method.as_str(), &info)),
         }
     };
+    if let Some(text) = info.deprecation() {
+        warn_first(&mut response, text);
+    }
     cluster.metrics.count(Key {
         verb,
         group: info.group.clone(),
@@ -330,11 +329,30 @@ pub fn bytes_response(code: u16, body: Bytes, warnings: &[String]) -> Response {
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     for w in warnings {
-        if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", serde_json::to_string(w).unwrap_or_default())) {
+        if let Some(v) = warning(w) {
             r.headers_mut().append(header::WARNING, v);
         }
     }
     r
+}
+
+/// A `Warning` header value: `299 - "text"`.
+fn warning(text: &str) -> Option<HeaderValue> {
+    HeaderValue::from_str(&format!("299 - {}", serde_json::to_string(text).unwrap_or_default())).ok()
+}
+
+/// Put `text` before the answer's other warnings, as the real server's handler for a
+/// deprecated kind adds its warning before the request is served.
+fn warn_first(response: &mut Response, text: &str) {
+    let Some(first) = warning(text) else {
+        return;
+    };
+    let headers = response.headers_mut();
+    let rest: Vec<HeaderValue> = headers.get_all(header::WARNING).iter().cloned().collect();
+    headers.insert(header::WARNING, first);
+    for v in rest {
+        headers.append(header::WARNING, v);
+    }
 }
 
 /// A JSON answer.
