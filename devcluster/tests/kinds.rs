@@ -452,3 +452,183 @@ async fn kubectl_applies_the_deploy_kustomization_and_prints_the_new_kinds() {
     .unwrap();
     dc.shutdown().await;
 }
+
+const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+
+const WIDGETS: &str = r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {"group": "example.com", "scope": "Namespaced",
+        "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "shortNames": ["wd"], "categories": ["all"]},
+        "versions": [
+            {"name": "v1beta1", "served": true, "storage": false, "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+            {"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+             "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}"#;
+
+/// Names of a legacy resource list's entries, subresources included (`deployments/scale`).
+fn legacy_names(list: &Value) -> Vec<String> {
+    let mut names: Vec<String> = list["resources"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_string()).collect();
+    names.sort();
+    names
+}
+
+/// The same names read from an aggregated version entry.
+fn aggregated_names(version: &Value) -> Vec<String> {
+    let mut names = Vec::new();
+    for r in version["resources"].as_array().unwrap() {
+        let plural = r["resource"].as_str().unwrap();
+        names.push(plural.to_string());
+        for sub in r["subresources"].as_array().into_iter().flatten() {
+            names.push(format!("{plural}/{}", sub["subresource"].as_str().unwrap()));
+        }
+    }
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn aggregated_discovery_answers_what_the_legacy_lists_answer_in_one_document() {
+    let dc = DevCluster::start_local().await.unwrap();
+    assert_eq!(
+        json(&dc, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", Some(serde_json::from_str(WIDGETS).unwrap())).await.0,
+        201
+    );
+
+    let apis = send(&dc, "GET", "/apis", AGGREGATED, None, None).await;
+    assert_eq!(apis.code, 200);
+    assert_eq!(apis.content_type, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
+    assert_eq!(
+        (apis.body["kind"].as_str(), apis.body["apiVersion"].as_str()),
+        (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io/v2"))
+    );
+    let groups = apis.body["items"].as_array().unwrap();
+    let (_, legacy_groups) = json(&dc, "GET", "/apis", None).await;
+    let names = |gs: &[Value], key: &str| gs.iter().map(|g| g.pointer(key).unwrap().clone()).collect::<Vec<_>>();
+    assert_eq!(names(groups, "/metadata/name"), names(legacy_groups["groups"].as_array().unwrap(), "/name"));
+    for g in groups {
+        let name = g["metadata"]["name"].as_str().unwrap();
+        let versions: Vec<&str> = g["versions"].as_array().unwrap().iter().map(|v| v["version"].as_str().unwrap()).collect();
+        let (_, legacy) = json(&dc, "GET", &format!("/apis/{name}"), None).await;
+        assert_eq!(versions[0], legacy["preferredVersion"]["version"], "{name}: the preferred version first");
+        for v in g["versions"].as_array().unwrap() {
+            assert_eq!(v["freshness"], "Current");
+            let (_, list) = json(&dc, "GET", &format!("/apis/{name}/{}", v["version"].as_str().unwrap()), None).await;
+            assert_eq!(aggregated_names(v), legacy_names(&list), "{name}/{}", v["version"]);
+        }
+    }
+    let group = |name: &str| groups.iter().find(|g| g["metadata"]["name"] == name).unwrap().clone();
+    let apps = group("apps");
+    let deployments = apps["versions"][0]["resources"].as_array().unwrap().iter().find(|r| r["resource"] == "deployments").unwrap().clone();
+    assert_eq!(
+        deployments,
+        json!({"resource": "deployments", "responseKind": {"group": "", "version": "", "kind": "Deployment"}, "scope": "Namespaced",
+            "singularResource": "deployment", "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+            "shortNames": ["deploy"], "categories": ["all"],
+            "subresources": [
+                {"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]},
+                {"subresource": "status", "responseKind": {"group": "", "version": "", "kind": "Deployment"}, "verbs": ["get", "patch", "update"]}]})
+    );
+    let widgets = group("example.com");
+    let versions: Vec<&str> = widgets["versions"].as_array().unwrap().iter().map(|v| v["version"].as_str().unwrap()).collect();
+    assert_eq!(versions, ["v1", "v1beta1"]);
+    let widget = &widgets["versions"][0]["resources"][0];
+    assert_eq!(widget["responseKind"], json!({"group": "example.com", "version": "v1", "kind": "Widget"}));
+    assert_eq!((&widget["shortNames"], &widget["categories"], &widget["scope"]), (&json!(["wd"]), &json!(["all"]), &json!("Namespaced")));
+    assert_eq!(widget["subresources"][0]["subresource"], "status");
+    assert!(widgets["versions"][1]["resources"][0].get("subresources").is_none());
+
+    let core = send(&dc, "GET", "/api", AGGREGATED, None, None).await;
+    assert_eq!(core.content_type, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
+    let items = core.body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert!(items[0]["metadata"].get("name").is_none(), "the core group has no name");
+    let (_, legacy_core) = json(&dc, "GET", "/api/v1", None).await;
+    assert_eq!(aggregated_names(&items[0]["versions"][0]), legacy_names(&legacy_core));
+    let namespaces =
+        items[0]["versions"][0]["resources"].as_array().unwrap().iter().find(|r| r["resource"] == "namespaces").unwrap().clone();
+    assert_eq!(namespaces["scope"], "Cluster");
+    assert_eq!(
+        namespaces["subresources"][0],
+        json!({"subresource": "finalize", "responseKind": {"group": "", "version": "", "kind": "Namespace"}, "verbs": ["update"]})
+    );
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn v2beta1_alone_gets_the_same_document_and_no_aggregated_accept_the_legacy_one() {
+    let dc = DevCluster::start_local().await.unwrap();
+    let v2 = send(&dc, "GET", "/apis", AGGREGATED, None, None).await;
+    let beta = send(&dc, "GET", "/apis", "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList", None, None).await;
+    assert_eq!(beta.content_type, "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList");
+    assert_eq!(beta.body["apiVersion"], "apidiscovery.k8s.io/v2beta1");
+    assert_eq!(beta.body["items"], v2.body["items"]);
+    for (path, kind) in [("/apis", "APIGroupList"), ("/api", "APIVersions")] {
+        let legacy = send(&dc, "GET", path, "application/json", None, None).await;
+        assert_eq!((legacy.content_type.as_str(), legacy.body["kind"].as_str()), ("application/json", Some(kind)), "{path}");
+        let table = send(&dc, "GET", path, TABLE, None, None).await;
+        assert_eq!(table.body["kind"], kind, "{path}: a conversion discovery cannot do falls back to the legacy answer");
+    }
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn kube_rs_aggregated_discovery_finds_what_its_legacy_discovery_finds() {
+    use kube::discovery::{Discovery, verbs};
+
+    let dc = DevCluster::start_local().await.unwrap();
+    assert_eq!(
+        json(&dc, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", Some(serde_json::from_str(WIDGETS).unwrap())).await.0,
+        201
+    );
+    let client = dc.client();
+    let aggregated = Discovery::new(client.clone()).run_aggregated().await.unwrap();
+    let legacy = Discovery::new(client).run().await.unwrap();
+    let summary = |d: &Discovery| {
+        let mut out = Vec::new();
+        for g in d.groups() {
+            for (ar, caps) in g.recommended_resources() {
+                let mut subs: Vec<String> = caps.subresources.iter().map(|(s, _)| s.plural.clone()).collect();
+                subs.sort();
+                out.push(format!("{} {} {:?} {:?} {subs:?}", ar.api_version, ar.plural, caps.scope, caps.operations));
+            }
+        }
+        out.sort();
+        out
+    };
+    assert_eq!(summary(&aggregated), summary(&legacy));
+    let gvk = kube::api::GroupVersionKind::gvk("apps", "v1", "StatefulSet");
+    let (ar, caps) = aggregated.resolve_gvk(&gvk).expect("StatefulSets in aggregated discovery");
+    assert_eq!(ar.plural, "statefulsets");
+    assert!(caps.supports_operation(verbs::PATCH));
+    let subs: Vec<&str> = caps.subresources.iter().map(|(s, _)| s.plural.as_str()).collect();
+    assert_eq!(subs, ["scale", "status"]);
+    assert!(aggregated.has_group("example.com"));
+    dc.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_api_resources_reads_aggregated_discovery_alone() {
+    let Some((dc, dir, kc)) = cluster_for_kubectl().await else {
+        return;
+    };
+    let cache = dir.path().join("cache");
+    let (ok, out) = tokio::task::spawn_blocking(move || {
+        kubectl(&kc, &["--cache-dir", cache.to_str().unwrap(), "-v=6", "api-resources", "-o", "wide"], None)
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{out}");
+    let row = |name: &str| -> Vec<&str> {
+        out.lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|w| w.first() == Some(&name))
+            .unwrap_or_else(|| panic!("{name} in {out}"))
+    };
+    assert_eq!(&row("statefulsets")[..5], ["statefulsets", "sts", "apps/v1", "true", "StatefulSet"]);
+    assert_eq!(&row("clusterrolebindings")[..4], ["clusterrolebindings", "rbac.authorization.k8s.io/v1", "false", "ClusterRoleBinding"]);
+    assert_eq!(row("nodes")[5], "create,delete,deletecollection,get,list,patch,update,watch", "{out}");
+    assert_eq!(row("deployments")[6], "all", "{out}");
+    let requests: Vec<&str> = out.lines().filter(|l| l.contains("GET http")).collect();
+    assert!(requests.iter().any(|l| l.contains("/apis?")), "{requests:?}");
+    assert!(!requests.iter().any(|l| l.contains("/apis/apps/v1")), "no per-group-version requests: {requests:?}");
+    dc.shutdown().await;
+}

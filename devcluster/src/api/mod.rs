@@ -2,6 +2,7 @@
 //! parameters and headers into verb options, and encodes answers (objects, lists, Tables,
 //! watch streams, Status errors) as kube-apiserver does.
 
+mod aggregated;
 mod discovery;
 mod printers;
 mod read;
@@ -140,9 +141,12 @@ async fn answer(cluster: Arc<Cluster>, req: Request) -> Response {
         ["healthz" | "livez" | "readyz", ..] => text(200, "ok"),
         ["metrics"] => text(200, &cluster.metrics.render()),
         ["openapi", rest @ ..] => discovery::openapi(&cluster, rest),
-        ["api"] => json_response(200, &discovery::core_versions(&ctx), &[]),
+        [root @ ("api" | "apis")] => match aggregated::asked(ctx.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok())) {
+            Some(version) => aggregated::answer(&cluster, *root == "api", version),
+            None if *root == "api" => json_response(200, &discovery::core_versions(&ctx), &[]),
+            None => discovery::groups(&cluster, &ctx),
+        },
         ["api", "v1"] => json_response(200, &discovery::resource_list(&cluster, "", "v1"), &[]),
-        ["apis"] => discovery::groups(&cluster, &ctx),
         ["apis", g] => discovery::group(&cluster, g),
         ["apis", g, v] => {
             if !cluster.registry.has_group(g, Some(v)) {
