@@ -111,7 +111,7 @@ impl DevCluster {
         }
         cluster.store.bump_to(max_rv);
         crd::restore(&cluster);
-        cluster.seed();
+        cluster.seed(addr);
         let stop = cluster.stopping.clone();
         let mut stop_rx = stop.subscribe();
         let app = api::router(cluster.clone());

@@ -632,3 +632,56 @@ async fn kubectl_api_resources_reads_aggregated_discovery_alone() {
     assert!(!requests.iter().any(|l| l.contains("/apis/apps/v1")), "no per-group-version requests: {requests:?}");
     dc.shutdown().await;
 }
+
+/// The Endpoints and EndpointSlice `default/kubernetes` must name `port` on loopback.
+async fn assert_kubernetes_endpoints(dc: &DevCluster, port: u16) -> (Value, Value) {
+    let a = send(dc, "GET", "/api/v1/namespaces/default/endpoints/kubernetes", "application/json", None, None).await;
+    assert_eq!(a.code, 200, "{}", a.body);
+    assert_eq!(a.body["metadata"]["labels"], json!({"endpointslice.kubernetes.io/skip-mirror": "true"}));
+    assert_eq!(
+        a.body["subsets"],
+        json!([{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}])
+    );
+    let (code, slice) = json(dc, "GET", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes", None).await;
+    assert_eq!(code, 200, "{slice}");
+    assert_eq!(slice["metadata"]["labels"], json!({"kubernetes.io/service-name": "kubernetes"}));
+    assert_eq!(slice["addressType"], "IPv4");
+    assert_eq!(slice["endpoints"], json!([{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]));
+    assert_eq!(slice["ports"], json!([{"name": "https", "port": port, "protocol": "TCP"}]));
+    (a.body, slice)
+}
+
+fn port_of(dc: &DevCluster) -> u16 {
+    dc.url().rsplit(':').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn the_kubernetes_service_has_endpoints_and_an_endpoint_slice_naming_the_server() {
+    let dc = DevCluster::start_local().await.unwrap();
+    assert_kubernetes_endpoints(&dc, port_of(&dc)).await;
+    let table = send(&dc, "GET", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", TABLE, None, None).await;
+    let cells = &table.body["rows"][0]["cells"];
+    assert_eq!(
+        (&cells[0], &cells[1], &cells[2], &cells[3]),
+        (&json!("kubernetes"), &json!("IPv4"), &json!(port_of(&dc).to_string()), &json!("127.0.0.1"))
+    );
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_restart_on_another_port_updates_the_kubernetes_endpoints_in_the_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = || async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let config = bosun_devcluster::Config { data_dir: Some(dir.path().to_path_buf()), ..Default::default() };
+        DevCluster::start(listener, config).await.unwrap()
+    };
+    let first = start().await;
+    let (endpoints, slice) = assert_kubernetes_endpoints(&first, port_of(&first)).await;
+    first.shutdown().await;
+    let second = start().await;
+    let (moved, moved_slice) = assert_kubernetes_endpoints(&second, port_of(&second)).await;
+    assert_eq!(moved["metadata"]["uid"], endpoints["metadata"]["uid"], "updated, not recreated");
+    assert_eq!(moved_slice["metadata"]["uid"], slice["metadata"]["uid"]);
+    second.shutdown().await;
+}
