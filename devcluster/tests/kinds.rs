@@ -15,7 +15,7 @@ use bosun_devcluster::DevCluster;
 use cases::cases;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use support::{cluster_for_kubectl, kubectl};
+use support::{kubectl, kubectl_ok, with_kubectl};
 
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
 
@@ -406,16 +406,9 @@ async fn the_deploy_manifests_apply_over_http_with_kube_rs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_the_deploy_kustomization_and_prints_the_new_kinds() {
-    let Some((dc, _dir, kc)) = cluster_for_kubectl().await else {
-        return;
-    };
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/base");
-    tokio::task::spawn_blocking(move || {
-        let run = |args: &[&str], stdin: Option<&str>| {
-            let (ok, out) = kubectl(&kc, args, stdin);
-            assert!(ok, "kubectl {args:?} failed: {out}");
-            out
-        };
+    with_kubectl(move |kc| {
+        let run = |args: &[&str], stdin: Option<&str>| kubectl_ok(kc, args, stdin);
         let applied = run(&["apply", "-k", base.to_str().unwrap()], None);
         for line in [
             "namespace/bosun-system created",
@@ -445,12 +438,10 @@ async fn kubectl_applies_the_deploy_kustomization_and_prints_the_new_kinds() {
         run(&["scale", "sts", "db", "-n", "bosun-system", "--replicas=4"], None);
         assert_eq!(run(&["get", "statefulset", "db", "-n", "bosun-system", "-o", "jsonpath={.spec.replicas}"], None).trim(), "4");
         run(&["delete", "clusterrolebinding", "bosun"], None);
-        let (ok, out) = kubectl(&kc, &["get", "clusterrolebinding", "bosun"], None);
+        let (ok, out) = kubectl(kc, &["get", "clusterrolebinding", "bosun"], None);
         assert!(!ok && out.contains("NotFound"), "{out}");
     })
-    .await
-    .unwrap();
-    dc.shutdown().await;
+    .await;
 }
 
 const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
@@ -607,30 +598,27 @@ async fn kube_rs_aggregated_discovery_finds_what_its_legacy_discovery_finds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_api_resources_reads_aggregated_discovery_alone() {
-    let Some((dc, dir, kc)) = cluster_for_kubectl().await else {
-        return;
-    };
-    let cache = dir.path().join("cache");
-    let (ok, out) = tokio::task::spawn_blocking(move || {
-        kubectl(&kc, &["--cache-dir", cache.to_str().unwrap(), "-v=6", "api-resources", "-o", "wide"], None)
+    with_kubectl(|kc| {
+        let cache = kc.with_file_name("cache");
+        let out = kubectl_ok(kc, &["--cache-dir", cache.to_str().unwrap(), "-v=6", "api-resources", "-o", "wide"], None);
+        let row = |name: &str| -> Vec<&str> {
+            out.lines()
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+                .find(|w| w.first() == Some(&name))
+                .unwrap_or_else(|| panic!("{name} in {out}"))
+        };
+        assert_eq!(&row("statefulsets")[..5], ["statefulsets", "sts", "apps/v1", "true", "StatefulSet"]);
+        assert_eq!(
+            &row("clusterrolebindings")[..4],
+            ["clusterrolebindings", "rbac.authorization.k8s.io/v1", "false", "ClusterRoleBinding"]
+        );
+        assert_eq!(row("nodes")[5], "create,delete,deletecollection,get,list,patch,update,watch", "{out}");
+        assert_eq!(row("deployments")[6], "all", "{out}");
+        let requests: Vec<&str> = out.lines().filter(|l| l.contains("GET http")).collect();
+        assert!(requests.iter().any(|l| l.contains("/apis?")), "{requests:?}");
+        assert!(!requests.iter().any(|l| l.contains("/apis/apps/v1")), "no per-group-version requests: {requests:?}");
     })
-    .await
-    .unwrap();
-    assert!(ok, "{out}");
-    let row = |name: &str| -> Vec<&str> {
-        out.lines()
-            .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|w| w.first() == Some(&name))
-            .unwrap_or_else(|| panic!("{name} in {out}"))
-    };
-    assert_eq!(&row("statefulsets")[..5], ["statefulsets", "sts", "apps/v1", "true", "StatefulSet"]);
-    assert_eq!(&row("clusterrolebindings")[..4], ["clusterrolebindings", "rbac.authorization.k8s.io/v1", "false", "ClusterRoleBinding"]);
-    assert_eq!(row("nodes")[5], "create,delete,deletecollection,get,list,patch,update,watch", "{out}");
-    assert_eq!(row("deployments")[6], "all", "{out}");
-    let requests: Vec<&str> = out.lines().filter(|l| l.contains("GET http")).collect();
-    assert!(requests.iter().any(|l| l.contains("/apis?")), "{requests:?}");
-    assert!(!requests.iter().any(|l| l.contains("/apis/apps/v1")), "no per-group-version requests: {requests:?}");
-    dc.shutdown().await;
+    .await;
 }
 
 /// The Endpoints and EndpointSlice `default/kubernetes` must name `port` on loopback.
@@ -684,4 +672,51 @@ async fn a_restart_on_another_port_updates_the_kubernetes_endpoints_in_the_data_
     assert_eq!(moved["metadata"]["uid"], endpoints["metadata"]["uid"], "updated, not recreated");
     assert_eq!(moved_slice["metadata"]["uid"], slice["metadata"]["uid"]);
     second.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_commands_for_the_new_kinds_send_protobuf_that_is_understood() {
+    with_kubectl(move |kc| {
+        let run = |args: &[&str]| kubectl_ok(kc, args, None);
+        let get = |what: &[&str]| -> Value { serde_json::from_str(&run(&[what, &["-o", "json"]].concat())).unwrap() };
+        run(&["create", "role", "reader", "--verb=get,list", "--resource=pods,deployments.apps"]);
+        let role = get(&["get", "role", "reader"]);
+        assert_eq!(
+            role["rules"],
+            json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list"]}])
+        );
+        run(&["create", "clusterrole", "agg", "--aggregation-rule=team=a"]);
+        assert_eq!(
+            get(&["get", "clusterrole", "agg"])["aggregationRule"],
+            json!({"clusterRoleSelectors": [{"matchLabels": {"team": "a"}}]})
+        );
+        run(&["create", "rolebinding", "read", "--role=reader", "--serviceaccount=default:robot", "--user=jane"]);
+        let rb = get(&["get", "rolebinding", "read"]);
+        assert_eq!(rb["roleRef"], json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"}));
+        assert_eq!(
+            rb["subjects"],
+            json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "jane"},
+            {"kind": "ServiceAccount", "name": "robot", "namespace": "default"}])
+        );
+        run(&["create", "clusterrolebinding", "view-all", "--clusterrole=view", "--group=devs"]);
+        assert_eq!(get(&["get", "clusterrolebinding", "view-all"])["roleRef"]["name"], "view");
+        run(&["create", "cronjob", "tick", "--image=busybox", "--schedule=*/5 * * * *"]);
+        let cj = get(&["get", "cronjob", "tick"]);
+        assert_eq!(cj["spec"]["schedule"], "*/5 * * * *");
+        assert_eq!(cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"], "busybox");
+        run(&["create", "poddisruptionbudget", "web", "--selector=app=web", "--min-available=0"]);
+        let pdb = get(&["get", "pdb", "web"]);
+        assert_eq!((&pdb["spec"]["minAvailable"], &pdb["spec"]["selector"]), (&json!(0), &json!({"matchLabels": {"app": "web"}})));
+        run(&["create", "ingress", "web", "--class=nginx", "--rule=a.com/api*=web:80,tls=web-tls"]);
+        let ing = get(&["get", "ingress", "web"]);
+        assert_eq!(ing["spec"]["ingressClassName"], "nginx");
+        assert_eq!(ing["spec"]["tls"], json!([{"hosts": ["a.com"], "secretName": "web-tls"}]));
+        assert_eq!(
+            ing["spec"]["rules"],
+            json!([{"host": "a.com", "http": {"paths": [{"path": "/api", "pathType": "Prefix",
+                "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}])
+        );
+    })
+    .await;
 }

@@ -5,7 +5,7 @@
 #[path = "support/kubectl.rs"]
 mod support;
 
-use support::{cluster_for_kubectl, kubectl};
+use support::{kubectl, kubectl_ok, with_kubectl};
 
 const CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -39,16 +39,8 @@ spec: {duration: 1m}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_gets_labels_patches_and_deletes_a_custom_resource() {
-    let Some((dc, _dir, kc)) = cluster_for_kubectl().await else {
-        return;
-    };
-    let kc2 = kc.clone();
-    tokio::task::spawn_blocking(move || {
-        let run = |args: &[&str], stdin: Option<&str>| {
-            let (ok, out) = kubectl(&kc2, args, stdin);
-            assert!(ok, "kubectl {args:?} failed: {out}");
-            out
-        };
+    with_kubectl(move |kc| {
+        let run = |args: &[&str], stdin: Option<&str>| kubectl_ok(kc, args, stdin);
         assert!(run(&["apply", "-f", "-"], Some(CRD)).contains("created"));
         assert!(run(&["apply", "-f", "-"], Some(OBJ)).contains("kopfexample.kopf.dev/kex1 created"));
         let table = run(&["get", "kex"], None);
@@ -65,25 +57,16 @@ async fn kubectl_applies_gets_labels_patches_and_deletes_a_custom_resource() {
         let ts = run(&["get", "kex", "kex1", "-o", "jsonpath={.metadata.deletionTimestamp}"], None);
         assert!(!ts.trim().is_empty(), "the object stays with a deletionTimestamp");
         run(&["patch", "kex", "kex1", "--type", "json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#], None);
-        let (ok, out) = kubectl(&kc2, &["get", "kex", "kex1"], None);
+        let (ok, out) = kubectl(kc, &["get", "kex", "kex1"], None);
         assert!(!ok && out.contains("NotFound"), "{out}");
     })
-    .await
-    .unwrap();
-    dc.shutdown().await;
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_commands_send_protobuf_and_are_understood() {
-    let Some((dc, _dir, kc)) = cluster_for_kubectl().await else {
-        return;
-    };
-    tokio::task::spawn_blocking(move || {
-        let run = |args: &[&str]| {
-            let (ok, out) = kubectl(&kc, args, None);
-            assert!(ok, "kubectl {args:?} failed: {out}");
-            out
-        };
+    with_kubectl(move |kc| {
+        let run = |args: &[&str]| kubectl_ok(kc, args, None);
         run(&["create", "namespace", "team"]);
         run(&["-n", "team", "create", "configmap", "c1", "--from-literal=x=y"]);
         run(&["-n", "team", "create", "secret", "generic", "s1", "--from-literal=a=b"]);
@@ -95,7 +78,5 @@ async fn kubectl_create_commands_send_protobuf_and_are_understood() {
         assert_eq!(run(&["-n", "team", "get", "secret", "s1", "-o", "jsonpath={.data.a}"]).trim(), "Yg==");
         assert_eq!(run(&["-n", "team", "get", "configmap", "c1", "-o", "jsonpath={.data.x}"]).trim(), "y");
     })
-    .await
-    .unwrap();
-    dc.shutdown().await;
+    .await;
 }

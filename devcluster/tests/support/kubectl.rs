@@ -3,7 +3,7 @@
 #[path = "../../../tests/src/tools.rs"]
 mod tools;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use bosun_devcluster::DevCluster;
@@ -32,15 +32,23 @@ pub fn require_kubectl() -> bool {
     tools::require_tool("`kubectl` on the PATH (Debian's kubernetes-client)", works)
 }
 
-/// A dev cluster and its kubeconfig in a temporary directory (gone with the `TempDir`), or
-/// `None` when `kubectl` is missing and the test is skipped (see [`require_kubectl`]).
-pub async fn cluster_for_kubectl() -> Option<(DevCluster, tempfile::TempDir, PathBuf)> {
+/// Runs `kubectl`, which must succeed; its output.
+pub fn kubectl_ok(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> String {
+    let (ok, out) = kubectl(kubeconfig, args, stdin);
+    assert!(ok, "kubectl {args:?} failed: {out}");
+    out
+}
+
+/// Runs `test` on a blocking thread with the kubeconfig of a fresh dev cluster, or skips it
+/// when `kubectl` is missing (see [`require_kubectl`]).
+pub async fn with_kubectl(test: impl FnOnce(&Path) + Send + 'static) {
     if !require_kubectl() {
-        return None;
+        return;
     }
     let dc = DevCluster::start_local().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     dc.write_kubeconfig(&kubeconfig).unwrap();
-    Some((dc, dir, kubeconfig))
+    tokio::task::spawn_blocking(move || test(&kubeconfig)).await.unwrap();
+    dc.shutdown().await;
 }
