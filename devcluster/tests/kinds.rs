@@ -51,6 +51,14 @@ async fn json(dc: &DevCluster, method: &str, path: &str, body: Option<Value>) ->
     (a.code, a.body)
 }
 
+const MERGE: &str = "application/merge-patch+json";
+const STRATEGIC: &str = "application/strategic-merge-patch+json";
+
+/// PATCHes `path` with `patch` of the given content type.
+async fn patch(dc: &DevCluster, path: &str, content_type: &str, patch: Value) -> Answer {
+    send(dc, "PATCH", path, "application/json", Some(content_type), Some(patch)).await
+}
+
 /// The cells of a Table row with Age cells (`5s`) and Created At dates made comparable.
 fn comparable_cells(columns: &[Value], cells: &[Value]) -> Vec<Value> {
     columns
@@ -206,20 +214,12 @@ async fn new_objects_get_the_defaults_and_generation_the_real_server_gives_them(
 
     // The DaemonSet's template generation follows changes of its template alone.
     let ds_path = "/apis/apps/v1/namespaces/default/daemonsets/agent";
-    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": "busybox:2"}]}}}});
-    let a = send(&dc, "PATCH", ds_path, "application/json", Some("application/strategic-merge-patch+json"), Some(patch)).await;
+    let template = json!({"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": "busybox:2"}]}}}});
+    let a = patch(&dc, ds_path, STRATEGIC, template).await;
     assert_eq!(a.code, 200, "{}", a.body);
     assert_eq!(a.body["metadata"]["annotations"]["deprecated.daemonset.template.generation"], "2");
     assert_eq!(a.body["metadata"]["generation"], 2);
-    let a = send(
-        &dc,
-        "PATCH",
-        ds_path,
-        "application/json",
-        Some("application/merge-patch+json"),
-        Some(json!({"spec": {"minReadySeconds": 5}})),
-    )
-    .await;
+    let a = patch(&dc, ds_path, MERGE, json!({"spec": {"minReadySeconds": 5}})).await;
     assert_eq!(a.body["metadata"]["annotations"]["deprecated.daemonset.template.generation"], "2");
     assert_eq!(a.body["metadata"]["generation"], 3);
     dc.shutdown().await;
@@ -232,15 +232,7 @@ async fn rbac_bindings_keep_their_role_ref_and_roles_need_verbs() {
     let rb = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "read"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"}, "subjects": [{"kind": "User", "name": "jane"}]});
     assert_eq!(json(&dc, "POST", rbs, Some(rb)).await.0, 201);
-    let a = send(
-        &dc,
-        "PATCH",
-        &format!("{rbs}/read"),
-        "application/json",
-        Some("application/merge-patch+json"),
-        Some(json!({"roleRef": {"name": "writer"}})),
-    )
-    .await;
+    let a = patch(&dc, &format!("{rbs}/read"), MERGE, json!({"roleRef": {"name": "writer"}})).await;
     assert_eq!(a.code, 422, "{}", a.body);
     assert_eq!(
         a.body["message"],
@@ -248,15 +240,7 @@ async fn rbac_bindings_keep_their_role_ref_and_roles_need_verbs() {
     );
     assert_eq!(a.body["details"]["causes"][0]["field"], "roleRef");
     // Changing the subjects is fine.
-    let a = send(
-        &dc,
-        "PATCH",
-        &format!("{rbs}/read"),
-        "application/json",
-        Some("application/merge-patch+json"),
-        Some(json!({"subjects": [{"kind": "Group", "name": "devs"}]})),
-    )
-    .await;
+    let a = patch(&dc, &format!("{rbs}/read"), MERGE, json!({"subjects": [{"kind": "Group", "name": "devs"}]})).await;
     assert_eq!((a.code, &a.body["subjects"][0]["apiGroup"]), (200, &json!("rbac.authorization.k8s.io")), "{}", a.body);
 
     let crb = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "wrong"},
@@ -285,10 +269,7 @@ async fn rbac_bindings_keep_their_role_ref_and_roles_need_verbs() {
 #[tokio::test]
 async fn strategic_merge_uses_the_pod_template_keys_and_replaces_atomic_lists() {
     let dc = DevCluster::start_local().await.unwrap();
-    let strategic = |path: &'static str, patch: Value| {
-        let dc = &dc;
-        async move { send(dc, "PATCH", path, "application/json", Some("application/strategic-merge-patch+json"), Some(patch)).await }
-    };
+    let strategic = |path: &'static str, body: Value| patch(&dc, path, STRATEGIC, body);
     let mut sts = cases().remove(0).object;
     sts["spec"]["template"]["spec"]["containers"] = json!([{"name": "web", "image": "nginx:1"}, {"name": "log", "image": "fluent:1"}]);
     assert_eq!(json(&dc, "POST", "/apis/apps/v1/namespaces/default/statefulsets", Some(sts)).await.0, 201);
@@ -329,9 +310,7 @@ async fn stateful_sets_and_replica_sets_scale_through_their_scale_subresource() 
         let scale = format!("{}/{}/scale", case.collection, obj["metadata"]["name"].as_str().unwrap());
         let (code, got) = json(&dc, "GET", &scale, None).await;
         assert_eq!((code, got["kind"].as_str(), &got["spec"]["replicas"]), (200, Some("Scale"), &obj["spec"]["replicas"]), "{got}");
-        let a =
-            send(&dc, "PATCH", &scale, "application/json", Some("application/merge-patch+json"), Some(json!({"spec": {"replicas": 5}})))
-                .await;
+        let a = patch(&dc, &scale, MERGE, json!({"spec": {"replicas": 5}})).await;
         assert_eq!((a.code, &a.body["spec"]["replicas"]), (200, &json!(5)), "{}", a.body);
     }
     let (code, _) = json(&dc, "GET", "/apis/apps/v1/namespaces/default/daemonsets/none/scale", None).await;
