@@ -1,6 +1,8 @@
 //! The cluster state shared by the HTTP layer and the background controllers: the store,
-//! the registry of served resources, metrics and the wake-up of the garbage collector.
+//! the registry of served resources, metrics and the wake-up of the garbage collector; and
+//! the objects a fresh cluster holds.
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -66,9 +68,10 @@ impl Cluster {
     }
 
     /// Create what a fresh cluster has: its namespaces (each with what
-    /// [`Cluster::furnish_namespace`] adds) and the Service `default/kubernetes` through which
-    /// pods reach the API server. Each only where it is missing (a data dir may hold it).
-    pub fn seed(&self) {
+    /// [`Cluster::furnish_namespace`] adds), the Service `default/kubernetes` through which
+    /// pods reach the API server, and its Endpoints and EndpointSlice naming `listen` (see
+    /// [`Cluster::publish_address`]). Each only where it is missing (a data dir may hold it).
+    pub fn seed(&self, listen: SocketAddr) {
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
             self.create_missing("namespaces", "", name, body, None);
@@ -91,6 +94,37 @@ impl Cluster {
             },
         });
         self.create_missing("services", "default", "kubernetes", service, Some("kube-apiserver"));
+        self.publish_address(listen);
+    }
+
+    /// The Endpoints and the EndpointSlice `default/kubernetes`: where the API server listens
+    /// (loopback when it listens on every address), as the real server's endpoint reconciler
+    /// keeps them — written again when they name another address (a data dir from an
+    /// earlier run on another port).
+    pub fn publish_address(&self, listen: SocketAddr) {
+        let ip = match listen.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            ip => ip,
+        };
+        let port = json!({"name": "https", "port": listen.port(), "protocol": "TCP"});
+        let endpoints = json!({
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+            "subsets": [{"addresses": [{"ip": ip.to_string()}], "ports": [port]}],
+        });
+        self.create_or_update(&self.core("endpoints"), "default", "kubernetes", endpoints);
+        let slice = json!({
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"kubernetes.io/service-name": "kubernetes"}},
+            "addressType": if ip.is_ipv4() { "IPv4" } else { "IPv6" },
+            "endpoints": [{"addresses": [ip.to_string()], "conditions": {"ready": true}}],
+            "ports": [port],
+        });
+        let info = self.registry.get("discovery.k8s.io", "v1", "endpointslices").expect("built-in resource");
+        self.create_or_update(&info, "default", "kubernetes", slice);
     }
 
     /// What the real cluster's controllers add to every namespace once it exists: the
@@ -132,6 +166,19 @@ impl Cluster {
             Ok(_) => {}
             Err(e) if e.code == 409 => {} // created meanwhile
             Err(e) => tracing::error!("cannot create {plural} {ns}/{name}: {}", e.message),
+        }
+    }
+
+    /// Creates the API server's own object `ns/name`, or replaces it with `body` (a no-op
+    /// when it already says the same).
+    fn create_or_update(&self, info: &ResourceInfo, ns: &str, name: &str, body: Value) {
+        let opts = crate::ops::WriteOpts { manager: Some("kube-apiserver".into()), ..Default::default() };
+        let written = match self.table(info).get(ns, name) {
+            None => crate::ops::create(self, info, ns, body, &opts),
+            Some(_) => crate::ops::update(self, info, ns, name, crate::ops::Subresource::Main, body, &opts),
+        };
+        if let Err(e) = written {
+            tracing::error!("cannot write {} {ns}/{name}: {}", info.plural, e.message);
         }
     }
 

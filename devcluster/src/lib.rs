@@ -142,7 +142,7 @@ impl DevCluster {
             cluster.store.table(&table, builtin_keys.contains(&table)).load(value);
         }
         crd::restore(&cluster);
-        cluster.seed();
+        cluster.seed(addr);
         let stop = cluster.stopping.clone();
         let limits = serve::Limits { header_read_timeout: config.header_read_timeout, max_connections: config.max_connections };
         let server = tokio::spawn(serve::serve(listener, api::router(cluster.clone()), acceptor, limits, stop.subscribe()));

@@ -131,18 +131,25 @@ fn json_patch_bounded(target: &mut Value, ops: &[json_patch::PatchOperation]) ->
     Ok(())
 }
 
-/// The merge key of a list at `path` (dotted, without indices) in built-in kinds.
+/// The merge key of a list at `path` (dotted, without indices) in built-in kinds. Pod
+/// templates (Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs) share the
+/// Pod's keys wherever they sit; lists not named here (RBAC `rules`, binding `subjects`,
+/// Endpoints `subsets`, EndpointSlice `endpoints` and `ports`) are atomic and replaced.
 fn merge_key(path: &str) -> Option<&'static str> {
-    let last = path.rsplit('.').next().unwrap_or("");
+    let mut segments = path.rsplit('.');
+    let last = segments.next().unwrap_or("");
+    let parent = segments.next().unwrap_or("");
     match last {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env" | "imagePullSecrets" | "secrets" => Some("name"),
+        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env" | "imagePullSecrets" | "secrets" | "webhooks" => {
+            Some("name")
+        }
         "volumeMounts" => Some("mountPath"),
         "volumeDevices" => Some("devicePath"),
-        "ports" if path.contains("containers") => Some("containerPort"),
-        "ports" => Some("port"),
+        "ports" if parent.ends_with("ontainers") => Some("containerPort"),
+        "ports" if path == "spec.ports" => Some("port"),
+        "addresses" if path == "status.addresses" => Some("type"),
         "conditions" => Some("type"),
         "ownerReferences" => Some("uid"),
-        "tolerations" | "hostAliases" => None,
         _ => None,
     }
 }
@@ -258,6 +265,25 @@ mod tests {
         let mut cm = json!({"data": {"a": "1", "b": "2"}, "spec": {"containers": [{"name": "a"}]}});
         strategic(&mut cm, &json!({"data": {"b": null, "c": "3"}, "spec": {"containers": [{"name": "a", "$patch": "delete"}]}}), "");
         assert_eq!(cm, json!({"data": {"a": "1", "c": "3"}, "spec": {"containers": []}}));
+    }
+
+    #[test]
+    fn merge_keys_follow_the_kind_of_list() {
+        let table = [
+            ("spec.template.spec.containers", Some("name")),
+            ("spec.jobTemplate.spec.template.spec.initContainers", Some("name")),
+            ("spec.template.spec.containers.ports", Some("containerPort")),
+            ("spec.template.spec.initContainers.ports", Some("containerPort")),
+            ("spec.ports", Some("port")),
+            ("ports", None),
+            ("webhooks", Some("name")),
+            ("rules", None),
+            ("subjects", None),
+            ("status.addresses", Some("type")),
+        ];
+        for (path, want) in table {
+            assert_eq!(merge_key(path), want, "{path}");
+        }
     }
 
     #[test]

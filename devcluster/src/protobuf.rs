@@ -1,6 +1,6 @@
 //! Decoding of Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`),
-//! which kubectl's typed commands (`kubectl create deployment|job|namespace|secret|...`)
-//! send. The envelope (`k8s\0` + `runtime.Unknown`) names the kind; the object is decoded
+//! which kubectl's typed commands (`kubectl create deployment|job|namespace|secret|role|
+//! clusterrolebinding|cronjob|pdb|ingress|...`) send. The envelope (`k8s\0` + `runtime.Unknown`) names the kind; the object is decoded
 //! to JSON with a built-in table of field numbers for the kinds and fields those commands
 //! use (and the TokenRequest, Eviction and Binding that `kubectl create token` and clients
 //! post). Fields not in the table are skipped (nested messages we do not know become `{}`).
@@ -31,6 +31,8 @@ enum K {
     MapBytes,
     MapQuantity,
     Opaque,
+    /// An embedded message whose fields JSON writes in the parent (`json:",inline"`).
+    Inline(&'static [F]),
 }
 
 /// (field number, JSON name, kind, repeated)
@@ -49,6 +51,12 @@ const POINTER_INTS: &[&str] = &[
     "activeDeadlineSeconds",
     "expirationSeconds",
     "gracePeriodSeconds",
+    "successfulJobsHistoryLimit",
+    "failedJobsHistoryLimit",
+    "startingDeadlineSeconds",
+    "minAvailable",
+    "maxUnavailable",
+    "maxSurge",
 ];
 const OWNER_REF: &[F] = &[
     (1, "kind", K::Str, false),
@@ -184,6 +192,52 @@ const DELETE_OPTIONS: &[F] = &[
     (4, "propagationPolicy", K::Str, false),
     (5, "dryRun", K::Str, true),
 ];
+const CRON_JOB_SPEC: &[F] = &[
+    (1, "schedule", K::Str, false),
+    (2, "startingDeadlineSeconds", K::Int, false),
+    (3, "concurrencyPolicy", K::Str, false),
+    (4, "suspend", K::Bool, false),
+    (5, "jobTemplate", K::Msg(&[(1, "metadata", K::Msg(META), false), (2, "spec", K::Msg(JOB_SPEC), false)]), false),
+    (6, "successfulJobsHistoryLimit", K::Int, false),
+    (7, "failedJobsHistoryLimit", K::Int, false),
+    (8, "timeZone", K::Str, false),
+];
+const PDB_SPEC: &[F] = &[
+    (1, "minAvailable", K::IntOrStr, false),
+    (2, "selector", K::Msg(SELECTOR), false),
+    (3, "maxUnavailable", K::IntOrStr, false),
+    (4, "unhealthyPodEvictionPolicy", K::Str, false),
+];
+const INGRESS_BACKEND: &[F] = &[
+    (3, "resource", K::Msg(&[(1, "apiGroup", K::Str, false), (2, "kind", K::Str, false), (3, "name", K::Str, false)]), false),
+    (
+        4,
+        "service",
+        K::Msg(&[(1, "name", K::Str, false), (2, "port", K::Msg(&[(1, "name", K::Str, false), (2, "number", K::Int, false)]), false)]),
+        false,
+    ),
+];
+const INGRESS_PATH: &[F] = &[(1, "path", K::Str, false), (2, "backend", K::Msg(INGRESS_BACKEND), false), (3, "pathType", K::Str, false)];
+const INGRESS_RULE: &[F] = &[
+    (1, "host", K::Str, false),
+    (2, "ingressRuleValue", K::Inline(&[(1, "http", K::Msg(&[(1, "paths", K::Msg(INGRESS_PATH), true)]), false)]), false),
+];
+const INGRESS_SPEC: &[F] = &[
+    (1, "defaultBackend", K::Msg(INGRESS_BACKEND), false),
+    (2, "tls", K::Msg(&[(1, "hosts", K::Str, true), (2, "secretName", K::Str, false)]), true),
+    (3, "rules", K::Msg(INGRESS_RULE), true),
+    (4, "ingressClassName", K::Str, false),
+];
+const POLICY_RULE: &[F] = &[
+    (1, "verbs", K::Str, true),
+    (2, "apiGroups", K::Str, true),
+    (3, "resources", K::Str, true),
+    (4, "resourceNames", K::Str, true),
+    (5, "nonResourceURLs", K::Str, true),
+];
+const SUBJECT: &[F] =
+    &[(1, "kind", K::Str, false), (2, "apiGroup", K::Str, false), (3, "name", K::Str, false), (4, "namespace", K::Str, false)];
+const ROLE_REF: &[F] = &[(1, "apiGroup", K::Str, false), (2, "kind", K::Str, false), (3, "name", K::Str, false)];
 
 /// The top-level fields of each supported kind.
 fn kind_fields(kind: &str) -> Option<&'static [F]> {
@@ -208,6 +262,16 @@ fn kind_fields(kind: &str) -> Option<&'static [F]> {
         (4, "stringData", K::MapStr, false),
         (5, "immutable", K::Bool, false),
     ];
+    static CRON_JOB: [F; 2] = top(CRON_JOB_SPEC);
+    static PDB: [F; 2] = top(PDB_SPEC);
+    static INGRESS: [F; 2] = top(INGRESS_SPEC);
+    static ROLE: [F; 3] = [
+        (1, "metadata", K::Msg(META), false),
+        (2, "rules", K::Msg(POLICY_RULE), true),
+        (3, "aggregationRule", K::Msg(&[(1, "clusterRoleSelectors", K::Msg(SELECTOR), true)]), false),
+    ];
+    static ROLE_BINDING: [F; 3] =
+        [(1, "metadata", K::Msg(META), false), (2, "subjects", K::Msg(SUBJECT), true), (3, "roleRef", K::Msg(ROLE_REF), false)];
     static SA: [F; 4] = [
         (1, "metadata", K::Msg(META), false),
         (2, "secrets", K::Msg(OBJECT_REF), true),
@@ -229,6 +293,11 @@ fn kind_fields(kind: &str) -> Option<&'static [F]> {
         "ConfigMap" => &CONFIGMAP,
         "Secret" => &SECRET,
         "ServiceAccount" => &SA,
+        "CronJob" => &CRON_JOB,
+        "PodDisruptionBudget" => &PDB,
+        "Ingress" => &INGRESS,
+        "Role" | "ClusterRole" => &ROLE,
+        "RoleBinding" | "ClusterRoleBinding" => &ROLE_BINDING,
         _ => return None,
     })
 }
@@ -324,6 +393,12 @@ fn message(buf: &[u8], fields: &[F]) -> Result<Value, Error> {
             }
             (K::Str, _) => text(r.bytes()?),
             (K::Msg(sub), _) => message(r.bytes()?, sub)?,
+            (K::Inline(sub), _) => {
+                if let Value::Object(m) = message(r.bytes()?, sub)? {
+                    out.extend(m);
+                }
+                continue;
+            }
             (K::Opaque, _) => {
                 r.bytes()?;
                 json!({})
@@ -431,5 +506,21 @@ mod tests {
         let raw = [b"k8s\x00".to_vec(), field(1, &type_meta), field(2, &object)].concat();
         let v = decode(&raw).unwrap();
         assert_eq!(v, json!({"metadata": {"name": "cm1"}, "data": {"a": "1"}, "apiVersion": "v1", "kind": "ConfigMap"}));
+    }
+
+    #[test]
+    fn an_ingress_rule_writes_its_inline_rule_value_in_place() {
+        let backend = field(4, &[field(1, b"svc"), vec![2 << 3 | 2, 2, 2 << 3, 80]].concat());
+        let path = [field(1, b"/"), field(2, &backend), field(3, b"Prefix")].concat();
+        let rule = [field(1, b"a.com"), field(2, &field(1, &field(1, &path)))].concat();
+        let object = [field(1, &field(1, b"web")), field(2, &field(3, &rule))].concat();
+        let type_meta = [field(1, b"networking.k8s.io/v1"), field(2, b"Ingress")].concat();
+        let raw = [b"k8s\x00".to_vec(), field(1, &type_meta), field(2, &object)].concat();
+        let v = decode(&raw).unwrap();
+        assert_eq!(
+            v["spec"]["rules"],
+            json!([{"host": "a.com", "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": "svc", "port": {"number": 80}}}}]}}])
+        );
     }
 }

@@ -39,8 +39,9 @@ pub enum ScaleSelector {
 }
 
 impl ScalePaths {
-    /// A Deployment's: `spec.replicas`, `status.replicas` and `spec.selector`.
-    fn deployment() -> Self {
+    /// A Deployment's, StatefulSet's or ReplicaSet's: `spec.replicas`, `status.replicas` and
+    /// `spec.selector`.
+    fn replicas_of_a_workload() -> Self {
         let path = |p: &str| SimplePath::parse(p).expect("a valid path");
         ScalePaths {
             spec_replicas: path(".spec.replicas"),
@@ -155,15 +156,23 @@ impl ResourceInfo {
                 verbs: GET_PATCH_UPDATE,
             });
         }
+        if self.builtin && self.group.is_empty() {
+            self.core_subresources(&mut out);
+        }
+        // by name, as both forms of discovery list them
+        out.sort_by_key(|s| s.name);
+        out
+    }
+
+    /// The subresources of core/v1 built-ins beyond status and scale.
+    fn core_subresources(&self, out: &mut Vec<ServedSubresource>) {
+        let own = |name, verbs| ServedSubresource { name, group_version: None, kind: self.kind.clone(), verbs };
         let other = |name, group, version, kind: &str| ServedSubresource {
             name,
             group_version: Some((group, version)),
             kind: kind.into(),
             verbs: &["create"],
         };
-        if !self.builtin || !self.group.is_empty() {
-            return out;
-        }
         match self.plural.as_str() {
             "namespaces" => out.push(own("finalize", &["update"])),
             "pods" => {
@@ -174,7 +183,6 @@ impl ResourceInfo {
             "serviceaccounts" => out.push(other("token", "authentication.k8s.io", "v1", "TokenRequest")),
             _ => {}
         }
-        out
     }
 
     /// The served subresource `name`, if any.
@@ -216,143 +224,67 @@ impl ResourceInfo {
             ],
             ("events.k8s.io", "events") => &["regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid", "reason", "type"],
             ("batch", "jobs") => &["status.successful"],
+            ("", "nodes") => &["spec.unschedulable"],
+            ("apps", "replicasets") => &["status.replicas"],
             _ => &[],
+        }
+    }
+
+    /// The `Warning` the real server sends with every answer about a deprecated kind.
+    pub fn deprecation(&self) -> Option<&'static str> {
+        match (self.builtin, self.group.as_str(), self.plural.as_str()) {
+            (true, "", "endpoints") => Some("v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"),
+            _ => None,
         }
     }
 }
 
-struct Builtin {
-    group: &'static str,
-    plural: &'static str,
-    singular: &'static str,
-    kind: &'static str,
-    namespaced: bool,
-    short: &'static [&'static str],
-    categories: &'static [&'static str],
-    status: bool,
-}
+/// A built-in kind: group (version `v1`), plural, kind (the singular is its lower case),
+/// namespaced, short names, categories and (status, scale) subresources, as the real
+/// server's discovery lists them.
+type Builtin = (&'static str, &'static str, &'static str, bool, &'static [&'static str], &'static [&'static str], (bool, bool));
 
+const NS: bool = true;
+const CLUSTER: bool = false;
+const NONE: (bool, bool) = (false, false);
+const STATUS: (bool, bool) = (true, false);
+const STATUS_SCALE: (bool, bool) = (true, true);
+const ALL: &[&str] = &["all"];
+const EXT: &[&str] = &["api-extensions"];
+
+#[rustfmt::skip]
 const BUILTINS: &[Builtin] = &[
-    Builtin {
-        group: "",
-        plural: "namespaces",
-        singular: "namespace",
-        kind: "Namespace",
-        namespaced: false,
-        short: &["ns"],
-        categories: &[],
-        status: true,
-    },
-    Builtin {
-        group: "",
-        plural: "configmaps",
-        singular: "configmap",
-        kind: "ConfigMap",
-        namespaced: true,
-        short: &["cm"],
-        categories: &[],
-        status: false,
-    },
-    Builtin {
-        group: "",
-        plural: "secrets",
-        singular: "secret",
-        kind: "Secret",
-        namespaced: true,
-        short: &[],
-        categories: &[],
-        status: false,
-    },
-    Builtin {
-        group: "",
-        plural: "pods",
-        singular: "pod",
-        kind: "Pod",
-        namespaced: true,
-        short: &["po"],
-        categories: &["all"],
-        status: true,
-    },
-    Builtin {
-        group: "",
-        plural: "services",
-        singular: "service",
-        kind: "Service",
-        namespaced: true,
-        short: &["svc"],
-        categories: &["all"],
-        status: true,
-    },
-    Builtin {
-        group: "",
-        plural: "serviceaccounts",
-        singular: "serviceaccount",
-        kind: "ServiceAccount",
-        namespaced: true,
-        short: &["sa"],
-        categories: &[],
-        status: false,
-    },
-    Builtin {
-        group: "",
-        plural: "events",
-        singular: "event",
-        kind: "Event",
-        namespaced: true,
-        short: &["ev"],
-        categories: &[],
-        status: false,
-    },
-    Builtin {
-        group: "events.k8s.io",
-        plural: "events",
-        singular: "event",
-        kind: "Event",
-        namespaced: true,
-        short: &["ev"],
-        categories: &[],
-        status: false,
-    },
-    Builtin {
-        group: "coordination.k8s.io",
-        plural: "leases",
-        singular: "lease",
-        kind: "Lease",
-        namespaced: true,
-        short: &[],
-        categories: &[],
-        status: false,
-    },
-    Builtin {
-        group: "apps",
-        plural: "deployments",
-        singular: "deployment",
-        kind: "Deployment",
-        namespaced: true,
-        short: &["deploy"],
-        categories: &["all"],
-        status: true,
-    },
-    Builtin {
-        group: "batch",
-        plural: "jobs",
-        singular: "job",
-        kind: "Job",
-        namespaced: true,
-        short: &[],
-        categories: &["all"],
-        status: true,
-    },
-    Builtin {
-        group: "apiextensions.k8s.io",
-        plural: "customresourcedefinitions",
-        singular: "customresourcedefinition",
-        kind: "CustomResourceDefinition",
-        namespaced: false,
-        short: &["crd", "crds"],
-        categories: &["api-extensions"],
-        status: true,
-    },
+    ("", "namespaces", "Namespace", CLUSTER, &["ns"], &[], STATUS),
+    ("", "configmaps", "ConfigMap", NS, &["cm"], &[], NONE),
+    ("", "secrets", "Secret", NS, &[], &[], NONE),
+    ("", "pods", "Pod", NS, &["po"], ALL, STATUS),
+    ("", "services", "Service", NS, &["svc"], ALL, STATUS),
+    ("", "serviceaccounts", "ServiceAccount", NS, &["sa"], &[], NONE),
+    ("", "events", "Event", NS, &["ev"], &[], NONE),
+    ("", "nodes", "Node", CLUSTER, &["no"], &[], STATUS),
+    ("", "persistentvolumes", "PersistentVolume", CLUSTER, &["pv"], &[], STATUS),
+    ("", "persistentvolumeclaims", "PersistentVolumeClaim", NS, &["pvc"], &[], STATUS),
+    ("", "endpoints", "Endpoints", NS, &["ep"], &[], NONE),
+    ("events.k8s.io", "events", "Event", NS, &["ev"], &[], NONE),
+    ("coordination.k8s.io", "leases", "Lease", NS, &[], &[], NONE),
+    ("apps", "deployments", "Deployment", NS, &["deploy"], ALL, STATUS_SCALE),
+    ("apps", "statefulsets", "StatefulSet", NS, &["sts"], ALL, STATUS_SCALE),
+    ("apps", "daemonsets", "DaemonSet", NS, &["ds"], ALL, STATUS),
+    ("apps", "replicasets", "ReplicaSet", NS, &["rs"], ALL, STATUS_SCALE),
+    ("batch", "jobs", "Job", NS, &[], ALL, STATUS),
+    ("batch", "cronjobs", "CronJob", NS, &["cj"], ALL, STATUS),
+    ("policy", "poddisruptionbudgets", "PodDisruptionBudget", NS, &["pdb"], &[], STATUS),
+    ("networking.k8s.io", "ingresses", "Ingress", NS, &["ing"], &[], STATUS),
+    ("networking.k8s.io", "ingressclasses", "IngressClass", CLUSTER, &[], &[], NONE),
+    ("networking.k8s.io", "networkpolicies", "NetworkPolicy", NS, &["netpol"], &[], NONE),
+    ("discovery.k8s.io", "endpointslices", "EndpointSlice", NS, &[], &[], NONE),
+    ("rbac.authorization.k8s.io", "roles", "Role", NS, &[], &[], NONE),
+    ("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", CLUSTER, &[], &[], NONE),
+    ("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", NS, &[], &[], NONE),
+    ("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", CLUSTER, &[], &[], NONE),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", CLUSTER, &[], EXT, NONE),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", CLUSTER, &[], EXT, NONE),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "CustomResourceDefinition", CLUSTER, &["crd", "crds"], EXT, STATUS),
 ];
 
 /// Storage key of the core Event table (shared by both Event shapes).
@@ -371,26 +303,26 @@ impl Registry {
         let reg = Registry::default();
         {
             let mut m = reg.inner.write();
-            for b in BUILTINS {
+            for &(group, plural, kind, namespaced, short, categories, (status, scale)) in BUILTINS {
                 let info = ResourceInfo {
-                    group: b.group.into(),
+                    group: group.into(),
                     version: "v1".into(),
-                    plural: b.plural.into(),
-                    singular: b.singular.into(),
-                    kind: b.kind.into(),
-                    namespaced: b.namespaced,
-                    short_names: b.short.iter().map(|s| s.to_string()).collect(),
-                    categories: b.categories.iter().map(|s| s.to_string()).collect(),
-                    verbs: if b.plural == "namespaces" { NAMESPACE_VERBS } else { ALL_VERBS },
-                    status_subresource: b.status,
+                    plural: plural.into(),
+                    singular: kind.to_lowercase(),
+                    kind: kind.into(),
+                    namespaced,
+                    short_names: short.iter().map(|s| s.to_string()).collect(),
+                    categories: categories.iter().map(|s| s.to_string()).collect(),
+                    verbs: if plural == "namespaces" { NAMESPACE_VERBS } else { ALL_VERBS },
+                    status_subresource: status,
                     builtin: true,
-                    storage: if b.plural == "events" { EVENTS_STORAGE.into() } else { format!("{}/{}", b.group, b.plural) },
+                    storage: if plural == "events" { EVENTS_STORAGE.into() } else { format!("{group}/{plural}") },
                     schema: None,
                     columns: Vec::new(),
                     preserve_unknown: false,
-                    scale: (b.group == "apps" && b.plural == "deployments").then(ScalePaths::deployment),
+                    scale: scale.then(ScalePaths::replicas_of_a_workload),
                 };
-                m.insert((b.group.into(), "v1".into(), b.plural.into()), Arc::new(info));
+                m.insert((group.into(), "v1".into(), plural.into()), Arc::new(info));
             }
         }
         reg

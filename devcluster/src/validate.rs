@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use crate::registry::ResourceInfo;
 use crate::status::Cause;
 
 /// Message for an invalid RFC 1123 subdomain (most object names).
@@ -39,6 +40,28 @@ pub fn dns_subdomain(s: &str) -> Result<(), String> {
                 && p.ends_with(is_alnum_lower)
         });
     if ok { Ok(()) } else { Err(SUBDOMAIN_MSG.into()) }
+}
+
+/// A path segment name (RBAC objects, whose names hold colons such as
+/// `system:controller:x`): anything but `.` and `..`, without `/` or `%`.
+pub fn path_segment(s: &str) -> Result<(), String> {
+    if s == "." || s == ".." {
+        return Err(format!("may not be '{s}'"));
+    }
+    match ['/', '%'].into_iter().find(|c| s.contains(*c)) {
+        Some(c) => Err(format!("may not contain '{c}'")),
+        None => Ok(()),
+    }
+}
+
+/// The rule names of `info`'s objects follow: namespaces are RFC 1123 labels, RBAC objects
+/// path segments, everything else RFC 1123 subdomains.
+pub fn name_rule(info: &ResourceInfo) -> fn(&str) -> Result<(), String> {
+    match (info.builtin, info.group.as_str(), info.plural.as_str()) {
+        (true, "", "namespaces") => dns_label,
+        (true, "rbac.authorization.k8s.io", _) => path_segment,
+        _ => dns_subdomain,
+    }
 }
 
 fn name_part(s: &str) -> bool {
@@ -146,6 +169,20 @@ mod tests {
         for (name, subdomain, label) in table {
             assert_eq!(dns_subdomain(name).is_ok(), subdomain, "subdomain {name}");
             assert_eq!(dns_label(name).is_ok(), label, "label {name}");
+        }
+    }
+
+    #[test]
+    fn rbac_names_are_path_segments() {
+        let table = [
+            ("system:controller:x", Ok(())),
+            (".", Err("may not be '.'")),
+            ("..", Err("may not be '..'")),
+            ("a/b", Err("may not contain '/'")),
+            ("a%b", Err("may not contain '%'")),
+        ];
+        for (name, want) in table {
+            assert_eq!(path_segment(name), want.map_err(String::from), "{name}");
         }
     }
 

@@ -2,13 +2,10 @@
 //! as a table and as YAML, label/annotate/patch it, and delete it while it has a finalizer.
 //! Without `kubectl` on the PATH they fail under CI and are skipped, with a message, elsewhere.
 
-#[path = "../../tests/src/tools.rs"]
-mod tools;
+#[path = "support/kubectl.rs"]
+mod support;
 
-use std::path::Path;
-use std::process::Command;
-
-use bosun_devcluster::DevCluster;
+use support::{kubectl, kubectl_ok, with_kubectl};
 
 const CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -40,44 +37,10 @@ metadata: {name: kex1, finalizers: [example.com/hold]}
 spec: {duration: 1m}
 "#;
 
-fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String) {
-    let mut cmd = Command::new("kubectl");
-    cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
-    cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().expect("kubectl runs");
-    if let Some(input) = stdin {
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    } else {
-        drop(child.stdin.take());
-    }
-    let out = child.wait_with_output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), text)
-}
-
-/// Whether `kubectl` runs, under the rule of [`tools::require_tool`].
-fn require_kubectl() -> bool {
-    let works = Command::new("kubectl").arg("version").arg("--client").output().is_ok_and(|o| o.status.success());
-    tools::require_tool("`kubectl` on the PATH (Debian's kubernetes-client)", works)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_gets_labels_patches_and_deletes_a_custom_resource() {
-    if !require_kubectl() {
-        return;
-    }
-    let dc = DevCluster::start_local().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kc = dir.path().join("kubeconfig");
-    dc.write_kubeconfig(&kc).unwrap();
-    let kc2 = kc.clone();
-    tokio::task::spawn_blocking(move || {
-        let run = |args: &[&str], stdin: Option<&str>| {
-            let (ok, out) = kubectl(&kc2, args, stdin);
-            assert!(ok, "kubectl {args:?} failed: {out}");
-            out
-        };
+    with_kubectl(move |kc| {
+        let run = |args: &[&str], stdin: Option<&str>| kubectl_ok(kc, args, stdin);
         assert!(run(&["apply", "-f", "-"], Some(CRD)).contains("created"));
         assert!(run(&["apply", "-f", "-"], Some(OBJ)).contains("kopfexample.kopf.dev/kex1 created"));
         let table = run(&["get", "kex"], None);
@@ -94,29 +57,16 @@ async fn kubectl_applies_gets_labels_patches_and_deletes_a_custom_resource() {
         let ts = run(&["get", "kex", "kex1", "-o", "jsonpath={.metadata.deletionTimestamp}"], None);
         assert!(!ts.trim().is_empty(), "the object stays with a deletionTimestamp");
         run(&["patch", "kex", "kex1", "--type", "json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#], None);
-        let (ok, out) = kubectl(&kc2, &["get", "kex", "kex1"], None);
+        let (ok, out) = kubectl(kc, &["get", "kex", "kex1"], None);
         assert!(!ok && out.contains("NotFound"), "{out}");
     })
-    .await
-    .unwrap();
-    dc.shutdown().await;
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_commands_send_protobuf_and_are_understood() {
-    if !require_kubectl() {
-        return;
-    }
-    let dc = DevCluster::start_local().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kc = dir.path().join("kubeconfig");
-    dc.write_kubeconfig(&kc).unwrap();
-    tokio::task::spawn_blocking(move || {
-        let run = |args: &[&str]| {
-            let (ok, out) = kubectl(&kc, args, None);
-            assert!(ok, "kubectl {args:?} failed: {out}");
-            out
-        };
+    with_kubectl(move |kc| {
+        let run = |args: &[&str]| kubectl_ok(kc, args, None);
         run(&["create", "namespace", "team"]);
         run(&["-n", "team", "create", "configmap", "c1", "--from-literal=x=y"]);
         run(&["-n", "team", "create", "secret", "generic", "s1", "--from-literal=a=b"]);
@@ -128,7 +78,5 @@ async fn kubectl_create_commands_send_protobuf_and_are_understood() {
         assert_eq!(run(&["-n", "team", "get", "secret", "s1", "-o", "jsonpath={.data.a}"]).trim(), "Yg==");
         assert_eq!(run(&["-n", "team", "get", "configmap", "c1", "-o", "jsonpath={.data.x}"]).trim(), "y");
     })
-    .await
-    .unwrap();
-    dc.shutdown().await;
+    .await;
 }

@@ -13,9 +13,12 @@ use bosun_devcluster::DevCluster;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
-/// Sends one request; the status, the content type and the body.
+/// Sends one request; the status, the content type and the body. kube-rs's own retries are
+/// off: a 429 is an answer these tests check, not one to wait out.
 async fn send(dc: &DevCluster, method: &str, path: &str, content_type: Option<&str>, body: Option<Value>) -> (u16, String, String) {
-    let client = dc.client();
+    let mut config = dc.kube_config();
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).unwrap();
     let mut req = http::Request::builder().method(method).uri(path).header("accept", "application/json");
     if let Some(ct) = content_type {
         req = req.header("content-type", ct);
@@ -463,6 +466,35 @@ async fn an_eviction_deletes_the_pod_and_answers_201_success() {
     assert_eq!(code, 404, "evicted");
     let (code, status) = call(&dc, "POST", &format!("{PODS}/p/eviction"), JSON, Some(eviction("p", json!({})))).await;
     assert_eq!((code, &status["message"]), (404, &json!("pods \"p\" not found")));
+}
+
+#[tokio::test]
+async fn an_eviction_honours_a_pod_disruption_budget_by_its_status() {
+    let dc = DevCluster::start_local().await.unwrap();
+    create_pod(&dc, "guarded").await;
+    let running = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
+    let (code, _) = call(&dc, "PATCH", &format!("{PODS}/guarded/status"), MERGE, Some(running)).await;
+    assert_eq!(code, 200);
+    let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}});
+    let pdbs = "/apis/policy/v1/namespaces/default/poddisruptionbudgets";
+    let (code, created) = call(&dc, "POST", pdbs, JSON, Some(pdb)).await;
+    assert_eq!(code, 201, "{created}");
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "guarded", "namespace": "default"}});
+    // No disruption controller has observed the budget yet: the real server refuses too.
+    let (code, status) = call(&dc, "POST", &format!("{PODS}/guarded/eviction"), JSON, Some(eviction.clone())).await;
+    assert_eq!((code, status["reason"].as_str()), (429, Some("TooManyRequests")), "{status}");
+    // Once its status allows a disruption, the eviction spends it and the pod goes.
+    let allowed =
+        json!({"status": {"observedGeneration": 1, "disruptionsAllowed": 1, "currentHealthy": 2, "desiredHealthy": 1, "expectedPods": 2}});
+    let (code, text) = call(&dc, "PATCH", &format!("{pdbs}/keep/status"), MERGE, Some(allowed)).await;
+    assert_eq!(code, 200, "{text}");
+    let (code, status) = call(&dc, "POST", &format!("{PODS}/guarded/eviction"), JSON, Some(eviction)).await;
+    assert_eq!(code, 201, "{status}");
+    let (code, budget) = call(&dc, "GET", &format!("{pdbs}/keep"), None, None).await;
+    assert_eq!((code, budget["status"]["disruptionsAllowed"].as_i64()), (200, Some(0)), "{budget}");
+    let (code, _) = call(&dc, "GET", &format!("{PODS}/guarded"), None, None).await;
+    assert_eq!(code, 404, "evicted");
 }
 
 #[tokio::test]

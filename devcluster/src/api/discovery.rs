@@ -1,6 +1,6 @@
 //! Discovery and meta endpoints: `/version`, `/api`, `/apis`, group and group-version
-//! resource lists (legacy format; kubectl falls back to it from aggregated discovery), and
-//! a minimal OpenAPI answer.
+//! resource lists in the legacy format (the aggregated one is `aggregated.rs`, built from the
+//! same registry entries), and a minimal OpenAPI answer.
 
 use axum::response::Response;
 use serde_json::{Value, json};

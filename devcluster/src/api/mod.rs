@@ -3,8 +3,10 @@
 //! watch streams, Status errors) as kube-apiserver does.
 
 mod actions;
+mod aggregated;
 mod discovery;
 mod negotiate;
+mod printers;
 mod read;
 mod scale;
 mod table;
@@ -154,9 +156,12 @@ async fn answer(cluster: Arc<Cluster>, req: Request) -> Response {
         ["healthz" | "livez" | "readyz", ..] => text(200, "ok"),
         ["metrics"] => text(200, &cluster.metrics.render()),
         ["openapi", rest @ ..] => discovery::openapi(&cluster, rest),
-        ["api"] => json_response(200, &discovery::core_versions(&ctx), &[]),
+        [root @ ("api" | "apis")] => match aggregated::asked(ctx.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok())) {
+            Some(version) => aggregated::answer(&cluster, *root == "api", version),
+            None if *root == "api" => json_response(200, &discovery::core_versions(&ctx), &[]),
+            None => discovery::groups(&cluster, &ctx),
+        },
         ["api", "v1"] => json_response(200, &discovery::resource_list(&cluster, "", "v1"), &[]),
-        ["apis"] => discovery::groups(&cluster, &ctx),
         ["apis", g] => discovery::group(&cluster, g),
         ["apis", g, v] => {
             if !cluster.registry.has_group(g, Some(v)) {
@@ -344,7 +349,7 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
         (&Method::DELETE, false) => "DELETECOLLECTION",
         _ => "OTHER",
     };
-    let response = match target.sub.as_deref() {
+    let mut response = match target.sub.as_deref() {
         Some("scale") => scale::handle(cluster, &target, &ctx, &method, &raw),
         Some("eviction" | "binding" | "token") => actions::handle(cluster, &target, &ctx, &raw),
         _ => match verb {
@@ -359,6 +364,9 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
             _ => error(&ApiError::method_not_allowed(method.as_str(), &info)),
         },
     };
+    if let Some(text) = info.deprecation() {
+        warn_first(&mut response, text);
+    }
     cluster.metrics.count(Key {
         verb,
         group: info.group.clone(),
@@ -376,11 +384,30 @@ pub fn bytes_response(code: u16, body: Bytes, warnings: &[String]) -> Response {
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     for w in warnings {
-        if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", serde_json::to_string(w).unwrap_or_default())) {
+        if let Some(v) = warning(w) {
             r.headers_mut().append(header::WARNING, v);
         }
     }
     r
+}
+
+/// A `Warning` header value: `299 - "text"`.
+fn warning(text: &str) -> Option<HeaderValue> {
+    HeaderValue::from_str(&format!("299 - {}", serde_json::to_string(text).unwrap_or_default())).ok()
+}
+
+/// Put `text` before the answer's other warnings, as the real server's handler for a
+/// deprecated kind adds its warning before the request is served.
+fn warn_first(response: &mut Response, text: &str) {
+    let Some(first) = warning(text) else {
+        return;
+    };
+    let headers = response.headers_mut();
+    let rest: Vec<HeaderValue> = headers.get_all(header::WARNING).iter().cloned().collect();
+    headers.insert(header::WARNING, first);
+    for v in rest {
+        headers.append(header::WARNING, v);
+    }
 }
 
 /// A JSON answer.

@@ -47,14 +47,14 @@ pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value,
             meta.insert("name".into(), json!(format!("{base}{}", random_suffix())));
         }
     }
-    let name_rule = if info.plural == "namespaces" { validate::dns_label } else { validate::dns_subdomain };
-    let causes = validate::metadata(&body, name_rule);
+    let causes = validate::metadata(&body, validate::name_rule(info));
     if !causes.is_empty() {
         let name = crate::registry::name_of(&body).to_string();
         return Err(ApiError::invalid_object(info, &name, causes));
     }
     if info.status_subresource
-        && !(info.builtin && matches!(info.plural.as_str(), "namespaces" | "customresourcedefinitions"))
+        // a kubelet registers its Node with its status
+        && !(info.builtin && matches!(info.plural.as_str(), "namespaces" | "customresourcedefinitions" | "nodes"))
         && let Some(m) = body.as_object_mut()
     {
         m.remove("status");

@@ -102,9 +102,21 @@ pub fn random_suffix() -> String {
     u.as_bytes().iter().take(5).map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char).collect()
 }
 
-/// Whether objects of the resource carry `metadata.generation`.
+/// Whether objects of the resource carry `metadata.generation` (the real server's create
+/// strategy sets it to 1 and its update strategy raises it when the spec changes).
 pub fn has_generation(info: &ResourceInfo) -> bool {
-    !info.builtin || matches!(info.plural.as_str(), "deployments" | "jobs" | "customresourcedefinitions" | "pods")
+    !info.builtin
+        || matches!(
+            (info.group.as_str(), info.plural.as_str()),
+            ("", "pods")
+                | ("apps", _)
+                | ("batch", _)
+                | ("policy", "poddisruptionbudgets")
+                | ("networking.k8s.io", _)
+                | ("discovery.k8s.io", "endpointslices")
+                | ("admissionregistration.k8s.io", _)
+                | ("apiextensions.k8s.io", "customresourcedefinitions")
+        )
 }
 
 /// Parse a request body as JSON, with the real server's error for malformed input.
@@ -229,6 +241,13 @@ fn builtin_fields(info: &ResourceInfo) -> &'static [&'static str] {
             "deprecatedLastTimestamp",
             "deprecatedCount",
         ],
+        ("", "endpoints") => &["subsets"],
+        ("discovery.k8s.io", "endpointslices") => &["addressType", "endpoints", "ports"],
+        ("rbac.authorization.k8s.io", "roles") => &["rules"],
+        ("rbac.authorization.k8s.io", "clusterroles") => &["rules", "aggregationRule"],
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => &["subjects", "roleRef"],
+        ("admissionregistration.k8s.io", _) => &["webhooks"],
+        ("networking.k8s.io", "ingressclasses" | "networkpolicies") => &["spec"],
         _ => &["spec", "status"],
     }
 }

@@ -351,8 +351,7 @@ fn reconcile(
             }
         }
     }
-    let name_rule = if info.plural == "namespaces" { crate::validate::dns_label } else { crate::validate::dns_subdomain };
-    let mut causes = crate::validate::metadata(&new, name_rule);
+    let mut causes = crate::validate::metadata(&new, crate::validate::name_rule(info));
     if old.get("metadata").and_then(|v| v.get("deletionTimestamp")).is_some_and(|t| !t.is_null()) {
         let before = finalizers(old);
         let added: Vec<String> = finalizers(&new).into_iter().filter(|f| !before.contains(f)).collect();

@@ -1,9 +1,20 @@
 //! Behaviour of the built-in kinds that is not generic: defaults the real server fills in
-//! (Services, Pods, Secrets, Namespaces, Deployments), their validation rules, and the
-//! conversion between the two shapes of Events (core/v1 and events.k8s.io/v1).
+//! (Services, Pods, Secrets, Namespaces, workloads, volumes, networking, webhooks), their
+//! validation rules (RBAC among them), and the conversion between the two shapes of Events
+//! (core/v1 and events.k8s.io/v1).
+
+mod admission;
+mod events;
+mod network;
+mod rbac;
+mod volumes;
+mod workloads;
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
+
+use events::event_update;
+pub use events::{event_from_core, event_to_core, event_v1_to_core};
 
 use crate::registry::ResourceInfo;
 use crate::status::{ApiError, ApiResult, Cause};
@@ -49,7 +60,7 @@ pub fn prepare(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Api
         }
         ("", "services") => service(obj, old),
         ("", "pods") => {
-            pod(obj);
+            workloads::pod(obj);
             if let Some(old) = old {
                 let names = |v: &Value| -> Vec<String> {
                     v.get("spec")
@@ -67,7 +78,32 @@ pub fn prepare(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Api
                 }
             }
         }
-        ("apps", "deployments") => deployment(obj),
+        ("apps", "deployments") => workloads::deployment(obj),
+        ("apps", "statefulsets") => workloads::stateful_set(obj),
+        ("apps", "daemonsets") => workloads::daemon_set(obj, old),
+        ("apps", "replicasets") => workloads::replica_set(obj),
+        ("batch", "cronjobs") => workloads::cron_job(obj),
+        ("policy", "poddisruptionbudgets") => workloads::pod_disruption_budget(obj),
+        ("", "persistentvolumes") => volumes::persistent_volume(obj),
+        ("", "persistentvolumeclaims") => volumes::persistent_volume_claim(obj),
+        ("", "endpoints") => network::endpoints(obj),
+        ("discovery.k8s.io", "endpointslices") => network::endpoint_slice(obj),
+        ("networking.k8s.io", "ingresses") => network::ingress(obj),
+        ("networking.k8s.io", "networkpolicies") => network::network_policy(obj),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => admission::webhooks(obj, false),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => admission::webhooks(obj, true),
+        ("rbac.authorization.k8s.io", "roles" | "clusterroles") => {
+            let causes = rbac::role(obj, info.namespaced);
+            if !causes.is_empty() {
+                return Err(invalid(causes));
+            }
+        }
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
+            let causes = rbac::binding(obj, old, info.namespaced);
+            if !causes.is_empty() {
+                return Err(invalid(causes));
+            }
+        }
         ("coordination.k8s.io", "leases") => lease(info, obj)?,
         ("", "events") => core_event(info, obj)?,
         ("events.k8s.io", "events") => {
@@ -150,39 +186,6 @@ fn service(obj: &mut Value, old: Option<&Value>) {
     }
     if obj.get("status").is_none() {
         obj["status"] = old.and_then(|o| o.get("status").cloned()).unwrap_or(json!({"loadBalancer": {}}));
-    }
-}
-
-fn pod_spec(spec: &mut Map<String, Value>) {
-    for list in ["containers", "initContainers", "ephemeralContainers"] {
-        if let Some(Value::Array(cs)) = spec.get_mut(list) {
-            for c in cs.iter_mut().filter_map(Value::as_object_mut) {
-                let image = c.get("image").and_then(Value::as_str).unwrap_or("");
-                let last = image.rsplit('/').next().unwrap_or("");
-                let policy = if !last.contains(':') || last.ends_with(":latest") { "Always" } else { "IfNotPresent" };
-                c.entry("imagePullPolicy").or_insert_with(|| json!(policy));
-                c.entry("resources").or_insert_with(|| json!({}));
-                c.entry("terminationMessagePath").or_insert_with(|| json!("/dev/termination-log"));
-                c.entry("terminationMessagePolicy").or_insert_with(|| json!("File"));
-            }
-        }
-    }
-    spec.entry("restartPolicy").or_insert_with(|| json!("Always"));
-    spec.entry("terminationGracePeriodSeconds").or_insert_with(|| json!(30));
-    spec.entry("dnsPolicy").or_insert_with(|| json!("ClusterFirst"));
-    spec.entry("securityContext").or_insert_with(|| json!({}));
-    spec.entry("schedulerName").or_insert_with(|| json!("default-scheduler"));
-}
-
-fn pod(obj: &mut Value) {
-    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-        pod_spec(spec);
-        spec.entry("enableServiceLinks").or_insert_with(|| json!(true));
-        spec.entry("preemptionPolicy").or_insert_with(|| json!("PreemptLowerPriority"));
-        spec.entry("priority").or_insert_with(|| json!(0));
-    }
-    if obj.get("status").is_none() {
-        obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
     }
 }
 
@@ -291,20 +294,6 @@ pub fn set_condition(obj: &mut Value, mut condition: Value) {
     }
 }
 
-fn deployment(obj: &mut Value) {
-    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
-        return;
-    };
-    spec.entry("replicas").or_insert_with(|| json!(1));
-    spec.entry("strategy")
-        .or_insert_with(|| json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}));
-    spec.entry("revisionHistoryLimit").or_insert_with(|| json!(10));
-    spec.entry("progressDeadlineSeconds").or_insert_with(|| json!(600));
-    if let Some(t) = spec.get_mut("template").and_then(|t| t.get_mut("spec")).and_then(Value::as_object_mut) {
-        pod_spec(t);
-    }
-}
-
 fn lease(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
     for field in ["acquireTime", "renewTime"] {
         if let Some(t) = obj.pointer(&format!("/spec/{field}")).and_then(Value::as_str) {
@@ -365,209 +354,4 @@ fn core_event(info: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
     map.entry("reportingComponent").or_insert_with(|| json!(""));
     map.entry("reportingInstance").or_insert_with(|| json!(""));
     Ok(())
-}
-
-const EVENT_FIELDS: &[(&str, &str)] = &[
-    ("involvedObject", "regarding"),
-    ("message", "note"),
-    ("source", "deprecatedSource"),
-    ("firstTimestamp", "deprecatedFirstTimestamp"),
-    ("lastTimestamp", "deprecatedLastTimestamp"),
-    ("count", "deprecatedCount"),
-    ("reportingComponent", "reportingController"),
-];
-
-/// Validate an events.k8s.io/v1 Event to be created and convert it into the stored core/v1
-/// shape. `eventTime` is required on create only (an Event created through core/v1 has none,
-/// and a recorder may still update its series through events.k8s.io/v1).
-pub fn event_to_core(info: &ResourceInfo, v: Value) -> ApiResult<Value> {
-    let name = crate::registry::name_of(&v).to_string();
-    if v.get("eventTime").is_none_or(Value::is_null) {
-        return Err(ApiError::invalid_object(info, &name, vec![Cause::new("FieldValueRequired", "Required value", "eventTime")]));
-    }
-    if let Some(t) = v.get("type").and_then(Value::as_str)
-        && t != "Normal"
-        && t != "Warning"
-    {
-        return Err(ApiError::invalid_object(
-            info,
-            &name,
-            vec![Cause::new("FieldValueInvalid", format!("Invalid value: \"\": has invalid value: {t}"), "type")],
-        ));
-    }
-    let mut causes = Vec::new();
-    event_series(&v, &mut causes);
-    if !causes.is_empty() {
-        return Err(ApiError::invalid_object(info, &name, causes));
-    }
-    Ok(event_v1_to_core(v))
-}
-
-/// Convert an events.k8s.io/v1 Event into the stored core/v1 shape, without validation.
-pub fn event_v1_to_core(v: Value) -> Value {
-    let Value::Object(mut m) = v else {
-        return v;
-    };
-    let mut out = Map::new();
-    out.insert("kind".into(), json!("Event"));
-    out.insert("apiVersion".into(), json!("v1"));
-    out.insert("metadata".into(), m.remove("metadata").unwrap_or(json!({})));
-    out.insert("involvedObject".into(), m.remove("regarding").unwrap_or(json!({})));
-    out.insert("reason".into(), m.remove("reason").unwrap_or(json!("")));
-    out.insert("message".into(), m.remove("note").unwrap_or(json!("")));
-    out.insert("source".into(), m.remove("deprecatedSource").unwrap_or(json!({})));
-    out.insert("firstTimestamp".into(), m.remove("deprecatedFirstTimestamp").unwrap_or(Value::Null));
-    out.insert("lastTimestamp".into(), m.remove("deprecatedLastTimestamp").unwrap_or(Value::Null));
-    if let Some(c) = m.remove("deprecatedCount") {
-        out.insert("count".into(), c);
-    }
-    if let Some(t) = m.remove("type") {
-        out.insert("type".into(), t);
-    }
-    out.insert("eventTime".into(), m.remove("eventTime").unwrap_or(Value::Null));
-    for k in ["series", "action", "related"] {
-        if let Some(x) = m.remove(k) {
-            out.insert(k.into(), x);
-        }
-    }
-    out.insert("reportingComponent".into(), m.remove("reportingController").unwrap_or(json!("")));
-    out.insert("reportingInstance".into(), m.remove("reportingInstance").unwrap_or(json!("")));
-    Value::Object(out)
-}
-
-/// The fields of a stored Event that an update through events.k8s.io/v1 may not change (the
-/// real server's `ValidateEventUpdate`), each with the field path its 422 names. The paths are
-/// the internal (core) names; `reason` is checked twice there, so it is listed twice here.
-const EVENT_IMMUTABLE: &[(&str, &str)] = &[
-    ("involvedObject", "involvedObject"),
-    ("reason", "reason"),
-    ("message", "message"),
-    ("source", "source"),
-    ("firstTimestamp", "firstTimestamp"),
-    ("lastTimestamp", "lastTimestamp"),
-    ("count", "count"),
-    ("reason", "reason"),
-    ("type", "type"),
-    ("eventTime", "eventTime"),
-    ("action", "action"),
-    ("related", "related"),
-    ("reportingComponent", "reportingController"),
-    ("reportingInstance", "reportingInstance"),
-];
-
-/// An update of a stored Event through events.k8s.io/v1: only `series` (and metadata) may
-/// change, and a changed series must be a valid one.
-fn event_update(info: &ResourceInfo, new: &Value, old: &Value) -> ApiResult<()> {
-    let unset = |v: Option<&Value>| match v {
-        None | Some(Value::Null) => true,
-        Some(Value::String(s)) => s.is_empty(),
-        Some(Value::Number(n)) => n.as_f64() == Some(0.0),
-        Some(Value::Object(m)) => m.is_empty(),
-        Some(Value::Array(a)) => a.is_empty(),
-        Some(Value::Bool(b)) => !b,
-    };
-    let same = |a: Option<&Value>, b: Option<&Value>| (unset(a) && unset(b)) || a == b;
-    let mut causes = Vec::new();
-    if !same(new.get("series"), old.get("series")) {
-        event_series(new, &mut causes);
-    }
-    for (field, path) in EVENT_IMMUTABLE {
-        let value = new.get(*field);
-        if !same(value, old.get(*field)) {
-            let shown = match value {
-                Some(Value::String(s)) => serde_json::to_string(s).unwrap_or_default(),
-                Some(v) => v.to_string(),
-                None => "null".into(),
-            };
-            causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {shown}: field is immutable"), *path));
-        }
-    }
-    if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid_object(info, crate::registry::name_of(new), causes)) }
-}
-
-/// The real server's `validateV1EventSeries`: a series counts at least 2 and says when it was
-/// last observed.
-fn event_series(event: &Value, causes: &mut Vec<Cause>) {
-    let Some(series) = event.get("series").filter(|s| !s.is_null()) else {
-        return;
-    };
-    if series.get("count").and_then(Value::as_i64).unwrap_or(0) < 2 {
-        causes.push(Cause::new("FieldValueInvalid", "Invalid value: \"\": should be at least 2", "series.count"));
-    }
-    if series.get("lastObservedTime").is_none_or(Value::is_null) {
-        causes.push(Cause::new("FieldValueRequired", "Required value", "series.lastObservedTime"));
-    }
-}
-
-/// Convert a stored core/v1 Event into the events.k8s.io/v1 shape.
-pub fn event_from_core(v: &Value) -> Value {
-    let Some(m) = v.as_object() else {
-        return v.clone();
-    };
-    let mut out = Map::new();
-    out.insert("kind".into(), json!("Event"));
-    out.insert("apiVersion".into(), json!("events.k8s.io/v1"));
-    out.insert("metadata".into(), m.get("metadata").cloned().unwrap_or(json!({})));
-    out.insert("eventTime".into(), m.get("eventTime").cloned().unwrap_or(Value::Null));
-    for k in ["series"] {
-        if let Some(x) = m.get(k) {
-            out.insert(k.into(), x.clone());
-        }
-    }
-    let nonempty = |k: &str| m.get(k).filter(|x| !x.is_null() && x.as_str() != Some("")).cloned();
-    if let Some(x) = nonempty("reportingComponent") {
-        out.insert("reportingController".into(), x);
-    }
-    if let Some(x) = nonempty("reportingInstance") {
-        out.insert("reportingInstance".into(), x);
-    }
-    for k in ["action", "reason"] {
-        if let Some(x) = nonempty(k) {
-            out.insert(k.into(), x);
-        }
-    }
-    out.insert("regarding".into(), m.get("involvedObject").cloned().unwrap_or(json!({})));
-    if let Some(x) = m.get("related") {
-        out.insert("related".into(), x.clone());
-    }
-    if let Some(x) = nonempty("message") {
-        out.insert("note".into(), x);
-    }
-    if let Some(x) = nonempty("type") {
-        out.insert("type".into(), x);
-    }
-    for (core, v1) in &EVENT_FIELDS[2..6] {
-        match m.get(*core) {
-            Some(x) => {
-                out.insert((*v1).into(), x.clone());
-            }
-            None if *core != "count" => {
-                out.insert((*v1).into(), Value::Null);
-            }
-            None => {}
-        }
-    }
-    Value::Object(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn events_convert_between_shapes_without_loss() {
-        let core = json!({"kind": "Event", "apiVersion": "v1", "metadata": {"name": "e"},
-            "involvedObject": {"kind": "ConfigMap", "name": "t"}, "reason": "R", "message": "hello",
-            "source": {"component": "c"}, "firstTimestamp": null, "lastTimestamp": null, "count": 1,
-            "type": "Normal", "eventTime": "2026-01-01T00:00:00.000000Z", "reportingComponent": "", "reportingInstance": ""});
-        let v1 = event_from_core(&core);
-        assert_eq!(v1["note"], "hello");
-        assert_eq!(v1["regarding"]["name"], "t");
-        assert_eq!(v1["deprecatedCount"], 1);
-        let reg = crate::registry::Registry::with_builtins();
-        let info = reg.get("events.k8s.io", "v1", "events").unwrap();
-        let back = event_to_core(&info, v1).unwrap();
-        assert_eq!(back["message"], "hello");
-        assert_eq!(back["involvedObject"]["name"], "t");
-    }
 }
