@@ -3,6 +3,8 @@
 //! HTTP and checks the real server's answer; the kubectl tests run the real binary (they fail
 //! under CI and are skipped elsewhere when it is missing).
 
+#[path = "support/http.rs"]
+mod http_support;
 #[path = "../../tests/src/tools.rs"]
 mod tools;
 
@@ -10,25 +12,11 @@ use std::path::Path;
 use std::process::Command;
 
 use bosun_devcluster::DevCluster;
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
-/// Sends one request; the status, the content type and the body. kube-rs's own retries are
-/// off: a 429 is an answer these tests check, not one to wait out.
+/// Sends one request; the status, the content type and the whole body.
 async fn send(dc: &DevCluster, method: &str, path: &str, content_type: Option<&str>, body: Option<Value>) -> (u16, String, String) {
-    let mut config = dc.kube_config();
-    config.default_retry = false;
-    let client = kube::Client::try_from(config).unwrap();
-    let mut req = http::Request::builder().method(method).uri(path).header("accept", "application/json");
-    if let Some(ct) = content_type {
-        req = req.header("content-type", ct);
-    }
-    let body = body.map(|b| serde_json::to_vec(&b).unwrap()).unwrap_or_default();
-    let resp = client.send(req.body(body).unwrap().map(Into::into)).await.unwrap();
-    let code = resp.status().as_u16();
-    let ct = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (code, ct, String::from_utf8_lossy(&bytes).into_owned())
+    http_support::send(dc, method, path, content_type, body, false).await
 }
 
 /// `send` with a JSON answer.
