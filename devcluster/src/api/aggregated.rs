@@ -9,53 +9,22 @@ use http::{HeaderValue, header};
 use serde_json::{Value, json};
 
 use super::json_response;
+use super::negotiate::media_ranges;
 use crate::cluster::Cluster;
 use crate::registry::ResourceInfo;
 
 const GROUP: &str = "apidiscovery.k8s.io";
 const KIND: &str = "APIGroupDiscoveryList";
 
-/// One media range of an `Accept` header with the parameters negotiation reads.
-#[derive(Debug)]
-struct Clause<'a> {
-    type_: &'a str,
-    subtype: &'a str,
-    q: f32,
-    group: Option<&'a str>,
-    version: Option<&'a str>,
-    kind: Option<&'a str>,
-}
-
-fn clause(range: &str) -> Option<Clause<'_>> {
-    let mut parts = range.split(';').map(str::trim);
-    let (type_, subtype) = parts.next()?.split_once('/')?;
-    let mut c = Clause { type_, subtype, q: 1.0, group: None, version: None, kind: None };
-    for param in parts {
-        let (k, v) = param.split_once('=').map_or((param, ""), |(k, v)| (k.trim(), v.trim()));
-        match k {
-            "q" => c.q = v.parse().unwrap_or(0.0),
-            "g" => c.group = Some(v),
-            "v" => c.version = Some(v),
-            "as" => c.kind = Some(v),
-            _ => {}
-        }
-    }
-    Some(c)
-}
-
 /// The aggregated discovery version an `Accept` header asks for (`v2` or `v2beta1`), or
-/// `None` for the legacy answers. As the real server negotiates: media ranges by quality
-/// (wildcards last), the first one it can answer wins; a range asking for a conversion other
-/// than `APIGroupDiscoveryList` cannot be answered here and is passed over. Only JSON is
-/// answered, so ranges of other media types are passed over too.
+/// `None` for the legacy answers: the first of its [`media_ranges`] this endpoint can answer.
+/// A range asking for a conversion other than `APIGroupDiscoveryList` cannot be answered here
+/// and is passed over. Only JSON is answered, so ranges of other media types are passed over
+/// too.
 pub fn asked(accept: Option<&str>) -> Option<&'static str> {
-    let mut clauses: Vec<Clause> = accept.unwrap_or("").split(',').filter_map(clause).collect();
-    clauses.sort_by(|a, b| {
-        b.q.total_cmp(&a.q).then((a.type_ == "*").cmp(&(b.type_ == "*"))).then((a.subtype == "*").cmp(&(b.subtype == "*")))
-    });
-    for c in clauses {
-        let json = matches!((c.type_, c.subtype), ("application", "json" | "*") | ("*", "*"));
-        match (json, c.group, c.version, c.kind) {
+    for r in media_ranges(accept.unwrap_or("")) {
+        let json = matches!(r.media.as_str(), "application/json" | "application/*" | "*/*");
+        match (json, r.group, r.version, r.kind) {
             (false, ..) => {}
             (true, None, None, None) => return None,
             (true, Some(GROUP), Some("v2"), Some(KIND)) => return Some("v2"),

@@ -53,9 +53,17 @@ pub struct Ctx {
     pub query: HashMap<String, String>,
     /// Request headers.
     pub headers: HeaderMap,
+    /// The shape of the answer the client asked for in `Accept`, read once.
+    shape: negotiate::Shape,
 }
 
 impl Ctx {
+    /// The context of a request with these query parameters and headers.
+    pub fn new(query: HashMap<String, String>, headers: HeaderMap) -> Self {
+        let shape = negotiate::shape(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+        Ctx { query, headers, shape }
+    }
+
     /// A query parameter.
     pub fn q(&self, k: &str) -> Option<&str> {
         self.query.get(k).map(String::as_str)
@@ -76,7 +84,7 @@ impl Ctx {
 
     /// The shape of the answer the client asked for in `Accept`.
     pub fn shape(&self) -> negotiate::Shape {
-        negotiate::shape(self.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()))
+        self.shape
     }
 
     /// Whether the client asked for a Table.
@@ -142,7 +150,7 @@ async fn answer(cluster: Arc<Cluster>, req: Request) -> Response {
         }
     }
     let query = parse_query(parts.uri.query().unwrap_or(""));
-    let ctx = Ctx { query, headers: parts.headers.clone() };
+    let ctx = Ctx::new(query, parts.headers.clone());
     let segs: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(decode).collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     let method = parts.method.clone();
@@ -452,7 +460,7 @@ mod tests {
             ("watch=true&watch=false", Some(true), true),
         ];
         for (query, given, flag) in cases {
-            let ctx = Ctx { query: parse_query(query), headers: HeaderMap::new() };
+            let ctx = Ctx::new(parse_query(query), HeaderMap::new());
             assert_eq!((ctx.flag_given("watch"), ctx.flag("watch")), (given, flag), "{query}");
         }
     }

@@ -27,47 +27,75 @@ pub enum Shape {
     },
 }
 
-/// The shape the `Accept` header asks for: its media types by preference (`q`, then order),
-/// the first one this server can answer. JSON, YAML, protobuf and wildcards are all answered
-/// with JSON; a type whose `as=` names nothing known is passed over. Without any answerable
-/// type the whole object is sent (the real server answers 406; clients always offer plain
-/// JSON last, and `curl` sends `*/*`).
-pub fn shape(accept: Option<&str>) -> Shape {
-    let Some(accept) = accept else { return Shape::Object };
-    let mut offers: Vec<(f32, usize, Option<Shape>)> = Vec::new();
-    for (i, offer) in accept.split(',').enumerate() {
-        let mut parts = offer.split(';').map(str::trim);
+/// One media range of an `Accept` header, with the parameters the API server reads.
+#[derive(Debug)]
+pub struct MediaRange<'a> {
+    /// `type/subtype`, in lower case (`application/json`, `*/*`).
+    pub media: String,
+    /// `g=`: the group of the conversion asked for.
+    pub group: Option<&'a str>,
+    /// `v=`: its version.
+    pub version: Option<&'a str>,
+    /// `as=`: its kind.
+    pub kind: Option<&'a str>,
+}
+
+/// The media ranges of an `Accept` header in the order a server tries them (as goautoneg,
+/// which the real server uses, orders them): by quality, specific ranges before wildcards of
+/// the same quality, then as written. A quality of 0, or one that is not a number, refuses
+/// the range: it is left out.
+pub fn media_ranges(accept: &str) -> Vec<MediaRange<'_>> {
+    let mut ranges: Vec<(f32, u8, MediaRange)> = Vec::new();
+    for range in accept.split(',') {
+        let mut parts = range.split(';').map(str::trim);
         let media = parts.next().unwrap_or("").to_ascii_lowercase();
-        let params: Vec<(String, String)> = parts
-            .filter_map(|p| p.split_once('='))
-            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().trim_matches('"').to_string()))
-            .collect();
-        let param = |k: &str| params.iter().find(|(pk, _)| pk == k).map(|(_, v)| v.as_str());
-        let q = param("q").and_then(|q| q.parse::<f32>().ok()).unwrap_or(1.0);
-        let known_media = matches!(
-            media.as_str(),
-            "application/json" | "application/yaml" | "application/vnd.kubernetes.protobuf" | "application/*" | "*/*"
-        );
-        if !known_media || q <= 0.0 {
-            continue;
+        let mut r = MediaRange { media, group: None, version: None, kind: None };
+        let mut q = 1.0f32;
+        for param in parts {
+            let (k, v) = param.split_once('=').map_or((param, ""), |(k, v)| (k.trim(), v.trim().trim_matches('"')));
+            match k.to_ascii_lowercase().as_str() {
+                "q" => q = v.parse().unwrap_or(0.0),
+                "g" => r.group = Some(v),
+                "v" => r.version = Some(v),
+                "as" => r.kind = Some(v),
+                _ => {}
+            }
         }
-        let version = match param("v") {
-            Some("v1") => Some("v1"),
-            Some("v1beta1") => Some("v1beta1"),
-            _ => None,
-        };
-        let meta_group = param("g") == Some("meta.k8s.io");
-        let shape = match (param("as"), meta_group, version) {
+        let wildcards = u8::from(r.media.starts_with("*/")) + u8::from(r.media.ends_with("/*"));
+        if q > 0.0 {
+            ranges.push((q, wildcards, r));
+        }
+    }
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranges.into_iter().map(|(_, _, r)| r).collect()
+}
+
+/// The shape the `Accept` header asks for: the first of its [`media_ranges`] this server can
+/// answer. JSON, YAML, protobuf and wildcards are all answered with JSON; a range whose `as=`
+/// names nothing known is passed over. Without any answerable range the whole object is sent
+/// (the real server answers 406; clients always offer plain JSON last, and `curl` sends
+/// `*/*`).
+pub fn shape(accept: Option<&str>) -> Shape {
+    let answerable = |media: &str| {
+        matches!(media, "application/json" | "application/yaml" | "application/vnd.kubernetes.protobuf" | "application/*" | "*/*")
+    };
+    let meta_version = |v: Option<&str>| match v {
+        Some("v1") => Some("v1"),
+        Some("v1beta1") => Some("v1beta1"),
+        _ => None,
+    };
+    let ranges = media_ranges(accept.unwrap_or(""));
+    let mut shapes = ranges.iter().filter(|r| answerable(&r.media)).filter_map(|r| {
+        let meta = r.group == Some("meta.k8s.io");
+        match (r.kind, meta, meta_version(r.version)) {
             (None, _, _) => Some(Shape::Object),
             (Some("Table"), true, Some(_)) => Some(Shape::Table),
             (Some("PartialObjectMetadata"), true, Some(version)) => Some(Shape::Metadata { list: false, version }),
             (Some("PartialObjectMetadataList"), true, Some(version)) => Some(Shape::Metadata { list: true, version }),
             _ => None,
-        };
-        offers.push((q, i, shape));
-    }
-    offers.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    offers.into_iter().find_map(|(_, _, s)| s).unwrap_or(Shape::Object)
+        }
+    });
+    shapes.next().unwrap_or(Shape::Object)
 }
 
 /// The `PartialObjectMetadata` of an object.
@@ -161,6 +189,9 @@ mod tests {
             (Some("application/json;q=0.5,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"), meta(false)),
             (Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1;q=0,application/json"), Shape::Object),
             (Some("text/html"), Shape::Object),
+            // a wildcard comes after a specific range of the same quality; a q that is no number refuses
+            (Some("*/*,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"), meta(false)),
+            (Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1;q=x,application/json"), Shape::Object),
             (Some("application/json; as=PartialObjectMetadata; g=meta.k8s.io; v=v1"), meta(false)),
         ];
         for (accept, want) in cases {
