@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::metrics::Metrics;
-use crate::registry::{Registry, ResourceInfo};
+use crate::registry::{Registry, ResourceInfo, terminating};
 use crate::store::{Store, Table};
 use crate::token::TokenKey;
 
@@ -79,7 +79,7 @@ impl Cluster {
         // Every namespace, also those of a data dir restored without what they should have
         // (a data dir written before, or without --tls).
         let (namespaces, _) = self.table(&self.core("namespaces")).list(None);
-        for ns in namespaces.iter().filter(|ns| ns.value["metadata"].get("deletionTimestamp").is_none_or(Value::is_null)) {
+        for ns in namespaces.iter().filter(|ns| !terminating(&ns.value)) {
             self.furnish_namespace(ns.name());
         }
         let service = json!({
@@ -149,7 +149,7 @@ impl Cluster {
     /// What the real cluster's controllers do when the ServiceAccount `default` or the
     /// ConfigMap `kube-root-ca.crt` of a live namespace is deleted: create it again.
     pub fn refurnish_namespace(&self, ns: &str) {
-        let live = self.namespace(ns).is_some_and(|n| n["metadata"].get("deletionTimestamp").is_none_or(Value::is_null));
+        let live = self.namespace(ns).is_some_and(|n| !terminating(&n));
         if live {
             self.furnish_namespace(ns);
         }

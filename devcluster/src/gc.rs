@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::cluster::Cluster;
 use crate::ops::{self, DeleteOpts, Propagation, Subresource, WriteOpts, finalizers};
-use crate::registry::ResourceInfo;
+use crate::registry::{ResourceInfo, terminating};
 use crate::store::Obj;
 
 /// Run the controllers until the task is dropped.
@@ -38,10 +38,6 @@ pub async fn run(cluster: Arc<Cluster>) {
 struct Entry {
     info: Arc<ResourceInfo>,
     obj: Arc<Obj>,
-}
-
-fn terminating(v: &Value) -> bool {
-    v.get("metadata").and_then(|v| v.get("deletionTimestamp")).is_some_and(|t| !t.is_null())
 }
 
 fn uid(v: &Value) -> &str {

@@ -413,6 +413,11 @@ pub fn version_priority(v: &str) -> (u8, u64, u64) {
     (0, 0, 0)
 }
 
+/// Whether an object is being deleted (`metadata.deletionTimestamp` is set).
+pub fn terminating(obj: &Value) -> bool {
+    obj.get("metadata").and_then(|v| v.get("deletionTimestamp")).is_some_and(|t| !t.is_null())
+}
+
 /// Read `metadata.name` of an object.
 pub fn name_of(obj: &Value) -> &str {
     obj.get("metadata").and_then(|v| v.get("name")).and_then(Value::as_str).unwrap_or("")

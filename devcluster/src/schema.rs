@@ -212,13 +212,6 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-fn show(v: &Value) -> String {
-    match v {
-        Value::String(s) => format!("{s:?}"),
-        other => other.to_string(),
-    }
-}
-
 fn validate_value(schema: &Value, v: &Value, path: &str, patterns: &HashMap<String, Regex>, causes: &mut Vec<Cause>) {
     if v.is_null() && schema.get("nullable").and_then(Value::as_bool) == Some(true) {
         return;
@@ -239,10 +232,10 @@ fn validate_value(schema: &Value, v: &Value, path: &str, patterns: &HashMap<Stri
     if let Some(options) = schema.get("enum").and_then(Value::as_array)
         && !options.contains(v)
     {
-        let list: Vec<String> = options.iter().map(show).collect();
+        let list: Vec<String> = options.iter().map(crate::status::shown).collect();
         causes.push(Cause::new(
             "FieldValueNotSupported",
-            format!("Unsupported value: {}: supported values: {}", show(v), list.join(", ")),
+            format!("Unsupported value: {}: supported values: {}", crate::status::shown(v), list.join(", ")),
             path,
         ));
     }

@@ -280,3 +280,12 @@ pub fn success_status(info: &ResourceInfo, name: &str, uid: &str) -> Value {
     d.insert("uid".into(), json!(uid));
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": Value::Object(d)})
 }
+
+/// A value as the real server's field errors show it after `Invalid value:`: a string
+/// quoted, anything else as JSON.
+pub fn shown(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    }
+}

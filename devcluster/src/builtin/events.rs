@@ -114,11 +114,7 @@ pub(super) fn event_update(info: &ResourceInfo, new: &Value, old: &Value) -> Api
     for (field, path) in EVENT_IMMUTABLE {
         let value = new.get(*field);
         if !same(value, old.get(*field)) {
-            let shown = match value {
-                Some(Value::String(s)) => serde_json::to_string(s).unwrap_or_default(),
-                Some(v) => v.to_string(),
-                None => "null".into(),
-            };
+            let shown = value.map_or_else(|| "null".into(), crate::status::shown);
             causes.push(Cause::new("FieldValueInvalid", format!("Invalid value: {shown}: field is immutable"), *path));
         }
     }

@@ -71,7 +71,7 @@ pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value,
     if info.namespaced {
         match cluster.namespace(ns) {
             None => return Err(ApiError::not_found_raw("", "namespaces", ns)),
-            Some(n) if n.get("metadata").and_then(|v| v.get("deletionTimestamp")).is_some_and(|t| !t.is_null()) => {
+            Some(n) if crate::registry::terminating(&n) => {
                 let name = crate::registry::name_of(&body).to_string();
                 let mut e = ApiError::forbidden(
                     info,

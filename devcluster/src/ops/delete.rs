@@ -76,7 +76,7 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
             Propagation::Orphan if opts.propagation.is_some() || info.plural == "jobs" => Some("orphan"),
             _ => None,
         };
-        let terminating = old.get("metadata").and_then(|v| v.get("deletionTimestamp")).is_some_and(|t| !t.is_null());
+        let terminating = crate::registry::terminating(old);
         if let Some(f) = extra
             && !fins.iter().any(|x| x == f) {
                 fins.push(f.to_string());

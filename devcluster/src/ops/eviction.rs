@@ -45,7 +45,7 @@ pub fn evict(cluster: &Cluster, ns: &str, name: &str, mut opts: DeleteOpts, mana
 /// `canIgnorePDB`: a pod that is not running, or already terminating, has no budget to spend.
 fn budgets_do_not_apply(pod: &Value) -> bool {
     let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("");
-    matches!(phase, "Succeeded" | "Failed" | "Pending") || pod.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
+    matches!(phase, "Succeeded" | "Failed" | "Pending") || crate::registry::terminating(pod)
 }
 
 enum Verdict {

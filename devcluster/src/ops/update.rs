@@ -172,7 +172,7 @@ fn commit_with(
         if opts.dry_run {
             return Ok((Write::Keep, Some(new)));
         }
-        let terminating = new.get("metadata").and_then(|v| v.get("deletionTimestamp")).is_some_and(|t| !t.is_null());
+        let terminating = crate::registry::terminating(&new);
         if terminating && finalizers(&new).is_empty() {
             return Ok((Write::Delete, Some(new)));
         }
@@ -352,7 +352,7 @@ fn reconcile(
         }
     }
     let mut causes = crate::validate::metadata(&new, crate::validate::name_rule(info));
-    if old.get("metadata").and_then(|v| v.get("deletionTimestamp")).is_some_and(|t| !t.is_null()) {
+    if crate::registry::terminating(old) {
         let before = finalizers(old);
         let added: Vec<String> = finalizers(&new).into_iter().filter(|f| !before.contains(f)).collect();
         if !added.is_empty() {
