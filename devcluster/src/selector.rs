@@ -221,6 +221,31 @@ impl FieldSelector {
     }
 }
 
+/// A `metav1.LabelSelector` object as `labels.Selector.String()` writes it (what `kubectl`
+/// prints and a Scale's `status.selector` carries): requirements sorted by key, `k=v`,
+/// `k in (a,b)`, `k notin (a,b)`, `k`, `!k`; `None` when an operator is not one of these.
+pub fn selector_string(sel: &Value) -> Option<String> {
+    let mut reqs: Vec<(String, String)> = Vec::new();
+    for (k, v) in sel.get("matchLabels").and_then(Value::as_object).into_iter().flatten() {
+        reqs.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or(""))));
+    }
+    for e in sel.get("matchExpressions").and_then(Value::as_array).into_iter().flatten() {
+        let key = e.get("key").and_then(Value::as_str).unwrap_or("").to_string();
+        let mut values: Vec<&str> = e.get("values").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+        values.sort_unstable();
+        let text = match e.get("operator").and_then(Value::as_str) {
+            Some("In") => format!("{key} in ({})", values.join(",")),
+            Some("NotIn") => format!("{key} notin ({})", values.join(",")),
+            Some("Exists") => key.clone(),
+            Some("DoesNotExist") => format!("!{key}"),
+            _ => return None,
+        };
+        reqs.push((key, text));
+    }
+    reqs.sort_by(|a, b| a.0.cmp(&b.0));
+    Some(reqs.into_iter().map(|(_, t)| t).collect::<Vec<_>>().join(","))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,6 +14,7 @@ use crate::cluster::Cluster;
 use crate::ops::{self, Subresource};
 use crate::patch::{self, Format};
 use crate::registry::{ResourceInfo, ScalePaths, ScaleSelector};
+use crate::selector::selector_string;
 use crate::status::{ApiError, ApiResult, Cause};
 
 /// What the real server puts in a Scale whose object has no spec replicas, before the
@@ -163,7 +164,7 @@ fn scale_of(info: &ResourceInfo, paths: &ScalePaths, obj: &Value) -> Result<(Val
     let selector = match &paths.selector {
         ScaleSelector::None => String::new(),
         ScaleSelector::Text(p) => p.string(obj)?.unwrap_or("").to_string(),
-        ScaleSelector::LabelSelector(p) => p.get(obj)?.map(selector_text).unwrap_or_default(),
+        ScaleSelector::LabelSelector(p) => p.get(obj)?.and_then(selector_string).unwrap_or_default(),
     };
     let m = obj.get("metadata").cloned().unwrap_or_default();
     let mut meta = Map::new();
@@ -186,30 +187,6 @@ fn scale_of(info: &ResourceInfo, paths: &ScalePaths, obj: &Value) -> Result<(Val
     Ok((scale, found))
 }
 
-/// A `metav1.LabelSelector` as `labels.Selector.String()` writes it: requirements sorted by
-/// key, `k=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`.
-fn selector_text(sel: &Value) -> String {
-    let mut reqs: Vec<(String, String)> = Vec::new();
-    for (k, v) in sel.get("matchLabels").and_then(Value::as_object).into_iter().flatten() {
-        reqs.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or(""))));
-    }
-    for e in sel.get("matchExpressions").and_then(Value::as_array).into_iter().flatten() {
-        let key = e.get("key").and_then(Value::as_str).unwrap_or("").to_string();
-        let mut values: Vec<&str> = e.get("values").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
-        values.sort_unstable();
-        let text = match e.get("operator").and_then(Value::as_str) {
-            Some("In") => format!("{key} in ({})", values.join(",")),
-            Some("NotIn") => format!("{key} notin ({})", values.join(",")),
-            Some("Exists") => key.clone(),
-            Some("DoesNotExist") => format!("!{key}"),
-            _ => continue,
-        };
-        reqs.push((key, text));
-    }
-    reqs.sort_by(|a, b| a.0.cmp(&b.0));
-    reqs.into_iter().map(|(_, t)| t).collect::<Vec<_>>().join(",")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,7 +207,7 @@ mod tests {
             ),
         ];
         for (sel, want) in cases {
-            assert_eq!(selector_text(&sel), want, "{sel}");
+            assert_eq!(selector_string(&sel).unwrap_or_default(), want, "{sel}");
         }
     }
 

@@ -135,28 +135,11 @@ fn format_labels(map: Option<&Value>) -> String {
 /// `metav1.FormatLabelSelector`: the selector as `kubectl` writes one (`a=b,c in (d,e),!f`),
 /// `<none>` when absent or empty, `<error>` for an unknown operator.
 fn format_selector(selector: Option<&Value>) -> String {
-    let Some(sel) = selector.filter(|v| v.is_object()) else {
-        return "<none>".into();
-    };
-    let mut reqs: Vec<(String, String)> = Vec::new();
-    for (k, v) in sel.get("matchLabels").and_then(Value::as_object).into_iter().flatten() {
-        reqs.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or(""))));
+    match selector.filter(|v| v.is_object()).map(crate::selector::selector_string) {
+        None => "<none>".into(),
+        Some(None) => "<error>".into(),
+        Some(Some(text)) => or_none(&text),
     }
-    for e in items(sel, "/matchExpressions") {
-        let key = s(e, "/key");
-        let mut values: Vec<&str> = items(e, "/values").iter().filter_map(Value::as_str).collect();
-        values.sort_unstable();
-        let text = match s(e, "/operator") {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_string(),
-            "DoesNotExist" => format!("!{key}"),
-            _ => return "<error>".into(),
-        };
-        reqs.push((key.to_string(), text));
-    }
-    reqs.sort_by(|a, b| a.0.cmp(&b.0));
-    or_none(&reqs.into_iter().map(|(_, t)| t).collect::<Vec<_>>().join(","))
 }
 
 /// `listWithMoreString` and its kin: the first three, then `+ N more...`.
