@@ -92,14 +92,6 @@ impl Ctx {
         self.shape() == negotiate::Shape::Table
     }
 
-    /// The `meta.k8s.io` version of `PartialObjectMetadata` the client asked for, if it did.
-    pub fn wants_metadata(&self) -> Option<&'static str> {
-        match self.shape() {
-            negotiate::Shape::Metadata { version, .. } => Some(version),
-            _ => None,
-        }
-    }
-
     /// The field manager: `fieldManager` or the user agent's first word.
     pub fn manager(&self) -> Option<String> {
         if let Some(m) = self.q("fieldManager") {

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::negotiate::{Shape, partial};
 use super::{Ctx, Target, bytes_response, error, json_response, table};
 use crate::builtin;
 use crate::cluster::Cluster;
@@ -205,9 +206,8 @@ struct Watcher {
     deadline: Instant,
     bookmarks: bool,
     next_bookmark: Instant,
-    as_table: bool,
-    /// `meta.k8s.io` version of `PartialObjectMetadata` events, for a metadata-only watch.
-    as_metadata: Option<&'static str>,
+    /// The shape of each event's object (as stored, a Table row, PartialObjectMetadata).
+    shape: Shape,
     table_header_sent: bool,
     done: bool,
     last_send: Instant,
@@ -257,8 +257,7 @@ pub fn watch(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
         deadline: deadline_after(now, timeout),
         bookmarks,
         next_bookmark: now + BOOKMARK_EVERY,
-        as_table: ctx.wants_table(),
-        as_metadata: ctx.wants_metadata(),
+        shape: ctx.shape(),
         table_header_sent: false,
         done: false,
         last_send: now,
@@ -348,7 +347,7 @@ impl Watcher {
     /// Add the line of an event of `kind` for `obj` (`shared`: the history's event, whose line
     /// is encoded once for all watchers).
     fn emit(&mut self, frames: &mut Frames, kind: &'static str, obj: &Obj, shared: Option<&Event>) {
-        if self.as_table || self.as_metadata.is_some() || self.info.is_events_v1() {
+        if self.shape != Shape::Object || self.info.is_events_v1() {
             let line = self.encode(kind, obj);
             frames.line(line);
             return;
@@ -362,7 +361,7 @@ impl Watcher {
     /// The line of an object served in another shape (Table rows, PartialObjectMetadata,
     /// events.k8s.io Events).
     fn encode(&mut self, kind: &str, obj: &Obj) -> Bytes {
-        if self.as_table {
+        if self.shape == Shape::Table {
             let header = !self.table_header_sent;
             self.table_header_sent = true;
             let mut t = table::render(
@@ -377,8 +376,8 @@ impl Watcher {
             }
             return encode_event(kind, &serde_json::to_vec(&t).unwrap_or_default());
         }
-        if let Some(version) = self.as_metadata {
-            let v = super::negotiate::partial(&obj.value, version);
+        if let Shape::Metadata { version, .. } = self.shape {
+            let v = partial(&obj.value, version);
             return encode_event(kind, &serde_json::to_vec(&v).unwrap_or_default());
         }
         let v = builtin::event_from_core(&obj.value);
@@ -390,9 +389,10 @@ impl Watcher {
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        let obj = match self.as_metadata {
-            Some(version) => json!({"kind": "PartialObjectMetadata", "apiVersion": format!("meta.k8s.io/{version}"), "metadata": meta}),
-            None => json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": meta}),
+        let obj = json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": meta});
+        let obj = match self.shape {
+            Shape::Metadata { version, .. } => partial(&obj, version),
+            _ => obj,
         };
         encode_event("BOOKMARK", &serde_json::to_vec(&obj).unwrap_or_default())
     }
