@@ -8,7 +8,9 @@
 //! handler command) lives in the `bosun` binary, behind the default `cli` feature.
 #![warn(missing_docs)]
 
+pub mod clock;
 pub mod cluster;
+pub mod coordination;
 pub mod engines;
 pub mod logs;
 pub mod runtime;
@@ -61,6 +63,13 @@ pub struct Settings {
     pub storage: StorageMode,
     /// Run without peering.
     pub standalone: bool,
+    /// How to take part in peering, unless `standalone`.
+    pub peering: coordination::PeeringSetup,
+    /// This controller's identity to its peers and in Leases (detected when none: the pod's
+    /// name from `POD_ID`/`POD_NAME`, else `user@host/time/random`).
+    pub identity: Option<String>,
+    /// How replicas share the objects: each all, a leader, or shards.
+    pub replicas: coordination::Replicas,
     /// How many objects are processed at once (64 by default, as many as API requests in
     /// flight: more cycles would only wait for those while holding their memory).
     pub max_workers: usize,
@@ -84,6 +93,9 @@ impl Default for Settings {
             kopf_compat: false,
             storage: StorageMode::Auto,
             standalone: true,
+            peering: coordination::PeeringSetup::default(),
+            identity: None,
+            replicas: coordination::Replicas::Each,
             max_workers: 64,
             inactivity_timeout: Duration::from_secs(330),
             log_sink: None,
@@ -116,6 +128,9 @@ pub enum Error {
         #[source]
         error: std::io::Error,
     },
+    /// Peering or Leases could not start.
+    #[error(transparent)]
+    Coordination(#[from] coordination::Error),
     /// No handler server was given.
     #[error("no handler server given: pass --handler ADDR (or a command after `--` with `bosun dev`)")]
     NoHandlers,

@@ -80,13 +80,24 @@ impl Background {
         let gone: Vec<String> = entry.running.keys().filter(|id| !matching.iter().any(|h| &h.id == *id)).cloned().collect();
         let stopped: Vec<(AbortHandle, Arc<Handler>)> = gone.iter().filter_map(|id| entry.running.remove(id)).collect();
         if may_start {
+            let uid = super::context::meta_str(body, "uid");
             for h in matching {
                 if !entry.running.contains_key(&h.id) {
+                    // Each holds a turn while it runs: a handover of the object waits for it.
+                    let Some(turn) = ctx.authority.begin(uid) else { continue };
                     let latest = entry.latest.subscribe();
                     let task = if h.kind == pb::HandlerKind::Daemon {
-                        ctx.tasks.spawn(super::daemons::run(ctx.clone(), h.clone(), latest))
+                        let run = super::daemons::run(ctx.clone(), h.clone(), latest);
+                        ctx.tasks.spawn(async move {
+                            let _turn = turn;
+                            run.await
+                        })
                     } else {
-                        ctx.tasks.spawn(super::timers::run(ctx.clone(), h.clone(), latest))
+                        let run = super::timers::run(ctx.clone(), h.clone(), latest);
+                        ctx.tasks.spawn(async move {
+                            let _turn = turn;
+                            run.await
+                        })
                     };
                     entry.running.insert(h.id.clone(), (task.abort_handle(), h.clone()));
                 }
@@ -139,6 +150,25 @@ impl Background {
             o.running.values().for_each(|(t, _)| t.abort());
         }
         self.holding.lock().remove(key);
+    }
+
+    /// Stops the timers and daemons of the objects that are not ours now (paused, or given to
+    /// another replica); they start again with the object's next cycle here. Returns how many
+    /// objects had some.
+    pub fn stop_unowned(&self, authority: &crate::coordination::Authority) -> usize {
+        let mut objects = self.objects.lock();
+        let gone: Vec<String> = objects
+            .iter()
+            .filter(|(_, o)| !authority.owns(super::context::meta_str(&o.latest.borrow().0, "uid")))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &gone {
+            if let Some(o) = objects.remove(key) {
+                o.running.values().for_each(|(t, _)| t.abort());
+            }
+            self.holding.lock().remove(key);
+        }
+        gone.len()
     }
 
     /// How many timer and daemon tasks run (for tests and metrics).

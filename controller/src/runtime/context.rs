@@ -6,11 +6,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use bosun_proto::v1 as pb;
-use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use serde_json::Value;
-use tokio::time::Instant;
 
+pub use crate::clock::Clock;
 use crate::cluster::{Api, ResolvedResource, events};
 use crate::engines::dispatch::{CallFailure, Outages, Servers};
 use crate::logs::{Logger, ObjectRef};
@@ -18,44 +17,6 @@ use crate::state::essence::EssenceRules;
 use crate::state::plan::Subject;
 use crate::state::registry::Handler;
 use crate::state::storage::Storage;
-
-/// The controller's clock: wall time, or time that moves with tokio's (paused) clock in tests.
-#[derive(Debug, Clone, Copy)]
-pub enum Clock {
-    /// `Utc::now()`.
-    Wall,
-    /// Wall time at `at`, moving with `tokio::time::Instant` from there.
-    Tokio {
-        /// The wall time at `at`.
-        utc: DateTime<Utc>,
-        /// The tokio instant it was read at.
-        at: Instant,
-    },
-}
-
-/// The longest sleep the runtime schedules (later wakes are re-checked then).
-const FAR: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
-
-impl Clock {
-    /// A clock that follows tokio's time (for tests under `tokio::time::pause()`).
-    pub fn tokio() -> Clock {
-        Clock::Tokio { utc: Utc::now(), at: Instant::now() }
-    }
-
-    /// Now.
-    pub fn now(&self) -> DateTime<Utc> {
-        match self {
-            Clock::Wall => Utc::now(),
-            Clock::Tokio { utc, at } => *utc + chrono::Duration::from_std(at.elapsed()).unwrap_or_default(),
-        }
-    }
-
-    /// The tokio instant at which wall time `t` comes (at most [`FAR`] ahead).
-    pub fn instant(&self, t: DateTime<Utc>) -> Instant {
-        let ahead = (t - self.now()).to_std().unwrap_or_default().min(FAR);
-        Instant::now() + ahead
-    }
-}
 
 /// Everything the cycles of one resource share.
 pub struct ResourceContext {
@@ -84,6 +45,9 @@ pub struct ResourceContext {
     pub outages: Arc<Outages>,
     /// The log.
     pub log: Logger,
+    /// Which objects are ours now (peering, leader election, shards): asked before every
+    /// cycle, timer and daemon.
+    pub authority: crate::coordination::Authority,
     /// A label selector is pushed to the API server: DELETED may mean "stopped matching".
     pub selector_pushed: bool,
     /// UIDs whose first cycle this controller finished (the rest get resume handlers).

@@ -28,6 +28,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::cluster::watching::{self, Seen, WatchScope};
 use crate::cluster::{Cluster, discovery};
+use crate::coordination::{Authority, Coordinator, Ownership, Replicas, identity, peering};
 use crate::engines::dispatch::{HandlerClient, Server, Servers};
 use crate::logs::Logger;
 use crate::state::essence::{EssenceRules, parse_path};
@@ -84,6 +85,22 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
         _ = &mut shutdown => return Ok(()),
     }
 
+    // Who handles what: settled before the first watch, so nothing is handled that is not ours.
+    let cluster = Cluster::new(client);
+    let authority = Authority::new(match settings.replicas {
+        Replicas::Each => Ownership::All,
+        _ => Ownership::Nothing,
+    });
+    let identity = settings.identity.clone().unwrap_or_else(|| identity::detect(false));
+    let peering = (!settings.standalone).then(|| {
+        let family = if settings.kopf_compat { peering::Family::Kopf } else { peering::Family::Bosun };
+        (&settings.peering, family, peering_scopes(&settings.namespaces))
+    });
+    let coordinator = tokio::select! {
+        c = Coordinator::start(&cluster, &identity, peering, &settings.replicas, &authority, &log) => c?,
+        _ = &mut shutdown => return Ok(()),
+    };
+
     let outages = Arc::new(crate::engines::dispatch::Outages::default());
     let (described_tx, mut described_rx) = tokio::sync::mpsc::unbounded_channel();
     for (index, server) in servers.iter().enumerate() {
@@ -94,7 +111,8 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     let mut served = Served {
         running: HashMap::new(),
         shared: Shared {
-            cluster: Cluster::new(client),
+            cluster,
+            authority: authority.clone(),
             servers: clients.clone(),
             outages: outages.clone(),
             kinds: Arc::default(),
@@ -156,9 +174,19 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     log.info(None, "Stop is requested; finishing the cycles in flight.");
     let _ = stop_tx.send(true);
     served.stop_all().await;
+    coordinator.stop().await;
     activities::cleanup(&cleanups.iter().collect::<Vec<_>>(), &clients, &log).await;
     log.info(None, "The controller has stopped.");
     Ok(())
+}
+
+/// Where peering objects are: one per namespace when only plain namespaces are served (Kopf's
+/// `KopfPeering`), else one cluster-wide (`ClusterKopfPeering`).
+fn peering_scopes(namespaces: &Namespaces) -> Vec<Option<String>> {
+    match namespaces {
+        Namespaces::Patterns(p) if namespaces::plain_names(p) => p.iter().map(|ns| Some(ns.clone())).collect(),
+        _ => vec![None],
+    }
 }
 
 /// The handlers of one kind, in registration order.
@@ -221,6 +249,8 @@ impl Running {
 #[derive(Clone)]
 struct Shared {
     cluster: Cluster,
+    /// Which objects are ours now.
+    authority: Authority,
     servers: Servers,
     outages: Arc<crate::engines::dispatch::Outages>,
     kinds: Arc<discovery::Kinds>,
@@ -406,6 +436,7 @@ impl ResourceJob {
             outages: self.shared.outages.clone(),
             kinds: self.shared.kinds.clone(),
             log: self.shared.log.clone(),
+            authority: self.shared.authority.clone(),
             selector_pushed: selector.is_some(),
             seen: self.memory.seen.clone(),
             memos: self.memory.memos.clone(),
@@ -422,13 +453,21 @@ impl ResourceJob {
         let indexer = indexing::Indexer::new(ctx.clone(), scopes.len(), self.hold.take(), self.tasks.clone(), self.stop.clone());
         let router = Router::new(ctx, self.shared.limit.clone(), self.tasks.clone(), self.stop.clone());
         let mut watchers = Vec::new();
-        for (namespace, patterns) in scopes {
+        let watch_scopes: Vec<(WatchScope, Option<Vec<String>>)> = scopes
+            .into_iter()
+            .map(|(namespace, patterns)| {
+                let scope =
+                    WatchScope { namespace, label_selector: selector.clone(), inactivity_timeout: self.shared.settings.inactivity_timeout };
+                (scope, patterns)
+            })
+            .collect();
+        self.tasks.spawn(follow_authority(self.shared.clone(), resource.clone(), watch_scopes.clone(), router.clone(), self.stop.clone()));
+        for (scope, patterns) in watch_scopes {
             let router = router.clone();
             let spies = spies.clone();
             let indexer = indexer.clone();
             let listed = indexer.clone();
-            let scope =
-                WatchScope { namespace, label_selector: selector.clone(), inactivity_timeout: self.shared.settings.inactivity_timeout };
+            let authority = self.shared.authority.clone();
             let fut = watching::watch(
                 self.shared.cluster.clone(),
                 resource.clone(),
@@ -444,8 +483,12 @@ impl ResourceJob {
                         {
                             return;
                         }
+                        // Index handlers see every object (their index serves all); spies and
+                        // the other handlers only the objects that are ours now.
                         indexer.observe(&seen);
-                        spies.observe(&seen);
+                        if authority.owns(seen.body()["metadata"]["uid"].as_str().unwrap_or("")) {
+                            spies.observe(&seen);
+                        }
                         router.deliver(seen)
                     }
                 },
@@ -455,6 +498,61 @@ impl ResourceJob {
         }
         for w in watchers {
             let _ = w.await;
+        }
+    }
+}
+
+/// Follows the authority's verdict for one resource: stops the timers and daemons of objects
+/// no longer ours, and lists the resource again when objects may have become ours (resumed
+/// after a pause, leadership won, a shard grown), so that they get their cycle, timers and
+/// daemons; the watches themselves never stopped.
+async fn follow_authority(
+    shared: Shared,
+    resource: discovery::ResolvedResource,
+    scopes: Vec<(WatchScope, Option<Vec<String>>)>,
+    router: Router,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let authority = shared.authority.clone();
+    let mut changes = authority.subscribe();
+    let mut gained = changes.borrow_and_update().gained;
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            r = changes.changed() => if r.is_err() { return },
+        }
+        let now = *changes.borrow_and_update();
+        let stopped = router.background().stop_unowned(&authority);
+        if stopped > 0 {
+            shared.log.info(
+                None,
+                &format!("Stopped the timers and daemons of {stopped} object(s) of {} that are not ours now.", resource.display()),
+            );
+        }
+        if now.gained == gained {
+            continue;
+        }
+        gained = now.gained;
+        for (scope, patterns) in &scopes {
+            let listing = watching::list_all(&shared.cluster, &resource, scope, |seen| {
+                let seen = with_type_meta(seen, &resource);
+                if patterns.as_ref().is_none_or(|p| namespaces::serves(p, seen.body()["metadata"]["namespace"].as_str().unwrap_or(""))) {
+                    router.deliver(seen);
+                }
+            });
+            let listed = tokio::select! {
+                _ = stop.changed() => return,
+                r = listing => r,
+            };
+            match listed {
+                Ok(n) => shared
+                    .log
+                    .info(None, &format!("Listed {n} object(s) of {} again: those that are ours now are handled.", resource.display())),
+                Err(e) => shared.log.warn(
+                    None,
+                    &format!("Could not list {} again: {e}; objects that became ours wait for their next change.", resource.display()),
+                ),
+            }
         }
     }
 }

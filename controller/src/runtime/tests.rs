@@ -344,6 +344,7 @@ fn rig(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)>) -
         outages: outages.clone(),
         kinds: Arc::default(),
         log: Logger::new(Some(crate::LogSink(tx))),
+        authority: crate::coordination::Authority::default(),
         selector_pushed: false,
         seen: Arc::default(),
         memos: Arc::default(),

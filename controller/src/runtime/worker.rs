@@ -75,6 +75,16 @@ impl Router {
         if self.ctx.handlers.is_empty() {
             return; // Only spies or index handlers here: they have queues of their own.
         }
+        // Objects that are not ours now (paused, another replica's) are left to their owner;
+        // when ours again they are listed anew. Forget a deleted one all the same.
+        let uid = seen.body().pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+        if !self.ctx.authority.owns(uid) {
+            if matches!(seen, Seen::Deleted(_)) {
+                self.ctx.seen.lock().remove(uid);
+                self.ctx.memos.lock().remove(uid);
+            }
+            return;
+        }
         let key = key_of(seen.body());
         if let Some(mailbox) = self.workers.post(key.clone(), |pending| keep_newest(pending, seen)) {
             let me = self.clone();
@@ -152,11 +162,27 @@ impl Router {
             if *stop.borrow() {
                 return;
             }
+            // Ours still? A cycle begins only through the authority, which counts it until it
+            // ends, so that a handover to another replica waits for it.
+            let uid = body.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+            let turn = if deleted { None } else { self.ctx.authority.begin(uid) };
+            if !deleted && turn.is_none() {
+                self.ctx.log.debug(
+                    Some(&crate::runtime::context::object_ref(body)),
+                    "Not ours now (paused, or another replica's); left to its owner.",
+                );
+                (latest, wake, throttled, written_rv, permit) = (None, None, false, None, None);
+                if self.workers.retire(&key, &mailbox, Option::is_none) {
+                    return;
+                }
+                continue;
+            }
             // A server that comes back during the cycle wakes the object after it.
             revivals.borrow_and_update();
             // Boxed: a worker that waits holds only its own few variables, not the space of
             // a whole cycle (which would be most of a worker's memory, times every object).
             let end = Box::pin(self.ctx.process(&self.background, body, deleted)).await;
+            drop(turn);
             // The watch event of a deletion that came while the cycle ran is older than our
             // write and is skipped as its echo; the written body shows it, so handle it now.
             let mut deletion_came = false;

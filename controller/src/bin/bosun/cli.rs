@@ -25,6 +25,12 @@ pub enum Command {
     /// Start the embedded dev cluster, apply manifests, start a handler server and run the
     /// controller against them until Ctrl-C.
     Dev(DevArgs),
+    /// Pause the controllers of a peering for a while (as `kopf freeze`).
+    Freeze(crate::peers::FreezeArgs),
+    /// Let the controllers of a peering go on before the freeze ends (as `kopf resume`).
+    Resume(crate::peers::ResumeArgs),
+    /// List the members of a shard group and how many objects each handles.
+    Shards(crate::peers::ShardsArgs),
 }
 
 /// Flags shared by `run` and `dev`.
@@ -43,6 +49,39 @@ pub struct ControllerArgs {
     /// Run without peering.
     #[arg(long, env = "BOSUN_STANDALONE")]
     pub standalone: bool,
+    /// The peering object to take part in; it must exist (without this flag: `default`, and
+    /// standalone when it does not exist).
+    #[arg(long, env = "BOSUN_PEERING", conflicts_with = "standalone")]
+    pub peering: Option<String>,
+    /// This controller's priority among its peers: lower ones pause while it runs.
+    #[arg(long, env = "BOSUN_PRIORITY", allow_negative_numbers = true)]
+    pub priority: Option<i64>,
+    /// Development mode: priority 666, so deployed controllers of the same peering pause.
+    #[arg(long, conflicts_with = "priority")]
+    pub dev: bool,
+    /// How long this controller's peering record counts after each keepalive, in seconds.
+    #[arg(long, env = "BOSUN_PEERING_LIFETIME", default_value_t = 60, value_name = "SECONDS")]
+    pub peering_lifetime: u64,
+    /// This controller's identity to peers and in Leases (default: $POD_ID or $POD_NAME, else
+    /// user@host/time/random).
+    #[arg(long, env = "BOSUN_IDENTITY")]
+    pub identity: Option<String>,
+    /// Only the holder of a Lease handles objects; other replicas wait with warm watches.
+    #[arg(long, env = "BOSUN_LEADER_ELECTION", conflicts_with = "shards")]
+    pub leader_election: bool,
+    /// Replicas share the objects: `auto` spreads them over the live replicas by consistent
+    /// hashing, each replica holding a Lease of its own.
+    #[arg(long, env = "BOSUN_SHARDS", value_enum)]
+    pub shards: Option<Shards>,
+    /// The Lease's name (the shard group's, with --shards).
+    #[arg(long, env = "BOSUN_LEASE_NAME", default_value = "bosun")]
+    pub lease_name: String,
+    /// The Lease's namespace (default: $POD_NAMESPACE, else the service account's, else `default`).
+    #[arg(long, env = "BOSUN_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// How long a Lease is held after its last renewal, in seconds.
+    #[arg(long, env = "BOSUN_LEASE_DURATION", default_value_t = 15, value_name = "SECONDS")]
+    pub lease_duration: u64,
     /// Prefix of the annotations and finalizer Bosun writes.
     #[arg(long, env = "BOSUN_PREFIX", default_value = "bosun.dev")]
     pub prefix: String,
@@ -66,12 +105,38 @@ pub struct ControllerArgs {
     /// Debug logging.
     #[arg(short, long)]
     pub verbose: bool,
+    /// The cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// Which cluster.
+#[derive(Debug, Args, Clone)]
+pub struct ClusterArgs {
     /// Path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster).
     #[arg(long, env = "BOSUN_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use.
     #[arg(long, env = "BOSUN_CONTEXT")]
     pub context: Option<String>,
+}
+
+/// `--shards`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Shards {
+    /// As many shards as live replicas.
+    Auto,
+}
+
+/// The namespace of Leases when none is given: the pod's (downward API or service account).
+pub fn default_lease_namespace() -> String {
+    std::env::var("POD_NAMESPACE")
+        .ok()
+        .filter(|ns| !ns.trim().is_empty())
+        .or_else(|| std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace").ok())
+        .map(|ns| ns.trim().to_string())
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| "default".into())
 }
 
 /// The handler server that `run` and `dev` start themselves: Python files or modules (served
@@ -225,6 +290,25 @@ impl ControllerArgs {
             kopf_compat: self.kopf_compat,
             storage: self.storage.into(),
             standalone: self.standalone,
+            peering: bosun_controller::coordination::PeeringSetup {
+                name: self.peering.clone().unwrap_or_else(|| "default".into()),
+                mandatory: self.peering.is_some(),
+                priority: if self.dev { bosun_controller::coordination::peering::DEV_PRIORITY } else { self.priority.unwrap_or(0) },
+                lifetime: Duration::from_secs(self.peering_lifetime.max(1)),
+            },
+            identity: self.identity.clone(),
+            replicas: {
+                let lease = || bosun_controller::coordination::LeaseSetup {
+                    name: self.lease_name.clone(),
+                    namespace: self.lease_namespace.clone().unwrap_or_else(default_lease_namespace),
+                    duration: Duration::from_secs(self.lease_duration.max(1)),
+                };
+                match (self.leader_election, self.shards) {
+                    (true, _) => bosun_controller::coordination::Replicas::LeaderElection(lease()),
+                    (false, Some(Shards::Auto)) => bosun_controller::coordination::Replicas::Shards(lease()),
+                    (false, None) => bosun_controller::coordination::Replicas::Each,
+                }
+            },
             max_workers: self.max_workers,
             inactivity_timeout: Duration::from_secs(self.inactivity_timeout.max(1)),
             log_sink: None,
@@ -232,6 +316,18 @@ impl ControllerArgs {
         }
     }
 
+    /// A client for the cluster these flags name.
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        self.cluster.client().await
+    }
+
+    /// Whether a cluster was named explicitly.
+    pub fn names_a_cluster(&self) -> bool {
+        self.cluster.kubeconfig.is_some() || self.cluster.context.is_some()
+    }
+}
+
+impl ClusterArgs {
     /// A client for the cluster these flags name.
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
         use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -242,11 +338,6 @@ impl ControllerArgs {
             None => kube::Config::infer().await?,
         };
         Ok(kube::Client::try_from(config)?)
-    }
-
-    /// Whether a cluster was named explicitly.
-    pub fn names_a_cluster(&self) -> bool {
-        self.kubeconfig.is_some() || self.context.is_some()
     }
 }
 
@@ -287,7 +378,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             let command = args.server.command(args.controller.verbose)?;
             let client = args.controller.client().await?;
             let mut settings = args.controller.settings();
-            let kubeconfig = args.controller.kubeconfig.clone().map(std::path::absolute).transpose()?;
+            let kubeconfig = args.controller.cluster.kubeconfig.clone().map(std::path::absolute).transpose()?;
             let child = command.map(|command| crate::supervise::start(command, &mut settings, kubeconfig)).transpose()?;
             let result = bosun_controller::run(client, settings, stop).await;
             if let Some(child) = child {
@@ -299,5 +390,8 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             init_tracing(args.controller.verbose);
             crate::dev::dev(args).await
         }
+        Command::Freeze(args) => crate::peers::freeze(args).await,
+        Command::Resume(args) => crate::peers::resume(args).await,
+        Command::Shards(args) => crate::peers::shards(args).await,
     }
 }

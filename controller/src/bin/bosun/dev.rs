@@ -16,9 +16,14 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let command = args.server.command(args.controller.verbose)?;
     let log = Logger::new(None);
     let mut settings = args.controller.settings();
+    // On a real cluster, the developer's controller takes over from the deployed ones of the
+    // same peering (they pause until it stops), unless a priority is given.
+    if args.controller.names_a_cluster() && args.controller.priority.is_none() && !args.controller.dev {
+        settings.peering.priority = bosun_controller::coordination::peering::DEV_PRIORITY;
+    }
     // The handler server child gets the same cluster in KUBECONFIG, for handlers that keep a
     // client of their own (Kopf's example 10 deletes Pods with one).
-    let mut child_kubeconfig = args.controller.kubeconfig.clone().map(std::path::absolute).transpose()?;
+    let mut child_kubeconfig = args.controller.cluster.kubeconfig.clone().map(std::path::absolute).transpose()?;
     let (client, devcluster) = if args.controller.names_a_cluster() {
         (args.controller.client().await?, None)
     } else {

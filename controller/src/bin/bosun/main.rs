@@ -5,6 +5,7 @@
 
 mod cli;
 mod dev;
+mod peers;
 mod supervise;
 
 use clap::Parser;

@@ -1,0 +1,268 @@
+//! `coordination.k8s.io/v1` Leases as leader election and shard membership use them: reading
+//! one, judging who holds it, and the body of the next write. Pure; the loops that write them
+//! are [`super::leader`] and [`super::shards`].
+//!
+//! A Lease is held while `renewTime + leaseDurationSeconds` is in the future (wall clocks, as
+//! Kopf's peering judges `lastseen`; keep the nodes' clocks in sync). A holder renews every
+//! [`Timing::retry`] and stops handling when it could not renew for [`Timing::renew_deadline`],
+//! a third of the duration before anyone else may take over. Writes carry the
+//! resourceVersion they read, so two candidates never both win a Lease: one gets 409.
+
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Value, json};
+
+/// The annotation in which a shard member publishes the members it acts for.
+pub const VIEW_ANNOTATION: &str = "bosun.dev/shard-view";
+/// The label that groups the Leases of one shard group.
+pub const GROUP_LABEL: &str = "bosun.dev/shard-group";
+
+/// How long a Lease lasts and how often it is renewed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// `leaseDurationSeconds`: how long after its last renewal a Lease is held.
+    pub duration: Duration,
+    /// A holder that could not renew for this long stops handling.
+    pub renew_deadline: Duration,
+    /// How often holders renew and candidates look.
+    pub retry: Duration,
+}
+
+impl Timing {
+    /// The timing for a lease duration (at least 1 s): stop after 2/3 of it without renewal,
+    /// renew and look every second (a fifth of the duration when that is shorter), so that a
+    /// released Lease is taken over within about a second.
+    pub fn new(duration: Duration) -> Timing {
+        let duration = Duration::from_secs(duration.as_secs().max(1));
+        Timing { duration, renew_deadline: duration * 2 / 3, retry: (duration / 5).min(Duration::from_secs(1)) }
+    }
+}
+
+/// What a Lease says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Record {
+    /// `spec.holderIdentity` (none when empty: released).
+    pub holder: Option<String>,
+    /// `spec.leaseDurationSeconds`.
+    pub duration: Duration,
+    /// `spec.acquireTime`.
+    pub acquired: Option<DateTime<Utc>>,
+    /// `spec.renewTime`.
+    pub renewed: Option<DateTime<Utc>>,
+    /// `spec.leaseTransitions`.
+    pub transitions: i64,
+    /// `metadata.resourceVersion`, for the next write.
+    pub resource_version: Option<String>,
+    /// The members a shard member acts for ([`VIEW_ANNOTATION`]), sorted.
+    pub view: Vec<String>,
+}
+
+fn time(v: &Value) -> Option<DateTime<Utc>> {
+    v.as_str().and_then(|s| DateTime::parse_from_rfc3339(s).ok()).map(|t| t.with_timezone(&Utc))
+}
+
+/// A time as a Lease's MicroTime.
+pub fn micro_time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+impl Record {
+    /// Reads a Lease; what is missing or malformed reads as absent (a Lease someone wrote by
+    /// hand is judged, never a panic).
+    pub fn parse(body: &Value) -> Record {
+        let spec = &body["spec"];
+        let view = body
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(VIEW_ANNOTATION))
+            .and_then(Value::as_str)
+            .and_then(|s| serde_json::from_str::<Vec<String>>(s).ok())
+            .unwrap_or_default();
+        Record {
+            holder: spec["holderIdentity"].as_str().filter(|h| !h.is_empty()).map(String::from),
+            duration: Duration::from_secs(spec["leaseDurationSeconds"].as_u64().unwrap_or(0).min(365 * 24 * 3600)),
+            acquired: time(&spec["acquireTime"]),
+            renewed: time(&spec["renewTime"]),
+            transitions: spec["leaseTransitions"].as_i64().unwrap_or(0).max(0),
+            resource_version: body.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(String::from),
+            view,
+        }
+    }
+
+    /// Until when the Lease is held (none: it never was, or was released).
+    pub fn expires(&self) -> Option<DateTime<Utc>> {
+        self.holder.as_ref()?;
+        let renewed = self.renewed.or(self.acquired)?;
+        Some(renewed + chrono::Duration::from_std(self.duration).unwrap_or_default())
+    }
+
+    /// Whether someone holds it at `now`.
+    pub fn is_held(&self, now: DateTime<Utc>) -> bool {
+        self.expires().is_some_and(|t| t > now)
+    }
+}
+
+/// What a candidate for one Lease does next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// No Lease yet: create it, holding it.
+    Create,
+    /// Released or expired: take it over (one more transition).
+    Acquire,
+    /// Ours: renew it.
+    Renew,
+    /// Someone else's until then.
+    Follow {
+        /// Who holds it.
+        holder: String,
+        /// When it expires unless renewed.
+        until: DateTime<Utc>,
+    },
+}
+
+/// What `me` does with the Lease as it is now.
+pub fn step(current: Option<&Record>, me: &str, now: DateTime<Utc>) -> Step {
+    let Some(lease) = current else { return Step::Create };
+    match (&lease.holder, lease.expires()) {
+        (Some(holder), _) if holder == me => Step::Renew,
+        (Some(holder), Some(until)) if until > now => Step::Follow { holder: holder.clone(), until },
+        _ => Step::Acquire,
+    }
+}
+
+/// The body of a Lease held by `holder` (none: released) written at `now` after `previous`.
+pub fn body(
+    name: &str,
+    namespace: &str,
+    holder: Option<&str>,
+    timing: &Timing,
+    now: DateTime<Utc>,
+    previous: Option<&Record>,
+    labels: &Value,
+    view: Option<&[String]>,
+) -> Value {
+    let taking_over = previous.is_some_and(|p| p.holder.as_deref() != holder) && holder.is_some();
+    let transitions = previous.map_or(0, |p| p.transitions) + i64::from(taking_over);
+    let acquired = match previous {
+        Some(p) if !taking_over && p.holder.as_deref() == holder => p.acquired.unwrap_or(now),
+        _ => now,
+    };
+    let mut metadata = json!({"name": name, "namespace": namespace});
+    if labels.as_object().is_some_and(|l| !l.is_empty()) {
+        metadata["labels"] = labels.clone();
+    }
+    if let Some(view) = view {
+        metadata["annotations"] = json!({VIEW_ANNOTATION: serde_json::to_string(view).unwrap_or_default()});
+    }
+    if let Some(rv) = previous.and_then(|p| p.resource_version.as_deref()) {
+        metadata["resourceVersion"] = rv.into();
+    }
+    let seconds = if holder.is_some() { timing.duration.as_secs() } else { 1 };
+    json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": {
+            "holderIdentity": holder.unwrap_or(""),
+            "leaseDurationSeconds": seconds,
+            "acquireTime": micro_time(acquired),
+            "renewTime": micro_time(now),
+            "leaseTransitions": transitions,
+        },
+    })
+}
+
+/// The path of a Lease, or of the Leases of a namespace.
+pub fn path(namespace: &str, name: Option<&str>) -> String {
+    let base = format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases");
+    match name {
+        Some(n) => format!("{base}/{n}"),
+        None => base,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn lease(holder: &str, renewed: &str, secs: u64) -> Record {
+        Record::parse(&json!({
+            "metadata": {"resourceVersion": "7"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": secs, "renewTime": renewed, "leaseTransitions": 2},
+        }))
+    }
+
+    #[test]
+    fn a_candidate_creates_renews_takes_over_or_follows() {
+        let now = at("2026-11-23T10:00:10Z");
+        let cases = [
+            ("no lease", None, Step::Create),
+            ("mine", Some(lease("me", "2026-11-23T10:00:00Z", 15)), Step::Renew),
+            ("mine, expired", Some(lease("me", "2026-11-23T09:00:00Z", 15)), Step::Renew),
+            ("released", Some(lease("", "2026-11-23T10:00:09Z", 1)), Step::Acquire),
+            ("expired", Some(lease("other", "2026-11-23T09:50:00Z", 15)), Step::Acquire),
+            ("expires now", Some(lease("other", "2026-11-23T09:59:55Z", 15)), Step::Acquire),
+            (
+                "held",
+                Some(lease("other", "2026-11-23T10:00:00.500000Z", 15)),
+                Step::Follow { holder: "other".into(), until: at("2026-11-23T10:00:15.5Z") },
+            ),
+            ("no renew time", Some(Record::parse(&json!({"spec": {"holderIdentity": "other"}}))), Step::Acquire),
+            ("garbage", Some(Record::parse(&json!({"spec": "x"}))), Step::Acquire),
+        ];
+        for (name, current, want) in cases {
+            assert_eq!(step(current.as_ref(), "me", now), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn writes_count_transitions_and_keep_the_acquire_time_of_a_holder() {
+        let now = at("2026-11-23T10:00:10Z");
+        let timing = Timing::new(Duration::from_secs(15));
+        let mine = Record { acquired: Some(at("2026-11-23T09:00:00Z")), ..lease("me", "2026-11-23T10:00:08Z", 15) };
+        // (previous, holder) -> (transitions, acquireTime, leaseDurationSeconds, holder)
+        let cases = [
+            (None, Some("me"), (0, "2026-11-23T10:00:10.000000Z", 15, "me")),
+            (Some(mine.clone()), Some("me"), (2, "2026-11-23T09:00:00.000000Z", 15, "me")),
+            (Some(lease("other", "2026-11-23T09:00:00Z", 15)), Some("me"), (3, "2026-11-23T10:00:10.000000Z", 15, "me")),
+            (Some(mine), None, (2, "2026-11-23T10:00:10.000000Z", 1, "")),
+        ];
+        for (previous, holder, (transitions, acquired, secs, shown)) in cases {
+            let b = body("l", "ns", holder, &timing, now, previous.as_ref(), &json!({}), None);
+            let spec = &b["spec"];
+            assert_eq!(spec["leaseTransitions"], transitions, "{previous:?}");
+            assert_eq!(spec["acquireTime"], acquired, "{previous:?}");
+            assert_eq!(spec["leaseDurationSeconds"], secs, "{previous:?}");
+            assert_eq!(spec["holderIdentity"], shown, "{previous:?}");
+            assert_eq!(spec["renewTime"], "2026-11-23T10:00:10.000000Z");
+            assert_eq!(b["metadata"]["resourceVersion"].as_str(), previous.as_ref().map(|_| "7"));
+            assert_eq!(Record::parse(&b).holder.as_deref(), holder);
+        }
+    }
+
+    #[test]
+    fn a_published_view_reads_back_and_a_bad_one_reads_as_none() {
+        let timing = Timing::new(Duration::from_secs(5));
+        let view = vec!["a".to_string(), "b".to_string()];
+        let b = body("g-1", "ns", Some("a"), &timing, Utc::now(), None, &json!({GROUP_LABEL: "g"}), Some(&view));
+        assert_eq!(Record::parse(&b).view, view);
+        assert_eq!(b["metadata"]["labels"][GROUP_LABEL], "g");
+        let bad = json!({"metadata": {"annotations": {VIEW_ANNOTATION: "{not json"}}});
+        assert!(Record::parse(&bad).view.is_empty());
+    }
+
+    #[test]
+    fn timings_renew_well_inside_the_duration() {
+        let cases = [(0, 1, 666, 200), (5, 5, 3333, 1000), (15, 15, 10_000, 1000), (60, 60, 40_000, 1000)];
+        for (secs, duration, deadline_ms, retry_ms) in cases {
+            let t = Timing::new(Duration::from_secs(secs));
+            assert_eq!(t.duration, Duration::from_secs(duration), "{secs}");
+            assert_eq!(t.renew_deadline.as_millis(), deadline_ms, "{secs}");
+            assert_eq!(t.retry.as_millis(), retry_ms, "{secs}");
+        }
+    }
+}

@@ -1,0 +1,516 @@
+//! Peering, as Kopf does it: controllers of one operator find each other in a peering object
+//! (`BosunPeering`/`ClusterBosunPeering` in `bosun.dev`, or Kopf's `KopfPeering`/
+//! `ClusterKopfPeering` in `kopf.dev` with `--kopf-compat`, so that Kopf operators and Bosun
+//! pause for each other). Each writes `status.<identity> = {priority, lifetime, lastseen}` and
+//! refreshes it before its lifetime ends; a controller pauses while a live peer has a higher
+//! priority (a developer's `--dev` controller has 666, `bosun freeze` 100 by default), all
+//! pause when peers share the highest priority, and dead peers are removed by whoever sees
+//! them. Pausing stops handlers, timers and daemons but not the watches: resuming is
+//! immediate. With no peering object, the controller runs standalone, with Kopf's warning.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::{Stream, StreamExt};
+use parking_lot::Mutex;
+use rand::Rng as _;
+use serde_json::{Value, json};
+
+use super::Authority;
+use crate::clock::Clock;
+use crate::cluster::{Api, content};
+use crate::logs::Logger;
+
+/// Kopf's default lifetime of a peer's record.
+pub const LIFETIME: Duration = Duration::from_secs(60);
+/// The priority of `--dev`.
+pub const DEV_PRIORITY: i64 = 666;
+
+/// Which peering family the controller speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// `bosun.dev`: `BosunPeering`, `ClusterBosunPeering`.
+    Bosun,
+    /// `kopf.dev`: `KopfPeering`, `ClusterKopfPeering` (with Kopf operators).
+    Kopf,
+}
+
+impl Family {
+    /// (group, namespaced plural, cluster plural, namespaced kind, cluster kind).
+    fn names(self) -> (&'static str, &'static str, &'static str, &'static str, &'static str) {
+        match self {
+            Family::Bosun => ("bosun.dev", "bosunpeerings", "clusterbosunpeerings", "BosunPeering", "ClusterBosunPeering"),
+            Family::Kopf => ("kopf.dev", "kopfpeerings", "clusterkopfpeerings", "KopfPeering", "ClusterKopfPeering"),
+        }
+    }
+
+    /// The kind of the peering object for a namespace (or cluster-wide).
+    pub fn kind(self, namespace: Option<&str>) -> &'static str {
+        let (_, _, _, ns_kind, cluster_kind) = self.names();
+        if namespace.is_some() { ns_kind } else { cluster_kind }
+    }
+
+    /// The path of a peering object.
+    pub fn path(self, namespace: Option<&str>, name: &str) -> String {
+        let (group, ns_plural, cluster_plural, _, _) = self.names();
+        match namespace {
+            Some(ns) => format!("/apis/{group}/v1/namespaces/{ns}/{ns_plural}/{name}"),
+            None => format!("/apis/{group}/v1/{cluster_plural}/{name}"),
+        }
+    }
+
+    /// The resource, for a watch.
+    pub fn api_resource(self, namespace: Option<&str>) -> kube::api::ApiResource {
+        let (group, ns_plural, cluster_plural, ns_kind, cluster_kind) = self.names();
+        let (plural, kind) = if namespace.is_some() { (ns_plural, ns_kind) } else { (cluster_plural, cluster_kind) };
+        kube::api::ApiResource {
+            group: group.into(),
+            version: "v1".into(),
+            api_version: format!("{group}/v1"),
+            kind: kind.into(),
+            plural: plural.into(),
+        }
+    }
+}
+
+/// One peering object and how this controller takes part in it.
+#[derive(Debug, Clone)]
+pub struct Peering {
+    /// `bosun.dev` or `kopf.dev`.
+    pub family: Family,
+    /// The object's name (`default` unless `--peering`).
+    pub name: String,
+    /// Its namespace; none for the cluster-wide one.
+    pub namespace: Option<String>,
+    /// Our identity.
+    pub identity: String,
+    /// Our priority.
+    pub priority: i64,
+    /// How long our record counts after we last wrote it.
+    pub lifetime: Duration,
+    /// Whether a missing object is an error (`--peering NAME` given) or means standalone.
+    pub mandatory: bool,
+}
+
+impl Peering {
+    /// Where it is, for logs.
+    pub fn display(&self) -> String {
+        let kind = self.family.kind(self.namespace.as_deref());
+        match &self.namespace {
+            Some(ns) => format!("{kind} {ns}/{}", self.name),
+            None => format!("{kind} {}", self.name),
+        }
+    }
+}
+
+/// One peer's record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Peer {
+    /// Its identity (the key in `status`).
+    pub identity: String,
+    /// Its priority.
+    pub priority: i64,
+    /// How long its record counts after `lastseen`.
+    pub lifetime: Duration,
+    /// When it last wrote.
+    pub lastseen: DateTime<Utc>,
+}
+
+impl Peer {
+    /// When its record stops counting.
+    pub fn deadline(&self) -> DateTime<Utc> {
+        self.lastseen + chrono::Duration::from_std(self.lifetime).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "<Peer {}: priority={}, lifetime={}, lastseen='{}'>",
+            self.identity,
+            self.priority,
+            self.lifetime.as_secs(),
+            self.lastseen.to_rfc3339()
+        )
+    }
+}
+
+fn shown(peers: &[Peer]) -> String {
+    format!("[{}]", peers.iter().map(Peer::to_string).collect::<Vec<_>>().join(", "))
+}
+
+/// The peers recorded in a peering object's status. Entries that are not objects are skipped;
+/// fields missing or malformed read as Kopf reads them (priority 0, lifetime 60 s, last seen
+/// now).
+pub fn peers(body: &Value, now: DateTime<Utc>) -> Vec<Peer> {
+    let Some(status) = body.get("status").and_then(Value::as_object) else { return Vec::new() };
+    status
+        .iter()
+        .filter_map(|(identity, info)| {
+            let info = info.as_object()?;
+            Some(Peer {
+                identity: identity.clone(),
+                priority: info.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                lifetime: Duration::from_secs(info.get("lifetime").and_then(Value::as_u64).unwrap_or(60).min(10 * 365 * 24 * 3600)),
+                lastseen: info
+                    .get("lastseen")
+                    .and_then(Value::as_str)
+                    .and_then(|s| DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&Utc)).or_else(|| naive(s)))
+                    .unwrap_or(now),
+            })
+        })
+        .collect()
+}
+
+/// Kopf before 1.30 wrote `lastseen` without a zone (UTC).
+fn naive(s: &str) -> Option<DateTime<Utc>> {
+    chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").ok().map(|t| t.and_utc())
+}
+
+/// What a controller does about its peers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Run: no live peer has our priority or a higher one.
+    Run,
+    /// Pause in favour of these peers of higher priority.
+    Yield(Vec<Peer>),
+    /// Pause, as all do: these peers have our priority (and none a higher one).
+    Conflict(Vec<Peer>),
+}
+
+/// The decision after one look at the peering object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// Run or pause.
+    pub verdict: Verdict,
+    /// Identities of dead peers, to remove.
+    pub dead: Vec<String>,
+    /// When to look again even if nothing changes: when the first peer that pauses us dies.
+    pub recheck_at: Option<DateTime<Utc>>,
+}
+
+/// Kopf's decision for the controller `me` of `priority` at `now`.
+pub fn decide(body: &Value, me: &str, priority: i64, now: DateTime<Utc>) -> Decision {
+    let all = peers(body, now);
+    let (dead, live): (Vec<Peer>, Vec<Peer>) = all.into_iter().partition(|p| p.deadline() <= now);
+    let live: Vec<Peer> = live.into_iter().filter(|p| p.identity != me).collect();
+    let higher: Vec<Peer> = live.iter().filter(|p| p.priority > priority).cloned().collect();
+    let same: Vec<Peer> = live.iter().filter(|p| p.priority == priority).cloned().collect();
+    let recheck_at = higher.iter().chain(&same).map(Peer::deadline).min();
+    let verdict = if !higher.is_empty() {
+        Verdict::Yield(higher)
+    } else if !same.is_empty() {
+        Verdict::Conflict(same)
+    } else {
+        Verdict::Run
+    };
+    Decision { verdict, dead: dead.into_iter().map(|p| p.identity).collect(), recheck_at }
+}
+
+/// The patch that writes our record (or removes it, with a zero lifetime).
+pub fn touch_patch(me: &str, priority: i64, lifetime: Duration, now: DateTime<Utc>) -> Value {
+    let record = if lifetime.is_zero() {
+        Value::Null
+    } else {
+        json!({"priority": priority, "lifetime": lifetime.as_secs(), "lastseen": now.to_rfc3339_opts(chrono::SecondsFormat::Micros, false)})
+    };
+    json!({"status": {me: record}})
+}
+
+/// The patch that removes dead peers.
+pub fn clean_patch(dead: &[String]) -> Value {
+    json!({"status": dead.iter().map(|d| (d.clone(), Value::Null)).collect::<serde_json::Map<_, _>>()})
+}
+
+/// How long to wait between two keepalives: Kopf's, 5–10 s before the lifetime ends.
+pub fn keepalive_interval(lifetime: Duration) -> Duration {
+    let secs = lifetime.as_secs();
+    let jitter = rand::rng().random_range(5..=10);
+    Duration::from_secs(secs.saturating_sub(jitter).max(1).min(secs.max(1)))
+}
+
+/// Why peering cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `--peering NAME` names an object that does not exist.
+    #[error("The mandatory peering '{0}' was not found.")]
+    Missing(String),
+    /// The object could not be read.
+    #[error("cannot read the peering object {what}: {error}")]
+    Read {
+        /// Which object.
+        what: String,
+        /// Why.
+        #[source]
+        error: crate::cluster::Error,
+    },
+}
+
+/// The pauses of several peering objects (one per served namespace): paused while any says so.
+#[derive(Debug)]
+pub struct Pauses {
+    authority: Authority,
+    paused_in: Mutex<HashSet<String>>,
+}
+
+impl Pauses {
+    /// Pauses reported to this authority.
+    pub fn new(authority: Authority) -> Arc<Pauses> {
+        Arc::new(Pauses { authority, paused_in: Mutex::default() })
+    }
+
+    fn set(&self, scope: &str, paused: bool) {
+        let mut p = self.paused_in.lock();
+        if paused {
+            p.insert(scope.to_string());
+        } else {
+            p.remove(scope);
+        }
+        self.authority.set_paused(!p.is_empty());
+    }
+}
+
+/// One controller's part in one peering object.
+pub struct Keepalive {
+    peering: Peering,
+    api: Arc<dyn Api>,
+    pauses: Arc<Pauses>,
+    log: Logger,
+    clock: Clock,
+    verdict: Verdict,
+    /// The object as last seen.
+    last: Option<Value>,
+}
+
+impl Keepalive {
+    /// Looks for the peering object: `Ok(None)` means standalone (with Kopf's warning);
+    /// otherwise writes our record and decides at once from the object it returns.
+    pub async fn start(
+        peering: Peering,
+        api: Arc<dyn Api>,
+        pauses: Arc<Pauses>,
+        log: Logger,
+        clock: Clock,
+    ) -> Result<Option<Keepalive>, Error> {
+        let path = peering.family.path(peering.namespace.as_deref(), &peering.name);
+        match api.get(&path).await {
+            Ok(_) => {}
+            Err(e) if e.code() == Some(404) => {
+                if peering.mandatory {
+                    return Err(Error::Missing(peering.name.clone()));
+                }
+                log.warn(None, "Default peering object is not found, falling back to the standalone mode.");
+                return Ok(None);
+            }
+            Err(error) => return Err(Error::Read { what: peering.display(), error }),
+        }
+        log.info(None, &format!("Peering in {} as {} with priority {}.", peering.display(), peering.identity, peering.priority));
+        let mut k = Keepalive { peering, api, pauses, log, clock, verdict: Verdict::Run, last: None };
+        if let Some(body) = k.touch(k.peering.lifetime).await {
+            k.observe(body).await;
+        }
+        Ok(Some(k))
+    }
+
+    /// Writes our record; returns the object as written.
+    async fn touch(&self, lifetime: Duration) -> Option<Value> {
+        let p = &self.peering;
+        let patch = touch_patch(&p.identity, p.priority, lifetime, self.clock.now());
+        let path = p.family.path(p.namespace.as_deref(), &p.name);
+        let mut written = self.api.patch(&path, content::MERGE, &patch).await;
+        // A peering resource with a status subresource ignores status in the main resource.
+        if let Ok(body) = &written
+            && !lifetime.is_zero()
+            && body.pointer(&format!("/status/{}", p.identity.replace('~', "~0").replace('/', "~1"))).is_none()
+        {
+            written = self.api.patch(&format!("{path}/status"), content::MERGE, &patch).await;
+        }
+        match written {
+            Ok(body) => Some(body),
+            Err(e) => {
+                self.log.warn(None, &format!("Keep-alive in {} failed: {e}.", p.display()));
+                None
+            }
+        }
+    }
+
+    /// Decides from the object as it is now; pauses or resumes; removes dead peers.
+    async fn observe(&mut self, body: Value) {
+        let p = &self.peering;
+        let d = decide(&body, &p.identity, p.priority, self.clock.now());
+        let scope = p.display();
+        match (&self.verdict, &d.verdict) {
+            (Verdict::Run, Verdict::Yield(higher)) => self.log.info(None, &format!("Pausing operations in favour of {}.", shown(higher))),
+            (_, Verdict::Conflict(same)) => {
+                self.log.warn(None, &format!("Possibly conflicting operators with the same priority: {}.", shown(same)));
+                if self.verdict == Verdict::Run {
+                    self.log.warn(None, &format!("Pausing all operators, including self: {}", shown(&peers(&body, self.clock.now()))));
+                }
+            }
+            (Verdict::Yield(_) | Verdict::Conflict(_), Verdict::Run) => {
+                self.log.info(None, "Resuming operations after the pause. Conflicting operators with the same priority are gone.")
+            }
+            _ => {}
+        }
+        self.pauses.set(&scope, d.verdict != Verdict::Run);
+        self.verdict = d.verdict.clone();
+        if !d.dead.is_empty() {
+            let path = p.family.path(p.namespace.as_deref(), &p.name);
+            if let Err(e) = self.api.patch(&path, content::MERGE, &clean_patch(&d.dead)).await {
+                self.log.debug(None, &format!("Could not remove dead peers {:?}: {e}.", d.dead));
+            }
+        }
+        self.last = Some(body);
+    }
+
+    /// Refreshes our record before it dies, follows the object's changes (`changes`: its
+    /// bodies, `None` when deleted), looks again when a peer that pauses us should die, and
+    /// removes our record when `stop` flips.
+    pub async fn run(mut self, changes: impl Stream<Item = Option<Value>> + Send, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let mut changes = std::pin::pin!(changes);
+        let mut keepalive = tokio::time::Instant::now() + keepalive_interval(self.peering.lifetime);
+        loop {
+            let recheck = self.last.as_ref().and_then(|b| {
+                decide(b, &self.peering.identity, self.peering.priority, self.clock.now()).recheck_at.map(|t| self.clock.instant(t))
+            });
+            tokio::select! {
+                _ = super::stopped(&mut stop) => break,
+                _ = tokio::time::sleep_until(keepalive) => {
+                    keepalive = tokio::time::Instant::now() + keepalive_interval(self.peering.lifetime);
+                    if let Some(body) = self.touch(self.peering.lifetime).await {
+                        self.observe(body).await;
+                    }
+                }
+                _ = tokio::time::sleep_until(recheck.unwrap_or(keepalive)), if recheck.is_some() => {
+                    if let Some(body) = self.last.clone() {
+                        self.observe(body).await;
+                    }
+                }
+                change = changes.next() => match change {
+                    Some(Some(body)) => self.observe(body).await,
+                    Some(None) => self.observe(json!({})).await,
+                    None => break,
+                },
+            }
+        }
+        self.pauses.set(&self.peering.display(), false);
+        let _ = self.touch(Duration::ZERO).await;
+    }
+}
+
+/// The bodies of one peering object as a watch sees them (`None`: deleted).
+pub fn watch_object(client: kube::Client, peering: &Peering) -> impl Stream<Item = Option<Value>> + Send + 'static {
+    use kube::runtime::{WatchStreamExt, watcher};
+    let ar = peering.family.api_resource(peering.namespace.as_deref());
+    let api: kube::Api<kube::api::DynamicObject> = match &peering.namespace {
+        Some(ns) => kube::Api::namespaced_with(client, ns, &ar),
+        None => kube::Api::all_with(client, &ar),
+    };
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", peering.name));
+    watcher(api, config).default_backoff().filter_map(|event| async move {
+        match event {
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => serde_json::to_value(o).ok().map(Some),
+            Ok(watcher::Event::Delete(_)) => Some(None),
+            _ => None,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    fn status(entries: Value) -> Value {
+        json!({"status": entries})
+    }
+
+    fn rec(priority: i64, lifetime: u64, lastseen: &str) -> Value {
+        json!({"priority": priority, "lifetime": lifetime, "lastseen": lastseen})
+    }
+
+    #[test]
+    fn a_controller_runs_yields_or_conflicts_as_kopf_decides() {
+        let now = at("2026-11-23T10:00:30Z");
+        let alive = "2026-11-23T10:00:00+00:00";
+        let dead = "2026-11-23T09:00:00+00:00";
+        let names = |v: &Verdict| match v {
+            Verdict::Run => "run".to_string(),
+            Verdict::Yield(p) => format!("yield {}", p.iter().map(|p| p.identity.as_str()).collect::<Vec<_>>().join(",")),
+            Verdict::Conflict(p) => format!("conflict {}", p.iter().map(|p| p.identity.as_str()).collect::<Vec<_>>().join(",")),
+        };
+        let cases = [
+            ("alone", status(json!({"me": rec(0, 60, alive)})), "run", vec![]),
+            ("no status", json!({}), "run", vec![]),
+            ("a lower peer", status(json!({"me": rec(0, 60, alive), "low": rec(-5, 60, alive)})), "run", vec![]),
+            ("a higher peer", status(json!({"me": rec(0, 60, alive), "dev": rec(666, 60, alive)})), "yield dev", vec![]),
+            ("a higher dead peer", status(json!({"dev": rec(666, 60, dead)})), "run", vec!["dev"]),
+            ("a peer with our priority", status(json!({"twin": rec(0, 60, alive)})), "conflict twin", vec![]),
+            ("higher wins over same", status(json!({"twin": rec(0, 60, alive), "dev": rec(666, 60, alive)})), "yield dev", vec![]),
+            ("our own record is not a peer", status(json!({"me": rec(999, 60, alive)})), "run", vec![]),
+            ("lifetime ended exactly now", status(json!({"dev": rec(666, 30, alive)})), "run", vec!["dev"]),
+            ("garbage entries are skipped", status(json!({"x": 5, "y": "z"})), "run", vec![]),
+            ("missing fields read as Kopf reads them", status(json!({"anon": {}})), "conflict anon", vec![]),
+            ("Kopf's old zone-less lastseen", status(json!({"old": rec(1, 60, "2026-11-23T10:00:00.123456")})), "yield old", vec![]),
+        ];
+        for (name, body, want, dead) in cases {
+            let d = decide(&body, "me", 0, now);
+            assert_eq!(names(&d.verdict), want, "{name}");
+            assert_eq!(d.dead, dead, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_paused_controller_looks_again_when_the_first_peer_pausing_it_dies() {
+        let now = at("2026-11-23T10:00:30Z");
+        let body = status(
+            json!({"dev": rec(666, 60, "2026-11-23T10:00:00Z"), "freeze": rec(100, 40, "2026-11-23T10:00:00Z"), "low": rec(-1, 5, "2026-11-23T10:00:29Z")}),
+        );
+        assert_eq!(decide(&body, "me", 0, now).recheck_at, Some(at("2026-11-23T10:00:40Z")));
+        assert_eq!(decide(&status(json!({})), "me", 0, now).recheck_at, None);
+    }
+
+    #[test]
+    fn touches_write_or_remove_our_record() {
+        let now = at("2026-11-23T10:00:00Z");
+        assert_eq!(
+            touch_patch("me", 666, Duration::from_secs(60), now),
+            json!({"status": {"me": {"priority": 666, "lifetime": 60, "lastseen": "2026-11-23T10:00:00.000000+00:00"}}})
+        );
+        assert_eq!(touch_patch("me", 0, Duration::ZERO, now), json!({"status": {"me": null}}));
+        assert_eq!(clean_patch(&["a".into(), "b".into()]), json!({"status": {"a": null, "b": null}}));
+        let written = touch_patch("me", 7, Duration::from_secs(60), now);
+        assert_eq!(peers(&written, now)[0], Peer { identity: "me".into(), priority: 7, lifetime: Duration::from_secs(60), lastseen: now });
+    }
+
+    #[test]
+    fn keepalives_come_five_to_ten_seconds_before_the_lifetime_ends() {
+        for (lifetime, low, high) in [(60, 50, 55), (12, 2, 7), (5, 1, 1), (1, 1, 1)] {
+            for _ in 0..50 {
+                let s = keepalive_interval(Duration::from_secs(lifetime)).as_secs();
+                assert!((low..=high).contains(&s), "{lifetime}: {s}");
+            }
+        }
+    }
+
+    #[test]
+    fn peering_objects_are_found_where_kopf_and_bosun_keep_them() {
+        let cases = [
+            (Family::Kopf, None, "/apis/kopf.dev/v1/clusterkopfpeerings/default", "ClusterKopfPeering"),
+            (Family::Kopf, Some("ns"), "/apis/kopf.dev/v1/namespaces/ns/kopfpeerings/default", "KopfPeering"),
+            (Family::Bosun, None, "/apis/bosun.dev/v1/clusterbosunpeerings/default", "ClusterBosunPeering"),
+            (Family::Bosun, Some("ns"), "/apis/bosun.dev/v1/namespaces/ns/bosunpeerings/default", "BosunPeering"),
+        ];
+        for (family, ns, path, kind) in cases {
+            assert_eq!(family.path(ns, "default"), path);
+            assert_eq!(family.kind(ns), kind);
+            assert_eq!(family.api_resource(ns).kind, kind);
+        }
+    }
+}
