@@ -130,7 +130,7 @@ pub enum Error {
     },
     /// Peering or Leases could not start.
     #[error(transparent)]
-    Coordination(#[from] coordination::Error),
+    Coordination(#[from] Box<coordination::Error>),
     /// No handler server was given.
     #[error("no handler server given: pass --handler ADDR (or a command after `--` with `bosun dev`)")]
     NoHandlers,

@@ -172,6 +172,8 @@ CASES = [
     Case("04-events", succeeded=["create_fn"], then=events_04),
     Case("05-handlers", succeeded=["create_fn_1", "create_fn_2"], deletes=["delete_fn_1", "delete_fn_2"],
          lines=["CREATED 1st", "CREATED 2nd"], then=update_05),
+    Case("06-peering", succeeded=["create_fn"],
+         lines=["Default peering object is not found, falling back to the standalone mode."]),
     Case("07-subhandlers", succeeded=["create_fn/item1", "create_fn/item2"],
          lines=["=== Handling creation for item1. ===", "=== Handling creation for item2. ==="]),
     Case("08-events", lines=["Event received: {'type': 'ADDED'", "Handler 'event_fn_with_error' failed"], tracebacks=True),

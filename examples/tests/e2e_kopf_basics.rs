@@ -28,6 +28,31 @@ async fn example_01_minimal_handles_creation_once() {
 }
 
 #[tokio::test]
+async fn example_06_peering_pauses_a_controller_in_favour_of_a_dev_one_and_resumes_it() {
+    let stage = stage("peering").await;
+    let peering = bosun_tests::examples_dir().join("../deploy/peering.yaml");
+    bosun_controller::cluster::apply::apply_path(&Cluster::new(stage.client.clone()), &peering).await.unwrap();
+    let settings = |who: &str, priority: i64| bosun_controller::Settings {
+        handlers: vec![format!("http://127.0.0.1:{}", stage.port())],
+        standalone: false,
+        identity: Some(who.into()),
+        peering: bosun_controller::coordination::PeeringSetup { priority, ..Default::default() },
+        ..Default::default()
+    };
+    let deployed = bosun_tests::Controller::start(stage.client.clone(), settings("deployed", 0));
+    deployed.wait_log("Peering in ClusterBosunPeering default as deployed with priority 0.", T).await;
+    let dev = bosun_tests::Controller::start(stage.client.clone(), settings("laptop", 666));
+    deployed.wait_log("Pausing operations in favour of [<Peer laptop: priority=666, lifetime=60", T).await;
+    apply_obj(&stage.client).await;
+    dev.wait_log(&format!("{OBJ} Handler 'create_fn' succeeded."), T).await;
+    assert_eq!(dev.count("Handler 'create_fn' succeeded."), 1);
+    dev.stop().await;
+    deployed.wait_log("Resuming operations after the pause.", T).await;
+    assert_eq!(deployed.count("Handler 'create_fn'"), 0, "the paused controller handled nothing");
+    deployed.stop().await;
+}
+
+#[tokio::test]
 async fn example_03_exceptions_retries_and_fails_as_kopf_does() {
     let run = start("exceptions").await;
     run.apply_obj().await;

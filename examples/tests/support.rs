@@ -19,6 +19,7 @@ pub fn binary(name: &str) -> PathBuf {
         "exceptions" => env!("CARGO_BIN_EXE_exceptions"),
         "events" => env!("CARGO_BIN_EXE_events"),
         "handlers" => env!("CARGO_BIN_EXE_handlers"),
+        "peering" => env!("CARGO_BIN_EXE_peering"),
         "subhandlers" => env!("CARGO_BIN_EXE_subhandlers"),
         "spies" => env!("CARGO_BIN_EXE_spies"),
         "builtins" => env!("CARGO_BIN_EXE_builtins"),
@@ -84,6 +85,11 @@ pub fn start_controller(client: &kube::Client, port: u16) -> Controller {
 }
 
 impl Stage {
+    /// The handler server's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     pub async fn start(self) -> Run {
         let controller = start_controller(&self.client, self.port);
         controller.wait_log("registered", T).await;

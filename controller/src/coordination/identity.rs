@@ -40,7 +40,8 @@ mod tests {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
             move |var: &str| pairs.iter().find(|(k, _)| *k == var).map(|(_, v)| v.to_string())
         };
-        let cases: [(&[(&str, &str)], bool, &str); 5] = [
+        type Vars = &'static [(&'static str, &'static str)];
+        let cases: [(Vars, bool, &str); 5] = [
             (&[("POD_ID", "op-7d9f-abc"), ("POD_NAME", "other"), ("USER", "ann")], false, "op-7d9f-abc"),
             (&[("POD_NAME", "op-7d9f-xyz"), ("USER", "ann")], true, "op-7d9f-xyz"),
             (&[("POD_ID", " "), ("USER", "ann")], true, "ann@"),

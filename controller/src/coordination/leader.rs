@@ -57,7 +57,7 @@ impl Candidate {
 
     fn lease_body(&self, holder: Option<&str>, now: DateTime<Utc>) -> Value {
         let e = &self.election;
-        lease::body(&e.name, &e.namespace, holder, &e.timing, now, self.known.as_ref(), &json!({}), None)
+        lease::body((&e.namespace, &e.name), holder, &e.timing, now, self.known.as_ref(), &json!({}), None)
     }
 
     /// Looks at the Lease once: creates, takes over or renews it, or follows its holder; then

@@ -130,10 +130,10 @@ pub fn step(current: Option<&Record>, me: &str, now: DateTime<Utc>) -> Step {
     }
 }
 
-/// The body of a Lease held by `holder` (none: released) written at `now` after `previous`.
+/// The body of the Lease `(namespace, name)` held by `holder` (none: released) written at
+/// `now` after `previous`.
 pub fn body(
-    name: &str,
-    namespace: &str,
+    (namespace, name): (&str, &str),
     holder: Option<&str>,
     timing: &Timing,
     now: DateTime<Utc>,
@@ -232,7 +232,7 @@ mod tests {
             (Some(mine), None, (2, "2026-11-23T10:00:10.000000Z", 1, "")),
         ];
         for (previous, holder, (transitions, acquired, secs, shown)) in cases {
-            let b = body("l", "ns", holder, &timing, now, previous.as_ref(), &json!({}), None);
+            let b = body(("ns", "l"), holder, &timing, now, previous.as_ref(), &json!({}), None);
             let spec = &b["spec"];
             assert_eq!(spec["leaseTransitions"], transitions, "{previous:?}");
             assert_eq!(spec["acquireTime"], acquired, "{previous:?}");
@@ -248,7 +248,7 @@ mod tests {
     fn a_published_view_reads_back_and_a_bad_one_reads_as_none() {
         let timing = Timing::new(Duration::from_secs(5));
         let view = vec!["a".to_string(), "b".to_string()];
-        let b = body("g-1", "ns", Some("a"), &timing, Utc::now(), None, &json!({GROUP_LABEL: "g"}), Some(&view));
+        let b = body(("ns", "g-1"), Some("a"), &timing, Utc::now(), None, &json!({GROUP_LABEL: "g"}), Some(&view));
         assert_eq!(Record::parse(&b).view, view);
         assert_eq!(b["metadata"]["labels"][GROUP_LABEL], "g");
         let bad = json!({"metadata": {"annotations": {VIEW_ANNOTATION: "{not json"}}});

@@ -127,7 +127,7 @@ impl Member {
         let name = lease_name(&g.name, &g.identity);
         let labels = json!({GROUP_LABEL: g.name});
         let now = self.clock.now();
-        let body = lease::body(&name, &g.namespace, Some(&g.identity), &g.timing, now, self.own.as_ref(), &labels, Some(&self.published));
+        let body = lease::body((&g.namespace, &name), Some(&g.identity), &g.timing, now, self.own.as_ref(), &labels, Some(&self.published));
         let written = match &self.own {
             None => self.api.create(&lease::path(&g.namespace, None), &body).await,
             Some(_) => {

@@ -97,7 +97,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
         (&settings.peering, family, peering_scopes(&settings.namespaces))
     });
     let coordinator = tokio::select! {
-        c = Coordinator::start(&cluster, &identity, peering, &settings.replicas, &authority, &log) => c?,
+        c = Coordinator::start(&cluster, &identity, peering, &settings.replicas, &authority, &log) => c.map_err(Box::new)?,
         _ = &mut shutdown => return Ok(()),
     };
 

@@ -135,4 +135,3 @@ pub fn kubectl(kubeconfig: &str, args: &[&str]) -> Value {
     assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
-

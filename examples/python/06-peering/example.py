@@ -1,0 +1,6 @@
+import bosun
+
+
+@bosun.on.create('kopfexamples')
+def create_fn(**_):
+    pass
