@@ -1,6 +1,6 @@
 //! Leader election on one Lease (`--leader-election`): only the holder handles objects; the
-//! others keep their watches warm and look at the Lease every [`Timing::retry`]. The leader
-//! renews as often, stops handling when it could not renew for [`Timing::renew_deadline`],
+//! others keep their watches warm and look at the Lease every [`lease::Timing::retry`]. The leader
+//! renews as often, stops handling when it could not renew for [`lease::Timing::renew_deadline`],
 //! and on a graceful stop — after its cycles in flight have ended — releases the Lease, so a
 //! rolling update hands over within about a second instead of a lease duration.
 
@@ -11,28 +11,15 @@ use http::Method;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::lease::{self, Record, Step, Timing};
+use super::lease::{self, Record, Seat, Step};
 use super::{Authority, Ownership};
 use crate::clock::Clock;
 use crate::cluster::{Api, content};
 use crate::logs::Logger;
 
-/// Which Lease, and who we are.
-#[derive(Debug, Clone)]
-pub struct Election {
-    /// The Lease's name.
-    pub name: String,
-    /// The Lease's namespace.
-    pub namespace: String,
-    /// Our identity (the Lease's `holderIdentity` while we lead).
-    pub identity: String,
-    /// Its timing.
-    pub timing: Timing,
-}
-
 /// A candidate's state between two looks at the Lease.
 pub struct Candidate {
-    election: Election,
+    seat: Seat,
     api: Arc<dyn Api>,
     authority: Authority,
     log: Logger,
@@ -47,16 +34,16 @@ pub struct Candidate {
 
 impl Candidate {
     /// A candidate that owns nothing until it has looked at the Lease.
-    pub fn new(election: Election, api: Arc<dyn Api>, authority: Authority, log: Logger, clock: Clock) -> Candidate {
-        Candidate { election, api, authority, log, clock, known: None, renewed: None, leader: None }
+    pub fn new(seat: Seat, api: Arc<dyn Api>, authority: Authority, log: Logger, clock: Clock) -> Candidate {
+        Candidate { seat, api, authority, log, clock, known: None, renewed: None, leader: None }
     }
 
     fn path(&self, name: bool) -> String {
-        lease::path(&self.election.namespace, name.then_some(self.election.name.as_str()))
+        lease::path(&self.seat.namespace, name.then_some(self.seat.name.as_str()))
     }
 
     fn lease_body(&self, holder: Option<&str>, now: DateTime<Utc>) -> Value {
-        let e = &self.election;
+        let e = &self.seat;
         lease::body((&e.namespace, &e.name), holder, &e.timing, now, self.known.as_ref(), &json!({}), None)
     }
 
@@ -68,11 +55,11 @@ impl Candidate {
             Ok(body) => self.known = Some(Record::parse(&body)),
             Err(e) if e.code() == Some(404) => self.known = None,
             Err(e) => {
-                self.log.warn(None, &format!("Cannot read the Lease {}/{}: {e}.", self.election.namespace, self.election.name));
-                return self.judge(now);
+                self.log.warn(None, &format!("Cannot read the Lease {}/{}: {e}.", self.seat.namespace, self.seat.name));
+                return self.judge();
             }
         }
-        let me = self.election.identity.clone();
+        let me = self.seat.identity.clone();
         let written = match lease::step(self.known.as_ref(), &me, now) {
             Step::Create => {
                 let body = self.lease_body(Some(&me), now);
@@ -95,7 +82,7 @@ impl Candidate {
             Some(Ok(body)) => {
                 self.known = Some(Record::parse(&body));
                 if self.renewed.is_none() {
-                    let (ns, name) = (&self.election.namespace, &self.election.name);
+                    let (ns, name) = (&self.seat.namespace, &self.seat.name);
                     self.log.info(None, &format!("Became the leader: holding the Lease {ns}/{name}; handling objects now."));
                 }
                 self.renewed = Some(Instant::now());
@@ -106,12 +93,12 @@ impl Candidate {
             Some(Err(e)) => self.log.warn(None, &format!("Cannot write the Lease: {e}.")),
             None => {}
         }
-        self.judge(now);
+        self.judge();
     }
 
     /// Leads while the last renewal is within the renew deadline.
-    fn judge(&mut self, _now: DateTime<Utc>) {
-        let leading = self.renewed.is_some_and(|t| t.elapsed() < self.election.timing.renew_deadline);
+    fn judge(&mut self) {
+        let leading = self.renewed.is_some_and(|t| t.elapsed() < self.seat.timing.renew_deadline);
         if !leading && self.renewed.take().is_some() {
             self.log.warn(None, "Could not renew the leader Lease in time; not handling objects until it is ours again.");
             self.leader = None;
@@ -119,17 +106,12 @@ impl Candidate {
         self.authority.set_ownership(if leading { Ownership::All } else { Ownership::Nothing });
     }
 
-    /// Whether we lead now.
-    pub fn leads(&self) -> bool {
-        self.renewed.is_some()
-    }
-
-    /// Looks every [`Timing::retry`] until `stop` flips; then, if we lead, releases the Lease.
+    /// Looks every [`lease::Timing::retry`] until `stop` flips; then, if we lead, releases the Lease.
     pub async fn run(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {
             tokio::select! {
                 _ = super::stopped(&mut stop) => break,
-                _ = tokio::time::sleep(self.election.timing.retry) => {}
+                _ = tokio::time::sleep(self.seat.timing.retry) => {}
             }
             self.look().await;
         }
@@ -142,7 +124,7 @@ impl Candidate {
         if self.renewed.is_none() {
             return;
         }
-        if tokio::time::timeout(self.election.timing.duration, self.authority.settled()).await.is_err() {
+        if tokio::time::timeout(self.seat.timing.duration, self.authority.settled()).await.is_err() {
             self.log.warn(None, "Some cycles did not end in time; the leader Lease is left to expire.");
             return;
         }

@@ -18,6 +18,32 @@ pub const VIEW_ANNOTATION: &str = "bosun.dev/shard-view";
 /// The label that groups the Leases of one shard group.
 pub const GROUP_LABEL: &str = "bosun.dev/shard-group";
 
+/// A party to Leases: the Lease (leader election) or the shard group (shards), who we are,
+/// and the timing.
+#[derive(Debug, Clone)]
+pub struct Seat {
+    /// The Lease's name, or the shard group's (the label value; Lease names start with it).
+    pub name: String,
+    /// The namespace of the Lease(s).
+    pub namespace: String,
+    /// Our identity (`holderIdentity`).
+    pub identity: String,
+    /// The Leases' timing.
+    pub timing: Timing,
+}
+
+impl Seat {
+    /// The seat of `identity` at the Lease(s) `setup` names.
+    pub fn new(setup: &super::LeaseSetup, identity: &str) -> Seat {
+        Seat {
+            name: setup.name.clone(),
+            namespace: setup.namespace.clone(),
+            identity: identity.into(),
+            timing: Timing::new(setup.duration),
+        }
+    }
+}
+
 /// How long a Lease lasts and how often it is renewed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
@@ -170,6 +196,11 @@ pub fn body(
             "leaseTransitions": transitions,
         },
     })
+}
+
+/// The path that lists the Leases of a shard group.
+pub fn group_path(namespace: &str, group: &str) -> String {
+    format!("{}?labelSelector={GROUP_LABEL}%3D{group}", path(namespace, None))
 }
 
 /// The path of a Lease, or of the Leases of a namespace.

@@ -12,9 +12,9 @@ use http::Method;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::leader::{Candidate, Election};
-use super::lease::{GROUP_LABEL, Timing};
-use super::shards::{Group, Member};
+use super::leader::Candidate;
+use super::lease::{GROUP_LABEL, Seat, Timing};
+use super::shards::Member;
 use super::{Authority, Ownership};
 use crate::clock::Clock;
 use crate::cluster::{Api, Error};
@@ -113,10 +113,14 @@ impl Replica {
 
 const DURATION: Duration = Duration::from_secs(5);
 
+/// `me` at the Lease (or shard group) `ns/op`.
+fn seat(me: &str) -> Seat {
+    Seat { name: "op".into(), namespace: "ns".into(), identity: me.into(), timing: Timing::new(DURATION) }
+}
+
 async fn candidate(api: &Arc<FakeLeases>, me: &str, clock: Clock) -> Replica {
     let authority = Authority::new(Ownership::Nothing);
-    let election = Election { name: "op".into(), namespace: "ns".into(), identity: me.into(), timing: Timing::new(DURATION) };
-    let mut c = Candidate::new(election, api.clone(), authority.clone(), Logger::new(None), clock);
+    let mut c = Candidate::new(seat(me), api.clone(), authority.clone(), Logger::new(None), clock);
     c.look().await;
     let (stop, rx) = tokio::sync::watch::channel(false);
     Replica { authority, stop: Some(stop), task: tokio::spawn(c.run(rx)) }
@@ -124,8 +128,7 @@ async fn candidate(api: &Arc<FakeLeases>, me: &str, clock: Clock) -> Replica {
 
 async fn member(api: &Arc<FakeLeases>, me: &str, clock: Clock) -> Replica {
     let authority = Authority::new(Ownership::Nothing);
-    let group = Group { name: "op".into(), namespace: "ns".into(), identity: me.into(), timing: Timing::new(DURATION) };
-    let mut m = Member::new(group, api.clone(), authority.clone(), Logger::new(None), clock);
+    let mut m = Member::new(seat(me), api.clone(), authority.clone(), Logger::new(None), clock);
     m.join().await;
     let (stop, rx) = tokio::sync::watch::channel(false);
     Replica { authority, stop: Some(stop), task: tokio::spawn(m.run(rx)) }

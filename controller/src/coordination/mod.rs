@@ -61,10 +61,10 @@ pub struct Claims {
 impl Claims {
     /// Whether the object with this uid is this member's now.
     pub fn owns(&self, uid: &str) -> bool {
-        let me = Some(self.me.as_str());
-        self.target.owner(uid) == me
-            && self.published.owner(uid) == me
-            && self.others.iter().all(|(member, ring)| ring.owner(uid) != Some(member.as_str()))
+        let (me, h) = (Some(self.me.as_str()), ring::point(uid));
+        self.target.owner_at(h) == me
+            && self.published.owner_at(h) == me
+            && self.others.iter().all(|(member, ring)| ring.owner_at(h) != Some(member.as_str()))
     }
 }
 
@@ -144,11 +144,6 @@ impl Authority {
         !s.paused && s.ownership.owns(uid)
     }
 
-    /// Whether peering paused this controller.
-    pub fn is_paused(&self) -> bool {
-        self.0.state.lock().paused
-    }
-
     /// The current ownership.
     pub fn ownership(&self) -> Ownership {
         self.0.state.lock().ownership.clone()
@@ -173,10 +168,7 @@ impl Authority {
         }
         s.paused = paused;
         drop(s);
-        self.0.changes.send_modify(|g| {
-            g.changed += 1;
-            g.gained += u64::from(!paused);
-        });
+        self.announce(!paused);
     }
 
     /// Sets which objects are ours (leader election, shards).
@@ -188,6 +180,11 @@ impl Authority {
         let gained = s.ownership.may_gain(&next);
         s.ownership = next;
         drop(s);
+        self.announce(gained);
+    }
+
+    /// Tells the followers of the verdict that it changed, and whether objects may have come.
+    fn announce(&self, gained: bool) {
         self.0.changes.send_modify(|g| {
             g.changed += 1;
             g.gained += u64::from(gained);
@@ -346,26 +343,15 @@ impl Coordinator {
         match replicas {
             Replicas::Each => {}
             Replicas::LeaderElection(l) => {
-                let election = leader::Election {
-                    name: l.name.clone(),
-                    namespace: l.namespace.clone(),
-                    identity: identity.to_string(),
-                    timing: lease::Timing::new(l.duration),
-                };
                 log.info(None, &format!("Leader election on the Lease {}/{} as {identity}.", l.namespace, l.name));
-                let mut candidate = leader::Candidate::new(election, api.clone(), authority.clone(), log.clone(), clock);
+                let mut candidate =
+                    leader::Candidate::new(lease::Seat::new(l, identity), api.clone(), authority.clone(), log.clone(), clock);
                 candidate.look().await;
                 tasks.push(tokio::spawn(candidate.run(stop_rx.clone())));
             }
             Replicas::Shards(l) => {
-                let group = shards::Group {
-                    name: l.name.clone(),
-                    namespace: l.namespace.clone(),
-                    identity: identity.to_string(),
-                    timing: lease::Timing::new(l.duration),
-                };
                 log.info(None, &format!("Joining the shard group '{}' in {} as {identity}.", l.name, l.namespace));
-                let mut member = shards::Member::new(group, api.clone(), authority.clone(), log.clone(), clock);
+                let mut member = shards::Member::new(lease::Seat::new(l, identity), api.clone(), authority.clone(), log.clone(), clock);
                 member.join().await;
                 tasks.push(tokio::spawn(member.run(stop_rx.clone())));
             }

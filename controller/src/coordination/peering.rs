@@ -61,6 +61,15 @@ impl Family {
         }
     }
 
+    /// A peering object for logs: `ClusterBosunPeering default`, `BosunPeering ns/default`.
+    pub fn describe(self, namespace: Option<&str>, name: &str) -> String {
+        let kind = self.kind(namespace);
+        match namespace {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        }
+    }
+
     /// The resource, for a watch.
     pub fn api_resource(self, namespace: Option<&str>) -> kube::api::ApiResource {
         let (group, ns_plural, cluster_plural, ns_kind, cluster_kind) = self.names();
@@ -97,11 +106,7 @@ pub struct Peering {
 impl Peering {
     /// Where it is, for logs.
     pub fn display(&self) -> String {
-        let kind = self.family.kind(self.namespace.as_deref());
-        match &self.namespace {
-            Some(ns) => format!("{kind} {ns}/{}", self.name),
-            None => format!("{kind} {}", self.name),
-        }
+        self.family.describe(self.namespace.as_deref(), &self.name)
     }
 }
 
@@ -225,6 +230,18 @@ pub fn clean_patch(dead: &[String]) -> Value {
     json!({"status": dead.iter().map(|d| (d.clone(), Value::Null)).collect::<serde_json::Map<_, _>>()})
 }
 
+/// Writes a record (a [`touch_patch`]) into the peering object at `path`; a peering resource
+/// with a status subresource ignores status in the main resource, so when the answer lacks a
+/// record that was written, it is written to `/status` as well. Returns the object.
+pub async fn write_record(api: &dyn Api, path: &str, identity: &str, patch: &Value) -> Result<Value, crate::cluster::Error> {
+    let written = api.patch(path, content::MERGE, patch).await?;
+    let writes_one = !patch["status"][identity].is_null();
+    if writes_one && written.get("status").and_then(|s| s.get(identity)).is_none() {
+        return api.patch(&format!("{path}/status"), content::MERGE, patch).await;
+    }
+    Ok(written)
+}
+
 /// How long to wait between two keepalives: Kopf's, 5–10 s before the lifetime ends.
 pub fn keepalive_interval(lifetime: Duration) -> Duration {
     let secs = lifetime.as_secs();
@@ -283,6 +300,8 @@ pub struct Keepalive {
     verdict: Verdict,
     /// The object as last seen.
     last: Option<Value>,
+    /// When its first peer that pauses us dies (from the last decision): look again then.
+    recheck_at: Option<DateTime<Utc>>,
 }
 
 impl Keepalive {
@@ -308,7 +327,7 @@ impl Keepalive {
             Err(error) => return Err(Error::Read { what: peering.display(), error }),
         }
         log.info(None, &format!("Peering in {} as {} with priority {}.", peering.display(), peering.identity, peering.priority));
-        let mut k = Keepalive { peering, api, pauses, log, clock, verdict: Verdict::Run, last: None };
+        let mut k = Keepalive { peering, api, pauses, log, clock, verdict: Verdict::Run, last: None, recheck_at: None };
         if let Some(body) = k.touch(k.peering.lifetime).await {
             k.observe(body).await;
         }
@@ -320,15 +339,7 @@ impl Keepalive {
         let p = &self.peering;
         let patch = touch_patch(&p.identity, p.priority, lifetime, self.clock.now());
         let path = p.family.path(p.namespace.as_deref(), &p.name);
-        let mut written = self.api.patch(&path, content::MERGE, &patch).await;
-        // A peering resource with a status subresource ignores status in the main resource.
-        if let Ok(body) = &written
-            && !lifetime.is_zero()
-            && body.pointer(&format!("/status/{}", p.identity.replace('~', "~0").replace('/', "~1"))).is_none()
-        {
-            written = self.api.patch(&format!("{path}/status"), content::MERGE, &patch).await;
-        }
-        match written {
+        match write_record(&*self.api, &path, &p.identity, &patch).await {
             Ok(body) => Some(body),
             Err(e) => {
                 self.log.warn(None, &format!("Keep-alive in {} failed: {e}.", p.display()));
@@ -364,6 +375,7 @@ impl Keepalive {
             }
         }
         self.last = Some(body);
+        self.recheck_at = d.recheck_at;
     }
 
     /// Refreshes our record before it dies, follows the object's changes (`changes`: its
@@ -373,9 +385,7 @@ impl Keepalive {
         let mut changes = std::pin::pin!(changes);
         let mut keepalive = tokio::time::Instant::now() + keepalive_interval(self.peering.lifetime);
         loop {
-            let recheck = self.last.as_ref().and_then(|b| {
-                decide(b, &self.peering.identity, self.peering.priority, self.clock.now()).recheck_at.map(|t| self.clock.instant(t))
-            });
+            let recheck = self.recheck_at.map(|t| self.clock.instant(t));
             tokio::select! {
                 _ = super::stopped(&mut stop) => break,
                 _ = tokio::time::sleep_until(keepalive) => {

@@ -48,14 +48,24 @@ impl Ring {
 
     /// The member that owns the object with this uid.
     pub fn owner(&self, uid: &str) -> Option<&str> {
+        self.owner_at(point(uid))
+    }
+
+    /// The member that owns the point `h` (a uid's [`point`]): for asking several rings
+    /// about one uid, hashing it once.
+    pub fn owner_at(&self, h: u64) -> Option<&str> {
         if self.points.is_empty() {
             return None;
         }
-        let h = xxh3_64(uid.as_bytes());
         let at = self.points.partition_point(|(p, _)| *p < h);
         let (_, index) = self.points[if at == self.points.len() { 0 } else { at }];
         self.members.get(index as usize).map(String::as_str)
     }
+}
+
+/// Where a uid falls on every ring.
+pub fn point(uid: &str) -> u64 {
+    xxh3_64(uid.as_bytes())
 }
 
 /// What [`simulate`] found.

@@ -20,25 +20,12 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::lease::{self, GROUP_LABEL, Record, Timing};
+use super::lease::{self, GROUP_LABEL, Record, Seat};
 use super::ring::Ring;
 use super::{Authority, Claims, Ownership};
 use crate::clock::Clock;
 use crate::cluster::{Api, content};
 use crate::logs::Logger;
-
-/// Which group, and who we are.
-#[derive(Debug, Clone)]
-pub struct Group {
-    /// The group's name (the label value; Lease names start with it).
-    pub name: String,
-    /// The namespace of its Leases.
-    pub namespace: String,
-    /// Our identity.
-    pub identity: String,
-    /// The Leases' timing.
-    pub timing: Timing,
-}
 
 /// The name of a member's Lease: the group, then a hash of the identity (identities such as
 /// `user@host/time/rnd` are not valid object names).
@@ -69,34 +56,21 @@ pub fn members(leases: &[Value], now: DateTime<Utc>, forget: std::time::Duration
     (live, dead)
 }
 
-/// What a member decided after one look at its group.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Look {
-    /// The live members, us included.
-    pub target: Vec<String>,
-    /// What we own now.
-    pub claims: Claims,
-}
-
-/// A member's decision, given the live members (ours included, if our Lease is fresh) and what
-/// it has published.
-pub fn decide(me: &str, live: &BTreeMap<String, Vec<String>>, published: &[String], fresh: bool) -> Option<Look> {
+/// What a member owns, given the live members (ours included, if our Lease is fresh) and what
+/// it has published; none when its Lease is not fresh. The live members, us included, are
+/// `target.members()`.
+pub fn decide(me: &str, live: &BTreeMap<String, Vec<String>>, published: &[String], fresh: bool) -> Option<Claims> {
     if !fresh {
         return None;
     }
-    let mut target: Vec<String> = live.keys().cloned().collect();
-    if !target.iter().any(|m| m == me) {
-        target.push(me.to_string());
-        target.sort();
-    }
+    let target = Ring::new(live.keys().map(String::as_str).chain([me]));
     let others = live.iter().filter(|(m, _)| m.as_str() != me).map(|(m, view)| (m.clone(), Ring::new(view))).collect();
-    let claims = Claims { me: me.into(), target: Ring::new(&target), published: Ring::new(published), others };
-    Some(Look { target, claims })
+    Some(Claims { me: me.into(), target, published: Ring::new(published), others })
 }
 
 /// A member of a shard group between two looks.
 pub struct Member {
-    group: Group,
+    seat: Seat,
     api: Arc<dyn Api>,
     authority: Authority,
     log: Logger,
@@ -113,17 +87,17 @@ pub struct Member {
 
 impl Member {
     /// A member that owns nothing until it has joined.
-    pub fn new(group: Group, api: Arc<dyn Api>, authority: Authority, log: Logger, clock: Clock) -> Member {
-        Member { group, api, authority, log, clock, own: None, renewed: None, published: Vec::new(), seen: Vec::new() }
+    pub fn new(seat: Seat, api: Arc<dyn Api>, authority: Authority, log: Logger, clock: Clock) -> Member {
+        Member { seat, api, authority, log, clock, own: None, renewed: None, published: Vec::new(), seen: Vec::new() }
     }
 
     fn own_path(&self) -> String {
-        lease::path(&self.group.namespace, Some(&lease_name(&self.group.name, &self.group.identity)))
+        lease::path(&self.seat.namespace, Some(&lease_name(&self.seat.name, &self.seat.identity)))
     }
 
     /// Writes our Lease (renewing it, announcing `published`).
     async fn renew(&mut self) {
-        let g = &self.group;
+        let g = &self.seat;
         let name = lease_name(&g.name, &g.identity);
         let labels = json!({GROUP_LABEL: g.name});
         let now = self.clock.now();
@@ -155,9 +129,8 @@ impl Member {
     /// the live members when we announce fewer or other ones (a handover to finish).
     pub async fn look(&mut self) -> Option<Vec<String>> {
         self.renew().await;
-        let g = &self.group;
-        let path = format!("{}?labelSelector={GROUP_LABEL}%3D{}", lease::path(&g.namespace, None), g.name);
-        let leases = match self.api.get(&path).await {
+        let g = &self.seat;
+        let leases = match self.api.get(&lease::group_path(&g.namespace, &g.name)).await {
             Ok(list) => list["items"].as_array().cloned().unwrap_or_default(),
             Err(e) => {
                 self.log.warn(None, &format!("Cannot list the shard group '{}': {e}.", g.name));
@@ -174,15 +147,15 @@ impl Member {
             }
         }
         let fresh = self.renewed.is_some_and(|t| t.elapsed() < g.timing.renew_deadline);
-        let look = decide(&g.identity, &live, &self.published, fresh);
-        let target = look.as_ref().map(|l| l.target.clone());
-        self.judge(look);
+        let claims = decide(&g.identity, &live, &self.published, fresh);
+        let target = claims.as_ref().map(|c| c.target.members().to_vec());
+        self.judge(claims);
         target.filter(|t| *t != self.published)
     }
 
-    fn judge(&mut self, look: Option<Look>) {
-        let Some(look) = look else {
-            if self.renewed.is_some_and(|t| t.elapsed() >= self.group.timing.renew_deadline) {
+    fn judge(&mut self, claims: Option<Claims>) {
+        let Some(claims) = claims else {
+            if self.renewed.is_some_and(|t| t.elapsed() >= self.seat.timing.renew_deadline) {
                 self.log.warn(None, "Could not renew the shard Lease in time; handling no objects until it is renewed.");
                 self.renewed = None;
             }
@@ -191,22 +164,23 @@ impl Member {
             }
             return;
         };
-        if look.target != self.seen {
-            let n = look.target.len();
+        let target = claims.target.members();
+        if target != self.seen {
+            let n = target.len();
             self.log.info(
                 None,
                 &format!(
                     "Shard group '{}' has {n} member(s) now: {}; this replica handles about 1/{n} of the objects.",
-                    self.group.name,
-                    look.target.join(", ")
+                    self.seat.name,
+                    target.join(", ")
                 ),
             );
-            self.seen = look.target.clone();
+            self.seen = target.to_vec();
         }
-        self.authority.set_ownership(Ownership::Shard(Arc::new(look.claims)));
+        self.authority.set_ownership(Ownership::Shard(Arc::new(claims)));
     }
 
-    /// Looks every [`Timing::retry`]; after a membership change, announces the new members as
+    /// Looks every [`lease::Timing::retry`]; after a membership change, announces the new members as
     /// soon as what this member gave away has settled. On stop, deletes its Lease.
     pub async fn run(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
         let mut handover: Option<Vec<String>> = None;
@@ -225,7 +199,7 @@ impl Member {
                     // and look again at once (our gains count from now).
                     self.published = handover.take().unwrap_or_default();
                 }
-                _ = tokio::time::sleep(self.group.timing.retry) => {}
+                _ = tokio::time::sleep(self.seat.timing.retry) => {}
             }
             handover = self.look().await;
         }
@@ -246,13 +220,13 @@ impl Member {
     /// the Lease is left to expire instead.
     pub async fn leave(&mut self) {
         self.authority.set_ownership(Ownership::Nothing);
-        if tokio::time::timeout(self.group.timing.duration, self.authority.settled()).await.is_err() {
+        if tokio::time::timeout(self.seat.timing.duration, self.authority.settled()).await.is_err() {
             self.log.warn(None, "Some cycles did not end in time; the shard Lease is left to expire.");
             return;
         }
         if self.own.take().is_some() {
             match self.api.request(Method::DELETE, &self.own_path(), None, None).await {
-                Ok(_) => self.log.info(None, &format!("Left the shard group '{}'.", self.group.name)),
+                Ok(_) => self.log.info(None, &format!("Left the shard group '{}'.", self.seat.name)),
                 Err(e) => self.log.warn(None, &format!("Could not delete the shard Lease ({e}); it expires by itself.")),
             }
         }

@@ -477,16 +477,11 @@ impl ResourceJob {
                 {
                     let resource = resource.clone();
                     move |seen: Seen| {
-                        let seen = with_type_meta(seen, &resource);
-                        if let Some(p) = &patterns
-                            && !namespaces::serves(p, seen.body()["metadata"]["namespace"].as_str().unwrap_or(""))
-                        {
-                            return;
-                        }
+                        let Some(seen) = in_scope(seen, &resource, patterns.as_deref()) else { return };
                         // Index handlers see every object (their index serves all); spies and
                         // the other handlers only the objects that are ours now.
                         indexer.observe(&seen);
-                        if authority.owns(seen.body()["metadata"]["uid"].as_str().unwrap_or("")) {
+                        if authority.owns(context::meta_str(seen.body(), "uid")) {
                             spies.observe(&seen);
                         }
                         router.deliver(seen)
@@ -535,8 +530,7 @@ async fn follow_authority(
         gained = now.gained;
         for (scope, patterns) in &scopes {
             let listing = watching::list_all(&shared.cluster, &resource, scope, |seen| {
-                let seen = with_type_meta(seen, &resource);
-                if patterns.as_ref().is_none_or(|p| namespaces::serves(p, seen.body()["metadata"]["namespace"].as_str().unwrap_or(""))) {
+                if let Some(seen) = in_scope(seen, &resource, patterns.as_deref()) {
                     router.deliver(seen);
                 }
             });
@@ -555,6 +549,14 @@ async fn follow_authority(
             }
         }
     }
+}
+
+/// What a watch or a listing of one scope delivers: the object with its apiVersion and kind,
+/// unless its namespace is one the namespace patterns (a scope watching all of them for
+/// globs or negations) do not serve.
+fn in_scope(seen: Seen, resource: &discovery::ResolvedResource, patterns: Option<&[String]>) -> Option<Seen> {
+    let served = patterns.is_none_or(|p| namespaces::serves(p, context::meta_str(seen.body(), "namespace")));
+    served.then(|| with_type_meta(seen, resource))
 }
 
 /// List items of built-ins come without apiVersion and kind; handlers expect them.

@@ -33,7 +33,7 @@ pub struct Spies {
 /// The watch event type Kopf reports: none for the listing, ADDED for an object not seen
 /// before, MODIFIED after, DELETED.
 pub fn event_type(seen: &Seen, known: &mut HashSet<String>) -> &'static str {
-    let uid = seen.body().pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
+    let uid = super::context::meta_str(seen.body(), "uid").to_string();
     match seen {
         Seen::Listed(_) => {
             known.insert(uid);

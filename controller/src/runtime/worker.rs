@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
 use super::background::Background;
-use super::context::ResourceContext;
+use super::context::{ResourceContext, meta_str, object_ref};
 use super::queues::{IDLE, Mailbox, Mailboxes};
 use crate::cluster::watching::Seen;
 use crate::state::plan::{Next, deletion_requested};
@@ -77,7 +77,7 @@ impl Router {
         }
         // Objects that are not ours now (paused, another replica's) are left to their owner;
         // when ours again they are listed anew. Forget a deleted one all the same.
-        let uid = seen.body().pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+        let uid = meta_str(seen.body(), "uid");
         if !self.ctx.authority.owns(uid) {
             if matches!(seen, Seen::Deleted(_)) {
                 self.ctx.seen.lock().remove(uid);
@@ -164,13 +164,10 @@ impl Router {
             }
             // Ours still? A cycle begins only through the authority, which counts it until it
             // ends, so that a handover to another replica waits for it.
-            let uid = body.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+            let uid = meta_str(body, "uid");
             let turn = if deleted { None } else { self.ctx.authority.begin(uid) };
             if !deleted && turn.is_none() {
-                self.ctx.log.debug(
-                    Some(&crate::runtime::context::object_ref(body)),
-                    "Not ours now (paused, or another replica's); left to its owner.",
-                );
+                self.ctx.log.debug(Some(&object_ref(body)), "Not ours now (paused, or another replica's); left to its owner.");
                 (latest, wake, throttled, written_rv, permit) = (None, None, false, None, None);
                 if self.workers.retire(&key, &mailbox, Option::is_none) {
                     return;

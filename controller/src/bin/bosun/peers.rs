@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use bosun_controller::cluster::watching::{Seen, WatchScope, list_all};
-use bosun_controller::cluster::{Api, Cluster, content, discovery};
+use bosun_controller::cluster::{Api, Cluster, discovery};
 use bosun_controller::coordination::{identity, lease, peering, shards};
 use clap::Args;
 use serde_json::Value;
@@ -87,18 +87,8 @@ async fn touch(args: &PeeringArgs, priority: i64, lifetime: Duration) -> anyhow:
     let mut done = Vec::new();
     for ns in scopes {
         let path = family.path(ns.as_deref(), &args.peering);
-        let what = match &ns {
-            Some(ns) => format!("{} {ns}/{}", family.kind(Some(ns)), args.peering),
-            None => format!("{} {}", family.kind(None), args.peering),
-        };
-        let written = cluster.patch(&path, content::MERGE, &patch).await;
-        let written = match written {
-            Ok(body) if !lifetime.is_zero() && body.get("status").and_then(|s| s.get(&id)).is_none() => {
-                cluster.patch(&format!("{path}/status"), content::MERGE, &patch).await
-            }
-            other => other,
-        };
-        match written {
+        let what = family.describe(ns.as_deref(), &args.peering);
+        match peering::write_record(&cluster, &path, &id, &patch).await {
             Ok(_) => done.push(what),
             Err(e) if e.code() == Some(404) => anyhow::bail!("The peering {what} was not found (create it, or apply deploy/peering.yaml)."),
             Err(e) => return Err(e).with_context(|| format!("cannot write to the peering {what}")),
@@ -130,8 +120,7 @@ pub async fn resume(args: ResumeArgs) -> anyhow::Result<()> {
 pub async fn shards(args: ShardsArgs) -> anyhow::Result<()> {
     let cluster = Cluster::new(args.cluster.client().await?);
     let namespace = args.lease_namespace.clone().unwrap_or_else(default_lease_namespace);
-    let path = format!("{}?labelSelector={}%3D{}", lease::path(&namespace, None), lease::GROUP_LABEL, args.lease_name);
-    let list = cluster.get(&path).await.context("cannot list the shard group's Leases")?;
+    let list = cluster.get(&lease::group_path(&namespace, &args.lease_name)).await.context("cannot list the shard group's Leases")?;
     let items = list["items"].as_array().cloned().unwrap_or_default();
     let now = chrono::Utc::now();
     let (live, _) = shards::members(&items, now, Duration::MAX);
