@@ -160,6 +160,14 @@ impl Authority {
         Some(Turn { authority: self.clone(), uid: uid.into() })
     }
 
+    /// Counts a stopped daemon of the object with this uid as running until the returned turn
+    /// is dropped, whether the object is ours or not: the handler server may still be winding
+    /// it down (its `cancellation_timeout`), and a handover must wait for that too.
+    pub fn winding_down(&self, uid: &str) -> Turn {
+        *self.0.state.lock().in_flight.entry(uid.into()).or_default() += 1;
+        Turn { authority: self.clone(), uid: uid.into() }
+    }
+
     /// Pauses or resumes (peering).
     pub fn set_paused(&self, paused: bool) {
         let mut s = self.0.state.lock();

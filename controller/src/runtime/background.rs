@@ -153,8 +153,10 @@ impl Background {
     }
 
     /// Stops the timers and daemons of the objects that are not ours now (paused, or given to
-    /// another replica); they start again with the object's next cycle here. Returns how many
-    /// objects had some.
+    /// another replica); they start again with the object's next cycle here, or at the
+    /// replica they went to. A stopped daemon counts as running for its `cancellation_timeout`
+    /// more (the handler server may still be winding it down), so that a handover waits for
+    /// it. Returns how many objects had some.
     pub fn stop_unowned(&self, authority: &crate::coordination::Authority) -> usize {
         let mut objects = self.objects.lock();
         let gone: Vec<String> = objects
@@ -164,7 +166,19 @@ impl Background {
             .collect();
         for key in &gone {
             if let Some(o) = objects.remove(key) {
-                o.running.values().for_each(|(t, _)| t.abort());
+                let uid = super::context::meta_str(&o.latest.borrow().0, "uid").to_string();
+                for (task, h) in o.running.values() {
+                    let wind_down = h.daemon.cancellation_timeout;
+                    if h.kind == pb::HandlerKind::Daemon && !wind_down.is_zero() {
+                        // Counted before the abort drops the task's own turn: never a gap.
+                        let turn = authority.winding_down(&uid);
+                        tokio::spawn(async move {
+                            tokio::time::sleep(wind_down).await;
+                            drop(turn);
+                        });
+                    }
+                    task.abort();
+                }
             }
             self.holding.lock().remove(key);
         }

@@ -702,6 +702,34 @@ async fn a_daemon_that_exits_for_good_stays_stopped() {
     assert_eq!(rig.server.opened.lock().len(), 1);
 }
 
+/// Daemons of two objects, one with a cancellation timeout of 5 s and one without: when both
+/// objects are given away (shards), both streams are cancelled at once, and the handover waits
+/// (`Authority::settled`) for the one that may still be winding down, 5 s, and no longer.
+#[tokio::test(start_paused = true)]
+async fn a_daemon_given_away_is_cancelled_at_once_and_holds_the_handover_for_its_cancellation_timeout() {
+    for (timeout, held) in [(5.0, Duration::from_secs(5)), (0.0, Duration::ZERO)] {
+        let body = finalized();
+        let d = daemon("d", pb::DaemonOptions { cancellation_timeout_seconds: timeout, ..Default::default() }, Default::default());
+        let rig = rig(body.clone(), vec![d], vec![]);
+        let closed = rig.server.closed.clone();
+        rig.server.daemons.lock().insert("d".into(), Box::new(move |_| Ok(open_daemon("d", closed.clone()))));
+        rig.router.deliver(Seen::Upsert(body));
+        rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+        let authority = rig.ctx.authority.clone();
+        assert_eq!(authority.in_flight(), 1, "the running daemon holds a turn");
+
+        authority.set_ownership(crate::coordination::Ownership::Nothing);
+        let given = Instant::now();
+        assert_eq!(rig.router.background().stop_unowned(&authority), 1);
+        authority.settled().await;
+        assert_eq!(given.elapsed(), held, "cancellation timeout {timeout}");
+        assert_eq!(authority.in_flight(), 0);
+        let closed = FakeServer::times(&rig.server.closed.lock(), "d");
+        assert_eq!(closed.len(), 1);
+        assert!(closed[0] - given < Duration::from_millis(10), "cancelled at once, not after {:?}", closed[0] - given);
+    }
+}
+
 // Activities.
 
 #[tokio::test(start_paused = true)]
