@@ -4,5 +4,6 @@
 pub mod cluster;
 pub mod ops;
 pub mod procs;
+pub mod replicas;
 pub mod report;
 pub mod workloads;

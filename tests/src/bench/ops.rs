@@ -207,7 +207,7 @@ async fn start_bosun(programs: &Programs, cluster: &DevCluster, with_delete: boo
 }
 
 /// `bosun run`'s arguments: the dev cluster, and `handler` as the handler server.
-fn bosun_args(cmd: &mut tokio::process::Command, programs: &Programs, cluster: &DevCluster, handler: &str) {
+pub fn bosun_args(cmd: &mut tokio::process::Command, programs: &Programs, cluster: &DevCluster, handler: &str) {
     cmd.arg("run")
         .arg("--handler")
         .arg(handler)

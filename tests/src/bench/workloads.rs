@@ -96,7 +96,8 @@ pub struct Live {
     pub others_cpu_s: f64,
 }
 
-async fn fresh_cluster(programs: &Programs, dir: &Path) -> Result<DevCluster> {
+/// A fresh dev cluster with the KopfExample CRD, its files in `dir`.
+pub async fn fresh_cluster(programs: &Programs, dir: &Path) -> Result<DevCluster> {
     std::fs::create_dir_all(dir)?;
     let cluster = DevCluster::start(&programs.devcluster, dir).await?;
     cluster.install_crd().await?;
@@ -109,6 +110,25 @@ async fn wait(
     deadline: Duration,
     cluster: &DevCluster,
     op: &UnderTest,
+    done: impl FnMut() -> Result<(bool, String)>,
+) -> Result<()> {
+    let alive = || {
+        cluster.proc.check_alive()?;
+        op.check_alive()
+    };
+    let name = op.flavor.name();
+    let tail = || format!("{name}'s log ({}) ends with:\n{}", op.proc.log.display(), op.proc.log_tail(40));
+    poll(&format!("{name}: timed out"), what, deadline, alive, tail, done).await
+}
+
+/// Polls every 50 ms until `done` says so; fails when `alive` does, or at the deadline with
+/// what `done` last said and `more`.
+pub async fn poll(
+    who: &str,
+    what: &str,
+    deadline: Duration,
+    alive: impl Fn() -> Result<()>,
+    more: impl Fn() -> String,
     mut done: impl FnMut() -> Result<(bool, String)>,
 ) -> Result<()> {
     let end = tokio::time::Instant::now() + deadline;
@@ -117,16 +137,9 @@ async fn wait(
         if ok {
             return Ok(());
         }
-        cluster.proc.check_alive()?;
-        op.check_alive()?;
+        alive()?;
         if tokio::time::Instant::now() >= end {
-            bail!(
-                "{}: timed out after {deadline:?} waiting for {what} ({progress}); {}'s log ({}) ends with:\n{}",
-                op.flavor.name(),
-                op.flavor.name(),
-                op.proc.log.display(),
-                op.proc.log_tail(40)
-            );
+            bail!("{who} after {deadline:?} waiting for {what} ({progress}); {}", more());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

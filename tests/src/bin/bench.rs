@@ -46,6 +46,11 @@ struct Args {
     /// Only these workloads.
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Workload>,
+    /// Instead of the other workloads: run 1, 2, … N replicas with `--shards auto` (each
+    /// count on a fresh dev cluster) and print throughput and handler-call latency against
+    /// the replica count; fails when an object is handled twice or a share is uneven.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=16))]
+    replicas: Option<u16>,
     /// Do not (re)build the `bosun` and `bosun-devcluster` binaries first.
     #[arg(long)]
     no_build: bool,
@@ -111,13 +116,16 @@ async fn run(args: &Args) -> Result<bool> {
             );
         }
     }
+    let params = Params { objects: args.objects, clients: args.clients.max(1), deadline: Duration::from_secs(args.timeout) };
+    let work = target.join("bench");
+    if let Some(n) = args.replicas {
+        return replicas(&programs, params, usize::from(n), &work, args.json).await;
+    }
     let kopf_version = if args.kopf { Some(ensure_kopf(&programs.venv).await?) } else { None };
     if args.python {
         let version = ensure_python_sdk(&programs.venv).await?;
         eprintln!("bench: Bosun's Python SDK {version}");
     }
-    let params = Params { objects: args.objects, clients: args.clients.max(1), deadline: Duration::from_secs(args.timeout) };
-    let work = target.join("bench");
     let bosun = side(Flavor::Bosun, &programs, params, &work, &args.only).await;
     let kopf = match kopf_version {
         Some(v) => Some((v, side(Flavor::Kopf, &programs, params, &work, &args.only).await)),
@@ -132,6 +140,35 @@ async fn run(args: &Args) -> Result<bool> {
         println!("(logs and files of each run: {})", work.display());
     }
     Ok(results.all_pass())
+}
+
+/// The replicas workload for 1..=`n` replicas; `Ok(false)` when a run failed or a check.
+async fn replicas(programs: &bench::ops::Programs, params: Params, n: usize, work: &Path, as_json: bool) -> Result<bool> {
+    let mut runs = Vec::new();
+    for r in 1..=n {
+        eprintln!("bench: {r} replica(s), --shards auto: {} objects from {} clients", params.objects, params.clients);
+        let dir = work.join(format!("replicas-{r}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let run = bench::replicas::shards(programs, params, r, &dir).await.map_err(|e| format!("{e:#}"));
+        match &run {
+            Ok(x) => eprintln!(
+                "bench: {r} replica(s): {:.0} objects/s, p50 {:.1} ms, p99 {:.1} ms, shares {:?}",
+                x.per_second, x.p50_ms, x.p99_ms, x.shares
+            ),
+            Err(e) => eprintln!("bench: {r} replica(s) failed: {e}"),
+        }
+        runs.push(run);
+    }
+    let pass = runs.iter().all(|r| r.as_ref().is_ok_and(|x| x.failures.is_empty()));
+    if as_json {
+        let runs: Vec<serde_json::Value> =
+            runs.iter().map(|r| r.as_ref().map_or_else(|e| serde_json::json!({"error": e}), |x| x.json())).collect();
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"replicas": runs, "pass": pass}))?);
+    } else {
+        print!("{}", bench::replicas::table(&runs, params.objects, params.clients));
+        println!("(logs and files of each run: {})", work.display());
+    }
+    Ok(pass)
 }
 
 /// Builds the two binaries the bench runs, with the cargo that runs the bench.
