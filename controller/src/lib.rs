@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod coordination;
 pub mod engines;
 pub mod logs;
+pub mod metrics;
 pub mod runtime;
 pub mod state;
 
@@ -82,6 +83,8 @@ pub struct Settings {
     pub log_sink: Option<LogSink>,
     /// Serve the liveness endpoint (with probe results) at this URL, e.g. `http://0.0.0.0:8080/healthz`.
     pub liveness: Option<String>,
+    /// Serve `/metrics`, `/healthz` and `/readyz` on this address, e.g. `0.0.0.0:9090`.
+    pub metrics_listen: Option<String>,
 }
 
 impl Default for Settings {
@@ -100,6 +103,7 @@ impl Default for Settings {
             inactivity_timeout: Duration::from_secs(330),
             log_sink: None,
             liveness: None,
+            metrics_listen: None,
         }
     }
 }
@@ -122,6 +126,15 @@ pub enum Error {
     /// The liveness endpoint's address cannot be listened on.
     #[error("cannot listen for the liveness endpoint on {addr}: {error}")]
     LivenessListen {
+        /// The address.
+        addr: String,
+        /// Why.
+        #[source]
+        error: std::io::Error,
+    },
+    /// The metrics endpoint's address cannot be listened on.
+    #[error("cannot listen for the metrics endpoint on {addr}: {error}")]
+    MetricsListen {
         /// The address.
         addr: String,
         /// Why.

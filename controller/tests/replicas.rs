@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bosun_controller::cluster::{Cluster, apply};
+use bosun_controller::cluster::Cluster;
 use bosun_controller::coordination::ring::Ring;
 use bosun_sdk::{Cause, HandlerError, Operator};
 use futures::StreamExt;
@@ -104,15 +104,9 @@ struct World {
 impl World {
     async fn new() -> World {
         let dir = tempfile::tempdir().unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let cluster = bosun_devcluster::DevCluster::start(listener, bosun_devcluster::Config::default()).await.unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        cluster.write_kubeconfig(&kubeconfig).unwrap();
-        let api = Cluster::new(cluster.client());
-        for path in [examples().join("crd.yaml"), PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/peering.yaml")] {
-            apply::apply_path(&api, &path).await.unwrap();
-        }
-        World { _cluster: cluster, api, kubeconfig: kubeconfig.display().to_string(), dir, calls: Calls::default() }
+        let manifests = [examples().join("crd.yaml"), PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/peering.yaml")];
+        let (cluster, api, kubeconfig) = support::dev_cluster(dir.path(), &manifests).await;
+        World { _cluster: cluster, api, kubeconfig, dir, calls: Calls::default() }
     }
 
     /// Starts replica `n` with these extra flags.

@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod discovery;
 pub mod events;
+pub mod metered;
 pub mod watching;
 
 use std::time::Duration;

@@ -93,6 +93,13 @@ pub async fn watch(
     let mut known = Known::new(resource.api_version(), resource.kind.clone());
     let mut state = State::Following(follow(&api, &config));
     log.debug(None, &format!("Watching {what}."));
+    let label = crate::metrics::resource_label(&resource.group, &resource.plural);
+    let count =
+        |family: &prometheus_client::metrics::family::Family<crate::metrics::WatchLabels, prometheus_client::metrics::counter::Counter>,
+         reason| {
+            family.get_or_create(&crate::metrics::WatchLabels { resource: label.clone(), reason }).inc();
+        };
+    let m = crate::metrics::global();
     loop {
         state = match state {
             State::Following(mut stream) => {
@@ -104,6 +111,7 @@ pub async fn watch(
                     Some(Ok(event)) => {
                         let relisting = matches!(event, watcher::Event::Init) && known.is_watching();
                         if relisting {
+                            count(&m.relists, "expired");
                             log.info(None, &format!("Listing {what} again: the watch could not resume from where it was."));
                         }
                         let done_relisting = matches!(event, watcher::Event::InitDone) && known.is_relisting();
@@ -120,14 +128,17 @@ pub async fn watch(
                         State::Following(stream)
                     }
                     Some(Err(e)) if status_code(&e) == Some(404) => {
+                        count(&m.watch_restarts, "gone");
                         log.warn(None, &format!("Resource {name} is gone from the API server; waiting for it to come back."));
                         State::Gone { wait: GONE_POLL_FIRST }
                     }
                     Some(Err(e)) if status_code(&e) == Some(410) => {
+                        count(&m.watch_restarts, "expired");
                         log.debug(None, &format!("Watch of {what} expired: {e}."));
                         State::Following(stream)
                     }
                     Some(Err(e)) => {
+                        count(&m.watch_restarts, "error");
                         log.warn(None, &format!("Watch of {what} failed: {e}; retrying with backoff."));
                         State::Following(stream)
                     }

@@ -103,6 +103,7 @@ impl Candidate {
             self.log.warn(None, "Could not renew the leader Lease in time; not handling objects until it is ours again.");
             self.leader = None;
         }
+        crate::metrics::global().leader.set(i64::from(leading));
         self.authority.set_ownership(if leading { Ownership::All } else { Ownership::Nothing });
     }
 

@@ -176,6 +176,7 @@ impl Authority {
         }
         s.paused = paused;
         drop(s);
+        crate::metrics::global().paused.set(i64::from(paused));
         self.announce(!paused);
     }
 

@@ -176,6 +176,7 @@ impl Member {
                 ),
             );
             self.seen = target.to_vec();
+            crate::metrics::global().shard_members.set(n as i64);
         }
         self.authority.set_ownership(Ownership::Shard(Arc::new(claims)));
     }

@@ -138,12 +138,16 @@ impl Outages {
         let mut down = self.down.lock();
         let starts = !down.contains_key(addr);
         down.entry(addr.to_string()).or_default().insert(object.to_string());
+        if starts {
+            server_up(addr, false);
+        }
         starts
     }
 
     /// Notes that the connection to `addr` is lost, before any object noticed.
     pub fn lost(&self, addr: &str) {
         self.down.lock().entry(addr.to_string()).or_default();
+        server_up(addr, false);
     }
 
     /// Notes that `addr` answered; `Some(n)` when this ends an outage that held up `n`
@@ -156,6 +160,7 @@ impl Outages {
         let ended = down.remove(addr).map(|objects| objects.len());
         if ended.is_some() {
             self.revivals.send_modify(|n| *n += 1);
+            server_up(addr, true);
         }
         ended
     }
@@ -164,6 +169,11 @@ impl Outages {
     pub fn revivals(&self) -> tokio::sync::watch::Receiver<u64> {
         self.revivals.subscribe()
     }
+}
+
+/// Sets `bosun_handler_server_up` of `addr`.
+fn server_up(addr: &str, up: bool) {
+    crate::metrics::global().server_up.get_or_create(&crate::metrics::ServerLabels { server: addr.to_string() }).set(i64::from(up));
 }
 
 /// The handler servers of one controller, by index (`Handler::server`).
@@ -237,6 +247,7 @@ impl Server {
             match self.health_check().await {
                 Ok(ServingStatus::Serving) => {
                     log.info(None, &format!("Handler server {} is serving.", self.addr));
+                    server_up(&self.addr, true);
                     return;
                 }
                 other => {
@@ -284,7 +295,17 @@ impl HandlerClient for Server {
             let mut client = HandlerServerClient::new(self.channel.clone())
                 .max_decoding_message_size(64 * 1024 * 1024)
                 .max_encoding_message_size(64 * 1024 * 1024);
-            with_deadline(deadline, |r| client.handle(r), req).await
+            let resource = req.resource.as_ref().map(|r| crate::metrics::resource_label(&r.group, &r.plural)).unwrap_or_default();
+            let id = req.handler_id.clone();
+            if req.retry > 0 {
+                let labels = crate::metrics::RetryLabels { resource: resource.clone(), handler: id.clone() };
+                crate::metrics::global().handler_retries.get_or_create(&labels).inc();
+            }
+            let started = std::time::Instant::now();
+            let answer = with_deadline(deadline, |r| client.handle(r), req).await;
+            let outcome = metrics_outcome(answer.as_ref().map(|a| a.outcome));
+            crate::metrics::global().handler_call(resource, &id, outcome, started.elapsed());
+            answer
         })
     }
 
@@ -300,8 +321,30 @@ impl HandlerClient for Server {
     fn activity(&self, req: pb::ActivityRequest, deadline: Duration) -> BoxFuture<'_, Result<pb::ActivityResponse, CallFailure>> {
         Box::pin(async move {
             let mut client = HandlerServerClient::new(self.channel.clone());
-            with_deadline(deadline, |r| client.activity(r), req).await
+            let id = req.handler_id.clone();
+            let started = std::time::Instant::now();
+            let answer = with_deadline(deadline, |r| client.activity(r), req).await;
+            let outcome = metrics_outcome(answer.as_ref().map(|a| a.outcome));
+            // Activities (startup, cleanup, probes) belong to no resource.
+            crate::metrics::global().handler_call(String::new(), &id, outcome, started.elapsed());
+            answer
         })
+    }
+}
+
+/// The `outcome` label of a call: the handler's outcome, or how the call failed.
+pub fn metrics_outcome(answer: Result<i32, &CallFailure>) -> &'static str {
+    match answer {
+        Ok(o) => match pb::Outcome::try_from(o).unwrap_or_default() {
+            pb::Outcome::Success => "success",
+            pb::Outcome::TemporaryError => "temporary_error",
+            pb::Outcome::PermanentError => "permanent_error",
+            pb::Outcome::Skipped => "skipped",
+            pb::Outcome::UnexpectedError => "unexpected_error",
+        },
+        Err(CallFailure::TimedOut(_)) => "timeout",
+        Err(CallFailure::Unreachable(_)) => "unreachable",
+        Err(CallFailure::Failed { .. }) => "failed",
     }
 }
 

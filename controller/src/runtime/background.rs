@@ -86,16 +86,21 @@ impl Background {
                     // Each holds a turn while it runs: a handover of the object waits for it.
                     let Some(turn) = ctx.authority.begin(uid) else { continue };
                     let latest = entry.latest.subscribe();
+                    let labels = crate::metrics::BackgroundLabels {
+                        resource: crate::metrics::resource_label(&ctx.resource.group, &ctx.resource.plural),
+                        kind: if h.kind == pb::HandlerKind::Daemon { "daemon" } else { "timer" },
+                    };
+                    let running = crate::metrics::Up::new(crate::metrics::global().background.get_or_create(&labels).clone());
                     let task = if h.kind == pb::HandlerKind::Daemon {
                         let run = super::daemons::run(ctx.clone(), h.clone(), latest);
                         ctx.tasks.spawn(async move {
-                            let _turn = turn;
+                            let _held = (turn, running);
                             run.await
                         })
                     } else {
                         let run = super::timers::run(ctx.clone(), h.clone(), latest);
                         ctx.tasks.spawn(async move {
-                            let _turn = turn;
+                            let _held = (turn, running);
                             run.await
                         })
                     };

@@ -92,6 +92,11 @@ impl ResourceContext {
             }
             Start::Handle(cycle) => cycle,
         };
+        let labels = crate::metrics::CauseLabels {
+            resource: crate::metrics::resource_label(&self.resource.group, &self.resource.plural),
+            cause: cycle.reason.purpose(),
+        };
+        crate::metrics::global().causes.get_or_create(&labels).inc();
         while let Some(inv) = cycle.next_call() {
             self.lines(&obj, cycle.take_lines());
             let mut reply = self.call(&cycle, &inv, body, &uid).await;

@@ -48,6 +48,19 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     if settings.handlers.is_empty() {
         return Err(Error::NoHandlers);
     }
+    // Served from the start: /healthz answers while the handler servers are awaited, /readyz
+    // once every watch has listed.
+    let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(addr) = &settings.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|error| Error::MetricsListen { addr: addr.clone(), error })?;
+        let local = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| addr.clone());
+        log.info(None, &format!("Serving metrics at http://{local}/metrics (and /healthz, /readyz)."));
+        tokio::spawn(crate::metrics::serve(listener, async move {
+            let _ = metrics_stopped.await;
+        }));
+    }
+    let _metrics_stop = metrics_stop; // Dropped when `run` returns: the endpoint stops then.
+    crate::metrics::global().set_ready(false);
     let servers: Vec<Arc<Server>> = settings.handlers.iter().map(|a| Server::new(a).map(Arc::new)).collect::<Result<_, _>>()?;
     let mut shutdown = Box::pin(shutdown);
 
@@ -123,6 +136,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
         },
     };
     served.apply(handlers.clone(), &described, None).await;
+    crate::metrics::global().set_ready(true);
 
     // Until the stop: a handler server that reconnects is described again; a changed
     // registry is applied without a restart (only the resources whose handlers changed are
@@ -452,6 +466,18 @@ impl ResourceJob {
         let spies = spies::Spies::new(ctx.clone(), self.tasks.clone(), self.stop.clone());
         let indexer = indexing::Indexer::new(ctx.clone(), scopes.len(), self.hold.take(), self.tasks.clone(), self.stop.clone());
         let router = Router::new(ctx, self.shared.limit.clone(), self.tasks.clone(), self.stop.clone());
+        // Objects seen and owned, counted when scraped, for as long as the resource is served.
+        let _counted = {
+            let (seen, authority) = (self.memory.seen.clone(), self.shared.authority.clone());
+            let resource = crate::metrics::resource_label(&resource.group, &resource.plural);
+            crate::metrics::global().on_scrape(move |m| {
+                let seen = seen.lock();
+                let owned = seen.iter().filter(|uid| authority.owns(uid)).count();
+                let labels = |state| crate::metrics::ObjectLabels { resource: resource.clone(), state };
+                m.objects.get_or_create(&labels("seen")).set(seen.len() as i64);
+                m.objects.get_or_create(&labels("owned")).set(owned as i64);
+            })
+        };
         let mut watchers = Vec::new();
         let watch_scopes: Vec<(WatchScope, Option<Vec<String>>)> = scopes
             .into_iter()
@@ -467,6 +493,7 @@ impl ResourceJob {
             let spies = spies.clone();
             let indexer = indexer.clone();
             let listed = indexer.clone();
+            let listing = crate::metrics::global().watch_listing();
             let authority = self.shared.authority.clone();
             let fut = watching::watch(
                 self.shared.cluster.clone(),
@@ -487,7 +514,10 @@ impl ResourceJob {
                         router.deliver(seen)
                     }
                 },
-                move || listed.listed(),
+                move || {
+                    listed.listed();
+                    listing.listed();
+                },
             );
             watchers.push(tokio::spawn(fut));
         }
@@ -538,6 +568,10 @@ async fn follow_authority(
                 _ = stop.changed() => return,
                 r = listing => r,
             };
+            if listed.is_ok() {
+                let resource = crate::metrics::resource_label(&resource.group, &resource.plural);
+                crate::metrics::global().relists.get_or_create(&crate::metrics::WatchLabels { resource, reason: "ownership" }).inc();
+            }
             match listed {
                 Ok(n) => shared
                     .log

@@ -103,6 +103,12 @@ impl Router {
         let mut revivals = self.ctx.outages.revivals();
         let mut throttled = false;
         let mut permit: Option<tokio::sync::OwnedSemaphorePermit> = None;
+        let m = crate::metrics::global();
+        let label = crate::metrics::ResourceLabels {
+            resource: crate::metrics::resource_label(&self.ctx.resource.group, &self.ctx.resource.plural),
+        };
+        // Up while the object is throttled.
+        let mut throttle_up: Option<crate::metrics::Up> = None;
         loop {
             let woke = if std::mem::take(&mut again) {
                 true
@@ -157,6 +163,7 @@ impl Router {
             // A cycle that goes on at once (after adding the finalizer) keeps its permit, so
             // an object that has begun is not queued behind every object that has not.
             if permit.is_none() {
+                let _waiting = crate::metrics::Up::new(m.objects_waiting.get_or_create(&label).clone());
                 permit = Some(self.limit.clone().acquire_owned().await.expect("the semaphore is never closed"));
             }
             if *stop.borrow() {
@@ -168,7 +175,7 @@ impl Router {
             let turn = if deleted { None } else { self.ctx.authority.begin(uid) };
             if !deleted && turn.is_none() {
                 self.ctx.log.debug(Some(&object_ref(body)), "Not ours now (paused, or another replica's); left to its owner.");
-                (latest, wake, throttled, written_rv, permit) = (None, None, false, None, None);
+                (latest, wake, throttled, written_rv, permit, throttle_up) = (None, None, false, None, None, None);
                 if self.workers.retire(&key, &mailbox, Option::is_none) {
                     return;
                 }
@@ -178,8 +185,9 @@ impl Router {
             revivals.borrow_and_update();
             // Boxed: a worker that waits holds only its own few variables, not the space of
             // a whole cycle (which would be most of a worker's memory, times every object).
+            let running = crate::metrics::Up::new(m.cycles_in_flight.get_or_create(&label).clone());
             let end = Box::pin(self.ctx.process(&self.background, body, deleted)).await;
-            drop(turn);
+            drop((turn, running));
             // The watch event of a deletion that came while the cycle ran is older than our
             // write and is skipped as its echo; the written body shows it, so handle it now.
             let mut deletion_came = false;
@@ -198,6 +206,12 @@ impl Router {
             let at = |t: chrono::DateTime<chrono::Utc>| self.ctx.clock.instant(t);
             throttled = matches!(end.next, Next::Throttled(_));
             failures = if throttled { failures + 1 } else { 0 };
+            if throttled {
+                m.throttles.get_or_create(&label).inc();
+                throttle_up.get_or_insert_with(|| crate::metrics::Up::new(m.objects_throttled.get_or_create(&label).clone()));
+            } else {
+                throttle_up = None;
+            }
             match end.next {
                 Next::Idle | Next::WakeAt(_) if deletion_came || changed_meanwhile => {
                     wake = None;

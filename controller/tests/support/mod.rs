@@ -135,3 +135,20 @@ pub fn kubectl(kubeconfig: &str, args: &[&str]) -> Value {
     assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// A dev cluster in this process with `manifests` applied; its client and the path of the
+/// kubeconfig written into `dir`.
+pub async fn dev_cluster(
+    dir: &Path,
+    manifests: &[std::path::PathBuf],
+) -> (bosun_devcluster::DevCluster, bosun_controller::cluster::Cluster, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let cluster = bosun_devcluster::DevCluster::start(listener, bosun_devcluster::Config::default()).await.unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig).unwrap();
+    let api = bosun_controller::cluster::Cluster::new(cluster.client());
+    for path in manifests {
+        bosun_controller::cluster::apply::apply_path(&api, path).await.unwrap();
+    }
+    (cluster, api, kubeconfig.display().to_string())
+}

@@ -102,6 +102,10 @@ pub struct ControllerArgs {
     /// Serve the liveness endpoint with probe results, e.g. http://0.0.0.0:8080/healthz.
     #[arg(short = 'L', long, env = "BOSUN_LIVENESS")]
     pub liveness: Option<String>,
+    /// Serve Prometheus metrics at /metrics, with /healthz and /readyz (ready once every
+    /// watch has listed), on this address, e.g. 0.0.0.0:9090 (port 0: any free port, logged).
+    #[arg(long, env = "BOSUN_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
     /// Debug logging.
     #[arg(short, long)]
     pub verbose: bool,
@@ -313,6 +317,7 @@ impl ControllerArgs {
             inactivity_timeout: Duration::from_secs(self.inactivity_timeout.max(1)),
             log_sink: None,
             liveness: self.liveness.clone(),
+            metrics_listen: self.metrics_listen.clone(),
         }
     }
 
@@ -337,7 +342,7 @@ impl ClusterArgs {
             None if self.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
             None => kube::Config::infer().await?,
         };
-        Ok(kube::Client::try_from(config)?)
+        Ok(bosun_controller::cluster::metered::client(config)?)
     }
 }
 

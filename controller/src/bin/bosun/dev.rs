@@ -36,7 +36,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         child_kubeconfig = Some(kubeconfig.clone());
         log.info(None, &format!("Dev cluster is serving on {}.", cluster.url()));
         println!("export KUBECONFIG={}", kubeconfig.display());
-        (cluster.client(), Some(cluster))
+        (bosun_controller::cluster::metered::client(cluster.kube_config())?, Some(cluster))
     };
 
     let cluster = Cluster::new(client.clone());

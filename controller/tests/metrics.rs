@@ -1,0 +1,124 @@
+//! The metrics endpoint of the real `bosun` binary (`--metrics-listen`), scraped during an e2e
+//! run on the dev cluster with a real handler server over gRPC: `/healthz` at once, `/readyz`
+//! once the watches have listed, and `/metrics` with the handler-call histogram counting
+//! exactly the calls the handler server saw, by outcome.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bosun_sdk::{Cause, HandlerError, Operator, TemporaryError};
+use parking_lot::Mutex;
+use serde_json::json;
+use support::Bosun;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// `GET path` over plain HTTP/1.0: the status code and the body.
+async fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let code = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (code, body.to_string())
+}
+
+/// The samples of a scrape: `name{labels}` → value. Fails on a line that is neither a
+/// comment nor `name[{labels}] value`.
+fn samples(text: &str) -> HashMap<String, f64> {
+    let mut out = HashMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let (key, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("not a sample: {line:?}"));
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("not a number in {line:?}"));
+        let name = key.split('{').next().unwrap();
+        assert!(name.starts_with("bosun_") && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "bad name in {line:?}");
+        out.insert(key.to_string(), value);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_endpoint_counts_each_handler_call_by_outcome_and_says_when_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/crd.yaml");
+    let (_cluster, api, kubeconfig) = support::dev_cluster(dir.path(), &[crd]).await;
+
+    // The first attempt of each object fails temporarily (retried after 0.1 s), the second
+    // succeeds: the handler server counts what it saw.
+    let seen: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let handlers = format!("http://{}", server.local_addr().unwrap());
+    let counted = seen.clone();
+    let op = Operator::new()
+        .on_create("kopf.dev/v1/kopfexamples", move |cause: Cause| {
+            *counted.lock().entry(cause.name().to_string()).or_default() += 1;
+            let first = cause.retry() == 0;
+            async move {
+                if first {
+                    return Err(HandlerError::Temporary(TemporaryError::new("not yet").delay(Duration::from_millis(100))));
+                }
+                Ok::<_, HandlerError>(json!({"done": true}))
+            }
+        })
+        .id("create_fn");
+    tokio::spawn(op.serve_with_listener(server, std::future::pending()));
+
+    let mut bosun = Bosun::start(
+        dir.path(),
+        &["run", "--kubeconfig", &kubeconfig, "--handler", &handlers, "--standalone", "--metrics-listen", "127.0.0.1:0"],
+    );
+    let line = bosun.wait_line("Serving metrics at http://").await;
+    let addr = line.split("http://").nth(1).unwrap().split('/').next().unwrap().to_string();
+    assert_eq!(get(&addr, "/healthz").await, (200, "ok\n".to_string()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(&addr, "/readyz").await.0 != 200 {
+        assert!(Instant::now() < deadline, "not ready within 30 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    for i in 0..5 {
+        let obj = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": format!("m-{i}")}, "spec": {}});
+        api.create("/apis/kopf.dev/v1/namespaces/default/kopfexamples", &obj).await.unwrap();
+    }
+    let key = |name: &str, outcome: &str| format!(r#"{name}{{resource="kopfexamples.kopf.dev",handler="create_fn",outcome="{outcome}"}}"#);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let scraped = loop {
+        let (code, text) = get(&addr, "/metrics").await;
+        assert_eq!(code, 200);
+        let s = samples(&text);
+        if s.get(&key("bosun_handler_calls_total", "success")) == Some(&5.0) {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "not 5 successful calls within 30 s:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(seen.lock().values().all(|n| *n == 2) && seen.lock().len() == 5, "the server saw {:?}", seen.lock());
+    assert_eq!(scraped[&key("bosun_handler_calls_total", "temporary_error")], 5.0);
+    assert_eq!(scraped[&key("bosun_handler_call_duration_seconds_count", "success")], 5.0);
+    assert_eq!(scraped[&key("bosun_handler_call_duration_seconds_count", "temporary_error")], 5.0);
+    // Every call is in the last (+Inf) bucket, and the sum is a duration.
+    let inf =
+        r#"bosun_handler_call_duration_seconds_bucket{le="+Inf",resource="kopfexamples.kopf.dev",handler="create_fn",outcome="success"}"#;
+    assert_eq!(scraped[inf], 5.0);
+    assert!(scraped[&key("bosun_handler_call_duration_seconds_sum", "success")] > 0.0);
+    assert_eq!(scraped[r#"bosun_handler_retries_total{resource="kopfexamples.kopf.dev",handler="create_fn"}"#], 5.0);
+    assert!(scraped[r#"bosun_causes_total{resource="kopfexamples.kopf.dev",cause="create"}"#] >= 5.0);
+    // The API requests: the watch, and the patches that stored the results.
+    assert!(scraped.keys().any(|k| k.starts_with(r#"bosun_api_requests_total{verb="watch",resource="kopfexamples.kopf.dev""#)));
+    let patched: f64 = scraped
+        .iter()
+        .filter(|(k, _)| {
+            k.starts_with(r#"bosun_api_requests_total{verb="patch",resource="kopfexamples.kopf.dev"#) && k.ends_with(r#"code="200"}"#)
+        })
+        .map(|(_, v)| v)
+        .sum();
+    assert!(patched >= 5.0, "{patched} patches");
+    assert_eq!(scraped[&format!(r#"bosun_handler_server_up{{server="{handlers}"}}"#)], 1.0);
+    assert_eq!(scraped["bosun_watches_listing"], 0.0);
+    assert_eq!(scraped[r#"bosun_objects{resource="kopfexamples.kopf.dev",state="owned"}"#], 5.0);
+    assert!(bosun.interrupt().await.success());
+}
