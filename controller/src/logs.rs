@@ -80,18 +80,25 @@ impl Logger {
     }
 
     /// Writes one line of `level`.
+    ///
+    /// Object lines go to `tracing` with the fields `namespace` and `name` beside the message
+    /// (the formatter of the `bosun` binary prefixes them, Kopf's way, or puts them in JSON).
     pub fn line(&self, level: Level, obj: Option<&ObjectRef>, msg: &str) {
-        let text = match obj {
-            Some(o) => format!("{o} {msg}"),
-            None => msg.to_string(),
-        };
-        match level {
-            Level::Debug => tracing::debug!("{text}"),
-            Level::Info => tracing::info!("{text}"),
-            Level::Warn => tracing::warn!("{text}"),
-            Level::Error => tracing::error!("{text}"),
+        match (level, obj) {
+            (Level::Debug, Some(o)) => tracing::debug!(namespace = %o.namespace, name = %o.name, "{msg}"),
+            (Level::Info, Some(o)) => tracing::info!(namespace = %o.namespace, name = %o.name, "{msg}"),
+            (Level::Warn, Some(o)) => tracing::warn!(namespace = %o.namespace, name = %o.name, "{msg}"),
+            (Level::Error, Some(o)) => tracing::error!(namespace = %o.namespace, name = %o.name, "{msg}"),
+            (Level::Debug, None) => tracing::debug!("{msg}"),
+            (Level::Info, None) => tracing::info!("{msg}"),
+            (Level::Warn, None) => tracing::warn!("{msg}"),
+            (Level::Error, None) => tracing::error!("{msg}"),
         }
         if let Some(sink) = &self.sink {
+            let text = match obj {
+                Some(o) => format!("{o} {msg}"),
+                None => msg.to_string(),
+            };
             let tag = match level {
                 Level::Debug => "DEBUG",
                 Level::Info => "INFO",

@@ -13,6 +13,7 @@ use super::writes::WriteError;
 use crate::engines::dispatch::CallFailure;
 use crate::logs::{Line, ObjectRef};
 use crate::state::causes::Reason;
+use tracing::Instrument;
 use crate::state::diff::DiffOp;
 use crate::state::essence::essence;
 use crate::state::outcomes::Answer;
@@ -97,19 +98,25 @@ impl ResourceContext {
             cause: cycle.reason.purpose(),
         };
         crate::metrics::global().causes.get_or_create(&labels).inc();
-        while let Some(inv) = cycle.next_call() {
-            self.lines(&obj, cycle.take_lines());
-            let mut reply = self.call(&cycle, &inv, body, &uid).await;
-            if let Ok(answer) = &mut reply
-                && answer.outcome == pb::Outcome::Success as i32
-                && !answer.owned.is_empty()
-            {
-                self.adopt_into(&obj, body, answer).await;
+        // The cause and each handler are spans: log lines within carry them (`--log-format json`).
+        let span = tracing::info_span!("cycle", cause = cycle.reason.purpose());
+        let handling = async {
+            while let Some(inv) = cycle.next_call() {
+                let handler = tracing::info_span!("handler", handler = %inv.id);
+                handler.in_scope(|| self.lines(&obj, cycle.take_lines()));
+                let mut reply = self.call(&cycle, &inv, body, &uid).instrument(handler.clone()).await;
+                if let Ok(answer) = &mut reply
+                    && answer.outcome == pb::Outcome::Success as i32
+                    && !answer.owned.is_empty()
+                {
+                    self.adopt_into(&obj, body, answer).instrument(handler.clone()).await;
+                }
+                cycle.absorb(&subject, body, &inv, reply);
+                handler.in_scope(|| self.lines(&obj, cycle.take_lines()));
             }
-            cycle.absorb(&subject, body, &inv, reply);
-        }
-        self.lines(&obj, cycle.take_lines());
-        self.finish(&obj, &mut cycle, body, &uid, hold).await
+            self.finish(&obj, &mut cycle, body, &uid, hold).await
+        };
+        handling.instrument(span).await
     }
 
     /// Writes what the cycle concluded; when the API server refuses it, finds the handlers

@@ -106,6 +106,11 @@ pub struct ControllerArgs {
     /// watch has listed), on this address, e.g. 0.0.0.0:9090 (port 0: any free port, logged).
     #[arg(long, env = "BOSUN_METRICS_LISTEN", value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+    /// How log lines look, as Kopf's `--log-format`: `plain` (the message), `full` (time,
+    /// logger, level and message) or `json` (one object per line with the object, cause,
+    /// handler and trace id).
+    #[arg(long, env = "BOSUN_LOG_FORMAT", value_enum, default_value_t)]
+    pub log_format: crate::logging::LogFormat,
     /// Debug logging.
     #[arg(short, long)]
     pub verbose: bool,
@@ -347,16 +352,12 @@ impl ClusterArgs {
 }
 
 /// Sets up the log output: Kopf-like lines, debug with `-v`, `RUST_LOG` overrides.
-pub fn init_tracing(verbose: bool) {
+pub fn init_tracing(verbose: bool, format: crate::logging::LogFormat) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let default = if verbose { "bosun_controller=debug,bosun=debug,info" } else { "info,kube=warn,tower=warn,hyper=warn,h2=warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    use std::io::IsTerminal as _;
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
+    let _ = tracing_subscriber::registry().with(filter).with(crate::logging::Lines::new(format)).try_init();
 }
 
 /// A future that resolves on SIGINT or SIGTERM. The handlers are installed at once, not when
@@ -378,7 +379,7 @@ pub fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
 pub async fn main(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => {
-            init_tracing(args.controller.verbose);
+            init_tracing(args.controller.verbose, args.controller.log_format);
             let stop = stop_signal().context("cannot install the SIGINT and SIGTERM handlers")?;
             let command = args.server.command(args.controller.verbose)?;
             let client = args.controller.client().await?;
@@ -392,7 +393,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             Ok(result?)
         }
         Command::Dev(args) => {
-            init_tracing(args.controller.verbose);
+            init_tracing(args.controller.verbose, args.controller.log_format);
             crate::dev::dev(args).await
         }
         Command::Freeze(args) => crate::peers::freeze(args).await,

@@ -5,6 +5,7 @@
 
 mod cli;
 mod dev;
+mod logging;
 mod peers;
 mod supervise;
 

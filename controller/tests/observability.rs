@@ -1,7 +1,8 @@
-//! The metrics endpoint of the real `bosun` binary (`--metrics-listen`), scraped during an e2e
-//! run on the dev cluster with a real handler server over gRPC: `/healthz` at once, `/readyz`
-//! once the watches have listed, and `/metrics` with the handler-call histogram counting
-//! exactly the calls the handler server saw, by outcome.
+//! What the real `bosun` binary tells its operators, during e2e runs on the dev cluster with a
+//! real handler server over gRPC: the metrics endpoint (`--metrics-listen`: `/healthz` at
+//! once, `/readyz` once the watches have listed, `/metrics` with the handler-call histogram
+//! counting exactly the calls the handler server saw, by outcome) and the log formats
+//! (`--log-format json` lines parse and carry the object, cause and handler; `plain` is Kopf's).
 
 mod support;
 
@@ -121,4 +122,51 @@ async fn the_metrics_endpoint_counts_each_handler_call_by_outcome_and_says_when_
     assert_eq!(scraped["bosun_watches_listing"], 0.0);
     assert_eq!(scraped[r#"bosun_objects{resource="kopfexamples.kopf.dev",state="owned"}"#], 5.0);
     assert!(bosun.interrupt().await.success());
+}
+
+/// A handler server whose `create_fn` succeeds at once; its address.
+async fn succeeding_server() -> String {
+    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = format!("http://{}", server.local_addr().unwrap());
+    let op = Operator::new()
+        .on_create("kopf.dev/v1/kopfexamples", |_: Cause| async { Ok::<_, HandlerError>(json!({"done": true})) })
+        .id("create_fn");
+    tokio::spawn(op.serve_with_listener(server, std::future::pending()));
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_lines_in_json_carry_the_object_cause_and_handler_and_plain_lines_are_kopfs() {
+    let dir = tempfile::tempdir().unwrap();
+    let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/crd.yaml");
+    let (_cluster, api, kubeconfig) = support::dev_cluster(dir.path(), &[crd]).await;
+    let handlers = succeeding_server().await;
+    for (format, name) in [("json", "in-json"), ("plain", "in-plain")] {
+        let args = ["run", "--kubeconfig", &kubeconfig, "--handler", &handlers, "--standalone", "--log-format", format, "-n", "default"];
+        let mut bosun = Bosun::start(dir.path(), &args);
+        bosun.wait_line("Handler server").await;
+        let obj = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name}, "spec": {}});
+        api.create("/apis/kopf.dev/v1/namespaces/default/kopfexamples", &obj).await.unwrap();
+        let succeeded = bosun.wait_line("Handler 'create_fn' succeeded.").await;
+        bosun.wait_line("Creation is processed").await;
+        if format == "plain" {
+            assert_eq!(succeeded, format!("[default/{name}] Handler 'create_fn' succeeded."));
+            assert!(bosun.interrupt().await.success());
+            continue;
+        }
+        let line: serde_json::Value = serde_json::from_str(&succeeded).unwrap_or_else(|e| panic!("{e}: {succeeded}"));
+        assert_eq!(line["message"], "Handler 'create_fn' succeeded.", "{line}");
+        assert_eq!(line["severity"], "info");
+        assert_eq!(line["object"], json!({"namespace": "default", "name": name}));
+        assert_eq!(line["cause"], "create");
+        assert_eq!(line["handler"], "create_fn");
+        assert!(line["timestamp"].as_str().is_some_and(|t| chrono::DateTime::parse_from_rfc3339(t).is_ok()), "{line}");
+        let seen = bosun.seen.clone();
+        assert!(bosun.interrupt().await.success());
+        // Every line bosun printed is one JSON object (the handler server is in this process).
+        for l in &seen {
+            let parsed: Result<serde_json::Value, _> = serde_json::from_str(l);
+            assert!(parsed.is_ok_and(|v| v["message"].is_string() && v["severity"].is_string()), "not a JSON log line: {l}");
+        }
+    }
 }

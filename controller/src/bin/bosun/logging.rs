@@ -1,0 +1,259 @@
+//! The log lines of `bosun`, in Kopf's formats (`--log-format plain|full|json`): a
+//! `tracing-subscriber` layer that writes each event as one line to stderr, with the object
+//! (`namespace`, `name` fields of the library's object lines) and what the spans around the
+//! event say (`cause` of the cycle, `handler` of the call, `trace_id` when traced).
+//!
+//! - `plain`: Kopf's `%(message)s`, object lines prefixed `[namespace/name]`;
+//! - `full` (the default, as Kopf's): `[2026-11-23 08:00:00,123] bosun.objects [INFO    ] …`;
+//! - `json`: one object per line with Kopf's keys (`timestamp`, `severity`, `message`,
+//!   `object`) and `cause`, `handler`, `trace_id` and any other field beside them.
+
+use std::io::Write as _;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value, json};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber, span};
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::registry::LookupSpan;
+
+/// Kopf's log formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// The message alone (object lines prefixed `[namespace/name]`).
+    Plain,
+    /// Time, logger and level before the message.
+    #[default]
+    Full,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The fields of an event or span, in the order given; the event's message apart.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Fields {
+    message: Option<String>,
+    fields: Vec<(&'static str, String)>,
+}
+
+impl Fields {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.fields.iter().rev().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        match field.name() {
+            "message" => self.message = Some(value.to_string()),
+            name => self.fields.push((name, value.to_string())),
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            "message" => self.message = Some(format!("{value:?}")),
+            name => self.fields.push((name, format!("{value:?}"))),
+        }
+    }
+}
+
+/// One line to write: what the event and its spans said.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record<'a> {
+    /// When.
+    pub time: DateTime<Utc>,
+    /// `DEBUG`, `INFO`, `WARN`, `ERROR`, `TRACE`.
+    pub level: &'a str,
+    /// The event's target (a module path).
+    pub target: &'a str,
+    /// The spans' fields (outermost first), then the event's.
+    pub fields: Fields,
+}
+
+/// Kopf's level names.
+fn level_name(level: &str) -> &'static str {
+    match level {
+        "ERROR" => "ERROR",
+        "WARN" => "WARNING",
+        "INFO" => "INFO",
+        "DEBUG" => "DEBUG",
+        _ => "TRACE",
+    }
+}
+
+/// Fields that are not printed as `key=value` in the text formats: they are the prefix or
+/// the context of the line already.
+const CONTEXT: [&str; 5] = ["namespace", "name", "cause", "handler", "trace_id"];
+
+/// The line for `record` in `format`, without the newline.
+pub fn render(format: LogFormat, record: &Record<'_>) -> String {
+    let f = &record.fields;
+    let message = f.message.clone().unwrap_or_default();
+    let object = f.get("name").map(|name| match f.get("namespace").filter(|ns| !ns.is_empty()) {
+        Some(ns) => (Some(ns), name),
+        None => (None, name),
+    });
+    let extras: Vec<&(&str, String)> = f.fields.iter().filter(|(n, _)| !CONTEXT.contains(n)).collect();
+    match format {
+        LogFormat::Plain | LogFormat::Full => {
+            let mut text = String::new();
+            if format == LogFormat::Full {
+                let logger = if object.is_some() { "bosun.objects" } else if record.target.starts_with("bosun") { "bosun" } else { record.target };
+                let time = record.time.format("%Y-%m-%d %H:%M:%S,%3f");
+                text.push_str(&format!("[{time}] {logger:<20.20} [{:<8.8}] ", level_name(record.level)));
+            }
+            match object {
+                Some((Some(ns), name)) => text.push_str(&format!("[{ns}/{name}] ")),
+                Some((None, name)) => text.push_str(&format!("[{name}] ")),
+                None => {}
+            }
+            text.push_str(&message);
+            for (k, v) in extras {
+                text.push_str(&format!(" {k}={v}"));
+            }
+            text
+        }
+        LogFormat::Json => {
+            let mut line = Map::new();
+            line.insert("timestamp".into(), json!(record.time.to_rfc3339_opts(chrono::SecondsFormat::Micros, false)));
+            line.insert("severity".into(), json!(level_name(record.level).to_lowercase()));
+            line.insert("message".into(), json!(message));
+            if let Some((ns, name)) = object {
+                let mut o = Map::new();
+                if let Some(ns) = ns {
+                    o.insert("namespace".into(), json!(ns));
+                }
+                o.insert("name".into(), json!(name));
+                line.insert("object".into(), Value::Object(o));
+            }
+            for key in ["cause", "handler", "trace_id"] {
+                if let Some(v) = f.get(key) {
+                    line.insert(key.into(), json!(v));
+                }
+            }
+            for (k, v) in extras {
+                line.entry(k.to_string()).or_insert_with(|| json!(v));
+            }
+            if !record.target.starts_with("bosun") {
+                line.insert("logger".into(), json!(record.target));
+            }
+            Value::Object(line).to_string()
+        }
+    }
+}
+
+/// Writes every event as one line to stderr in its format.
+pub struct Lines {
+    format: LogFormat,
+}
+
+impl Lines {
+    /// A layer writing `format`.
+    pub fn new(format: LogFormat) -> Lines {
+        Lines { format }
+    }
+}
+
+impl<S> Layer<S> for Lines
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
+        let mut fields = Fields::default();
+        attrs.record(&mut fields);
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(fields);
+        }
+    }
+
+    fn on_record(&self, id: &span::Id, values: &span::Record<'_>, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id)
+            && let Some(fields) = span.extensions_mut().get_mut::<Fields>()
+        {
+            values.record(fields);
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let mut fields = Fields::default();
+        if let Some(scope) = ctx.event_scope(event) {
+            for span in scope.from_root() {
+                if let Some(f) = span.extensions().get::<Fields>() {
+                    fields.fields.extend(f.fields.iter().cloned());
+                }
+            }
+        }
+        event.record(&mut fields);
+        let meta = event.metadata();
+        let record = Record { time: Utc::now(), level: meta.level().as_str(), target: meta.target(), fields };
+        let mut line = render(self.format, &record);
+        line.push('\n');
+        // One write per line, so that lines of several threads never interleave.
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(level: &'static str, fields: &[(&'static str, &str)], message: &str) -> Record<'static> {
+        Record {
+            time: DateTime::parse_from_rfc3339("2026-11-23T08:00:00.123456Z").unwrap().with_timezone(&Utc),
+            level,
+            target: "bosun_controller::logs",
+            fields: Fields { message: Some(message.into()), fields: fields.iter().map(|(k, v)| (*k, v.to_string())).collect() },
+        }
+    }
+
+    #[test]
+    fn lines_in_kopfs_three_formats() {
+        let handled = record(
+            "INFO",
+            &[("cause", "create"), ("handler", "create_fn"), ("namespace", "default"), ("name", "kopf-example-1")],
+            "Handler 'create_fn' succeeded.",
+        );
+        let plain = record("WARN", &[], "Default peering object is not found, falling back to the standalone mode.");
+        let cluster_scoped = record("ERROR", &[("namespace", ""), ("name", "thing"), ("code", "409")], "Cannot write.");
+        let cases = [
+            (LogFormat::Plain, &handled, "[default/kopf-example-1] Handler 'create_fn' succeeded."),
+            (LogFormat::Plain, &plain, "Default peering object is not found, falling back to the standalone mode."),
+            (LogFormat::Plain, &cluster_scoped, "[thing] Cannot write. code=409"),
+            (
+                LogFormat::Full,
+                &handled,
+                "[2026-11-23 08:00:00,123] bosun.objects        [INFO    ] [default/kopf-example-1] Handler 'create_fn' succeeded.",
+            ),
+            (
+                LogFormat::Full,
+                &plain,
+                "[2026-11-23 08:00:00,123] bosun                [WARNING ] Default peering object is not found, falling back to the standalone mode.",
+            ),
+            (
+                LogFormat::Json,
+                &handled,
+                r#"{"timestamp":"2026-11-23T08:00:00.123456+00:00","severity":"info","message":"Handler 'create_fn' succeeded.","object":{"namespace":"default","name":"kopf-example-1"},"cause":"create","handler":"create_fn"}"#,
+            ),
+            (
+                LogFormat::Json,
+                &cluster_scoped,
+                r#"{"timestamp":"2026-11-23T08:00:00.123456+00:00","severity":"error","message":"Cannot write.","object":{"name":"thing"},"code":"409"}"#,
+            ),
+        ];
+        for (format, record, want) in cases {
+            assert_eq!(render(format, record), want, "{format:?}");
+        }
+    }
+
+    #[test]
+    fn other_libraries_lines_name_their_logger() {
+        let mut r = record("WARN", &[], "connection reset");
+        r.target = "kube_client::client";
+        assert_eq!(render(LogFormat::Full, &r), "[2026-11-23 08:00:00,123] kube_client::client  [WARNING ] connection reset");
+        let json: Value = serde_json::from_str(&render(LogFormat::Json, &r)).unwrap();
+        assert_eq!(json["logger"], "kube_client::client");
+        assert_eq!(json["severity"], "warning");
+    }
+}
