@@ -2,7 +2,8 @@
 //! real handler server over gRPC: the metrics endpoint (`--metrics-listen`: `/healthz` at
 //! once, `/readyz` once the watches have listed, `/metrics` with the handler-call histogram
 //! counting exactly the calls the handler server saw, by outcome) and the log formats
-//! (`--log-format json` lines parse and carry the object, cause and handler; `plain` is Kopf's).
+//! (`--log-format json` lines parse and carry the object, cause and handler; `plain` is Kopf's),
+//! and `bosun inspect` on a handled object and on one whose handler fails temporarily.
 
 mod support;
 
@@ -169,4 +170,75 @@ async fn log_lines_in_json_carry_the_object_cause_and_handler_and_plain_lines_ar
             assert!(parsed.is_ok_and(|v| v["message"].is_string() && v["severity"].is_string()), "not a JSON log line: {l}");
         }
     }
+}
+
+/// `bosun inspect …` run to its end: its stdout, or a failure with what it printed.
+fn inspect(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bosun")).arg("inspect").args(args).current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "bosun inspect {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_shows_a_temporarily_failing_handlers_next_attempt_and_a_handled_objects_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/crd.yaml");
+    let (_cluster, api, kubeconfig) = support::dev_cluster(dir.path(), &[crd]).await;
+    // `stuck` fails for a minute at a time; every other object succeeds.
+    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let handlers = format!("http://{}", server.local_addr().unwrap());
+    let op = Operator::new()
+        .on_create("kopf.dev/v1/kopfexamples", |cause: Cause| {
+            let stuck = cause.name() == "stuck";
+            async move {
+                if stuck {
+                    return Err(HandlerError::Temporary(
+                        TemporaryError::new("the database is not there yet").delay(Duration::from_secs(60)),
+                    ));
+                }
+                Ok::<_, HandlerError>(json!({"done": true}))
+            }
+        })
+        .id("create_fn");
+    tokio::spawn(op.serve_with_listener(server, std::future::pending()));
+    let mut bosun = Bosun::start(dir.path(), &["run", "--kubeconfig", &kubeconfig, "--handler", &handlers, "--standalone"]);
+    for name in ["stuck", "fine"] {
+        let obj = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name}, "spec": {}});
+        api.create("/apis/kopf.dev/v1/namespaces/default/kopfexamples", &obj).await.unwrap();
+    }
+    bosun.wait_line("[default/stuck] Handler 'create_fn' failed temporarily: the database is not there yet").await;
+    bosun.wait_line("[default/fine] Creation is processed: 1 succeeded; 0 failed.").await;
+
+    let stuck = inspect(dir.path(), &["kopfexamples", "stuck", "-n", "default", "--kubeconfig", &kubeconfig]);
+    for want in [
+        "KopfExample default/stuck (uid ",
+        "Cause in progress: create (1 handler(s) not finished).",
+        "  create_fn: retrying: 1 attempt(s) failed; next attempt in ",
+        "; last message: the database is not there yet [started ",
+        "Diffbase: none",
+    ] {
+        assert!(stuck.contains(want), "no {want:?} in:\n{stuck}");
+    }
+    // Within the minute it waits: the next attempt is ahead by 50 s or more.
+    let ahead = stuck.split("next attempt in ").nth(1).and_then(|r| r.split('s').next()).unwrap_or("");
+    assert!(ahead.parse::<u64>().is_ok_and(|s| (50..=60).contains(&s)) || ahead.contains('m'), "{stuck}");
+
+    let fine = inspect(dir.path(), &["kopfexamples", "fine", "--kubeconfig", &kubeconfig]);
+    eprintln!("{stuck}\n{fine}");
+    assert!(fine.contains("Cause: none in progress. The object was handled"), "{fine}");
+    assert!(fine.contains("Diffbase: ") && !fine.contains("Diffbase: none"), "{fine}");
+
+    // As a kubectl plugin: the binary on the PATH as `kubectl-bosun`.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_bosun"), bin.join("kubectl-bosun")).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out = std::process::Command::new("kubectl")
+        .args(["bosun", "inspect", "kopfexamples", "stuck", "--kubeconfig", &kubeconfig])
+        .env("PATH", path)
+        .output()
+        .expect("kubectl runs (CI installs it)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("create_fn: retrying"), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(bosun.interrupt().await.success());
 }

@@ -13,11 +13,11 @@ use super::writes::WriteError;
 use crate::engines::dispatch::CallFailure;
 use crate::logs::{Line, ObjectRef};
 use crate::state::causes::Reason;
-use tracing::Instrument;
 use crate::state::diff::DiffOp;
 use crate::state::essence::essence;
 use crate::state::outcomes::Answer;
 use crate::state::plan::{self, Cycle, Invocation, Next, Start, deletion_requested};
+use tracing::Instrument;
 
 /// The end of a cycle: what comes next and the newest body the cycle knows of.
 #[derive(Debug)]

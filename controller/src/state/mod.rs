@@ -4,6 +4,7 @@
 pub mod causes;
 pub mod diff;
 pub mod essence;
+pub mod inspect;
 pub mod keys;
 pub mod outcomes;
 pub mod patches;

@@ -187,6 +187,24 @@ impl Storage {
         keys.iter().find_map(|k| ann.and_then(|a| a.get(k)).and_then(Value::as_str))
     }
 
+    /// The ids of the handlers with progress records on `body`: in the status stanza, and
+    /// under this prefix in annotations (an id read back from its key, where `/` became `.`).
+    pub fn recorded_ids(&self, body: &Value) -> Vec<String> {
+        let mut ids = std::collections::BTreeSet::new();
+        if let Some(p) = self.status_state(body).and_then(|s| s.get("progress")).and_then(Value::as_object) {
+            ids.extend(p.keys().cloned());
+        }
+        let prefix = format!("{}/", self.prefix);
+        for (key, value) in self.annotations(body).into_iter().flatten() {
+            let Some(name) = key.strip_prefix(&prefix) else { continue };
+            let ours = name.starts_with(DIFFBASE) || name.starts_with(TOUCH) || name.ends_with(".result");
+            if !ours && value.as_str().and_then(ProgressRecord::decode).is_some() {
+                ids.insert(name.trim_end_matches("-ofDRS").to_string());
+            }
+        }
+        ids.into_iter().collect()
+    }
+
     /// Whether the object carries our finalizer.
     pub fn has_finalizer(&self, body: &Value) -> bool {
         body.pointer("/metadata/finalizers")

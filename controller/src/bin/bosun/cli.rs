@@ -31,6 +31,9 @@ pub enum Command {
     Resume(crate::peers::ResumeArgs),
     /// List the members of a shard group and how many objects each handles.
     Shards(crate::peers::ShardsArgs),
+    /// Explain one object as the controller sees it: the cause in progress, each handler's
+    /// record (retries, next attempt, last message), the finalizer, the diffbase.
+    Inspect(crate::inspect::InspectArgs),
 }
 
 /// Flags shared by `run` and `dev`.
@@ -399,5 +402,6 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         Command::Freeze(args) => crate::peers::freeze(args).await,
         Command::Resume(args) => crate::peers::resume(args).await,
         Command::Shards(args) => crate::peers::shards(args).await,
+        Command::Inspect(args) => crate::inspect::inspect(args).await,
     }
 }

@@ -100,7 +100,13 @@ pub fn render(format: LogFormat, record: &Record<'_>) -> String {
         LogFormat::Plain | LogFormat::Full => {
             let mut text = String::new();
             if format == LogFormat::Full {
-                let logger = if object.is_some() { "bosun.objects" } else if record.target.starts_with("bosun") { "bosun" } else { record.target };
+                let logger = if object.is_some() {
+                    "bosun.objects"
+                } else if record.target.starts_with("bosun") {
+                    "bosun"
+                } else {
+                    record.target
+                };
                 let time = record.time.format("%Y-%m-%d %H:%M:%S,%3f");
                 text.push_str(&format!("[{time}] {logger:<20.20} [{:<8.8}] ", level_name(record.level)));
             }

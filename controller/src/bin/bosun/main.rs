@@ -5,6 +5,7 @@
 
 mod cli;
 mod dev;
+mod inspect;
 mod logging;
 mod peers;
 mod supervise;

@@ -23,6 +23,23 @@ fn state_is_read_from_annotations_and_status() {
 }
 
 #[test]
+fn recorded_ids_are_found_in_both_places_without_the_controllers_other_marks() {
+    let s = Storage::bosun("bosun.dev", StorageKind::Status);
+    let body = json!({"metadata": {"annotations": {
+        "bosun.dev/last-handled-configuration": "{}\n",
+        "bosun.dev/touch-dummy": "1",
+        "bosun.dev/a": rec("create").encode(),
+        "bosun.dev/a.result": "{\"x\":1}",
+        "bosun.dev/p.c": rec("update").encode(),
+        "bosun.dev/garbage": "not json",
+        "other.io/z": rec("create").encode(),
+    }}, "status": {"bosun.dev": {"progress": {"b": {"purpose": "create"}}}}});
+    assert_eq!(s.recorded_ids(&body), ["a", "b", "p.c"]);
+    assert_eq!(s.read(&body, s.recorded_ids(&body).iter().map(String::as_str)).progress.len(), 3);
+    assert!(s.recorded_ids(&json!({"metadata": {"annotations": "odd"}, "status": 5})).is_empty());
+}
+
+#[test]
 fn patches_write_to_the_chosen_place_and_purge_the_other() {
     let ann_body = json!({"metadata": {"annotations": {"bosun.dev/a": rec("create").encode()}}});
     let st_body = json!({"status": {"bosun.dev": {"progress": {"a": {"purpose": "create", "retries": 1}}}}});
