@@ -12,6 +12,7 @@ use bosun_proto::v1 as pb;
 use bosun_proto::v1::handler_server_server::HandlerServer;
 use futures::FutureExt;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 use crate::cause::Cause;
 use crate::daemon::DaemonStream;
@@ -258,7 +259,8 @@ impl HandlerServer for Dispatcher {
 
     async fn handle(&self, request: Request<pb::HandleRequest>) -> Result<Response<pb::HandleResponse>, Status> {
         self.index_not_ready(request.get_ref())?;
-        Dispatcher::handle(self, request.into_inner()).await.map(Response::new)
+        let span = crate::telemetry::call_span("Handle", &request.get_ref().handler_id, request.metadata());
+        Dispatcher::handle(self, request.into_inner()).instrument(span).await.map(Response::new)
     }
 
     type DaemonStream = DaemonStream;
@@ -268,7 +270,8 @@ impl HandlerServer for Dispatcher {
     }
 
     async fn activity(&self, request: Request<pb::ActivityRequest>) -> Result<Response<pb::ActivityResponse>, Status> {
-        Dispatcher::activity(self, request.into_inner()).await.map(Response::new)
+        let span = crate::telemetry::call_span("Activity", &request.get_ref().handler_id, request.metadata());
+        Dispatcher::activity(self, request.into_inner()).instrument(span).await.map(Response::new)
     }
 
     async fn admit(&self, request: Request<pb::AdmitRequest>) -> Result<Response<pb::AdmitResponse>, Status> {

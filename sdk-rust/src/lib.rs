@@ -72,6 +72,7 @@ mod patch;
 mod registry;
 mod resource;
 mod serve;
+pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -121,14 +121,18 @@ impl Operator {
     /// default `info`) unless the program already did.
     pub async fn serve_default(self) -> Result<(), Error> {
         init_logging();
-        self.serve_on(ListenAddr::from_env()?, shutdown_signal()).await
+        let served = self.serve_on(ListenAddr::from_env()?, shutdown_signal()).await;
+        crate::telemetry::flush_traces();
+        served
     }
 
     /// Serves on `address` (`host:port`, `http://host:port` or `unix:///path`) until SIGINT or
     /// SIGTERM. Sets up logging like [`serve_default`](Self::serve_default).
     pub async fn serve(self, address: &str) -> Result<(), Error> {
         init_logging();
-        self.serve_on(ListenAddr::parse(address)?, shutdown_signal()).await
+        let served = self.serve_on(ListenAddr::parse(address)?, shutdown_signal()).await;
+        crate::telemetry::flush_traces();
+        served
     }
 
     /// Serves on `address` (`host:port`, `http://host:port` or `unix:///path`) until `shutdown`
@@ -255,10 +259,19 @@ pub async fn shutdown_signal() {
 }
 
 /// Logs to stderr with `RUST_LOG` (default `info`), unless a subscriber is already set.
+///
+/// With `OTEL_EXPORTER_OTLP_ENDPOINT` set (feature `otlp`), handler spans are exported too,
+/// continuing the controller's traces (see [`crate::telemetry`]).
 pub fn init_logging() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
+    let fmt = tracing_subscriber::fmt::layer().with_ansi(ansi).with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry().with(filter).with(fmt);
+    #[cfg(feature = "otlp")]
+    let registry = registry.with(crate::telemetry::otlp_layer());
+    let _ = registry.try_init();
 }
 
 #[cfg(test)]

@@ -313,7 +313,9 @@ impl HandlerClient for Server {
         use futures::StreamExt;
         Box::pin(async move {
             let mut client = HandlerServerClient::new(self.channel.clone());
-            let stream = client.daemon(req).await.map(tonic::Response::into_inner).map_err(|s| classify(&s, Duration::ZERO))?;
+            let mut request = tonic::Request::new(req);
+            super::trace_context::inject(request.metadata_mut());
+            let stream = client.daemon(request).await.map(tonic::Response::into_inner).map_err(|s| classify(&s, Duration::ZERO))?;
             Ok(stream.map(|m| m.map_err(|s| classify(&s, Duration::ZERO))).boxed())
         })
     }
@@ -359,6 +361,7 @@ where
 {
     let mut request = tonic::Request::new(req);
     request.set_timeout(deadline);
+    super::trace_context::inject(request.metadata_mut());
     match tokio::time::timeout(deadline, call(request)).await {
         Err(_) => Err(CallFailure::TimedOut(deadline)),
         Ok(Ok(r)) => Ok(r.into_inner()),

@@ -1,8 +1,9 @@
 //! Engines that do the controller's outward work besides the API server: dispatching causes
-//! to handler servers, and the liveness endpoint.
+//! to handler servers, the liveness endpoint, and the trace context that travels with calls.
 
 pub mod dispatch;
 pub mod liveness;
+pub mod trace_context;
 
 use std::time::Duration;
 

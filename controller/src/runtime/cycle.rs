@@ -99,10 +99,19 @@ impl ResourceContext {
         };
         crate::metrics::global().causes.get_or_create(&labels).inc();
         // The cause and each handler are spans: log lines within carry them (`--log-format json`).
-        let span = tracing::info_span!("cycle", cause = cycle.reason.purpose());
+        let span = tracing::info_span!(
+            "cycle",
+            otel.name = %format!("{} {}", cycle.reason.purpose(), obj.to_string().trim_matches(['[', ']'])),
+            namespace = %obj.namespace,
+            name = %obj.name,
+            cause = cycle.reason.purpose(),
+            trace_id = tracing::field::Empty,
+        );
+        crate::engines::trace_context::record_trace_id(&span);
         let handling = async {
             while let Some(inv) = cycle.next_call() {
-                let handler = tracing::info_span!("handler", handler = %inv.id);
+                let handler =
+                    tracing::info_span!("handler", otel.name = %format!("handler {}", inv.id), otel.kind = "client", handler = %inv.id);
                 handler.in_scope(|| self.lines(&obj, cycle.take_lines()));
                 let mut reply = self.call(&cycle, &inv, body, &uid).instrument(handler.clone()).await;
                 if let Ok(answer) = &mut reply

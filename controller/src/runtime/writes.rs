@@ -46,6 +46,7 @@ impl ResourceContext {
 
     /// Writes the main patch (with the finalizer change, guarded by the resourceVersion),
     /// then the status patch, then handlers' JSON patches. Returns the last written body.
+    #[tracing::instrument(name = "write", skip_all, fields(otel.kind = "client"))]
     pub async fn write(&self, body: &Value, w: &Writes) -> Result<Option<Value>, WriteError> {
         let path = self.path_of(body);
         let mut written = None;

@@ -23,9 +23,15 @@ pub struct Bosun {
 
 impl Bosun {
     pub fn start(dir: &Path, args: &[&str]) -> Bosun {
+        Bosun::start_with_env(dir, args, &[])
+    }
+
+    /// Starts bosun with these environment variables besides.
+    pub fn start_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Bosun {
         let mut child = Command::new(env!("CARGO_BIN_EXE_bosun"))
             .args(args)
             .current_dir(dir)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -355,12 +355,19 @@ impl ClusterArgs {
 }
 
 /// Sets up the log output: Kopf-like lines, debug with `-v`, `RUST_LOG` overrides.
-pub fn init_tracing(verbose: bool, format: crate::logging::LogFormat) {
+/// With `OTEL_EXPORTER_OTLP_ENDPOINT` set, spans are exported too; the returned guard flushes
+/// them when dropped.
+pub fn init_tracing(verbose: bool, format: crate::logging::LogFormat) -> anyhow::Result<Option<crate::telemetry::Telemetry>> {
+    use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     let default = if verbose { "bosun_controller=debug,bosun=debug,info" } else { "info,kube=warn,tower=warn,hyper=warn,h2=warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::registry().with(filter).with(crate::logging::Lines::new(format)).try_init();
+    let (otel, guard) = crate::telemetry::layer()?.unzip();
+    // The spans are the controller's own: the libraries' (kube, hyper, tonic) stay out of traces.
+    let otel = otel.map(|l| l.with_filter(tracing_subscriber::filter::filter_fn(|m| m.target().starts_with("bosun"))));
+    let _ = tracing_subscriber::registry().with(otel).with(filter).with(crate::logging::Lines::new(format)).try_init();
+    Ok(guard)
 }
 
 /// A future that resolves on SIGINT or SIGTERM. The handlers are installed at once, not when
@@ -382,7 +389,7 @@ pub fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
 pub async fn main(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => {
-            init_tracing(args.controller.verbose, args.controller.log_format);
+            let _telemetry = init_tracing(args.controller.verbose, args.controller.log_format)?;
             let stop = stop_signal().context("cannot install the SIGINT and SIGTERM handlers")?;
             let command = args.server.command(args.controller.verbose)?;
             let client = args.controller.client().await?;
@@ -396,7 +403,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             Ok(result?)
         }
         Command::Dev(args) => {
-            init_tracing(args.controller.verbose, args.controller.log_format);
+            let _telemetry = init_tracing(args.controller.verbose, args.controller.log_format)?;
             crate::dev::dev(args).await
         }
         Command::Freeze(args) => crate::peers::freeze(args).await,

@@ -47,6 +47,8 @@ impl Visit for Fields {
     fn record_str(&mut self, field: &Field, value: &str) {
         match field.name() {
             "message" => self.message = Some(value.to_string()),
+            // The spans' names and kinds for OpenTelemetry are not the line's.
+            name if name.starts_with("otel.") => {}
             name => self.fields.push((name, value.to_string())),
         }
     }
@@ -54,6 +56,7 @@ impl Visit for Fields {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         match field.name() {
             "message" => self.message = Some(format!("{value:?}")),
+            name if name.starts_with("otel.") => {}
             name => self.fields.push((name, format!("{value:?}"))),
         }
     }

@@ -9,6 +9,7 @@ mod inspect;
 mod logging;
 mod peers;
 mod supervise;
+mod telemetry;
 
 use clap::Parser;
 
