@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from . import _context, _index, _kwargs
+from . import _context, _index, _kwargs, _tracing
 from ._errors import AdmissionError, PermanentError, TemporaryError
 from ._registry import Handler, Registry, default_registry, handler_spec, options_spec
 from ._subhandlers import SubhandlersDeclared
@@ -206,6 +206,10 @@ class Servicer:
         return kwargs
 
     async def Handle(self, request, context):
+        with _tracing.call_span("Handle", request.handler_id, context):
+            return await self._handle_call(request, context)
+
+    async def _handle_call(self, request, context):
         pb = _pb()
         if self.indices and not self.described and request.reason != pb.REASON_INDEX:
             await context.abort(grpc.StatusCode.UNAVAILABLE,
@@ -448,6 +452,10 @@ class Servicer:
     # ---- Activity ------------------------------------------------------------------------
 
     async def Activity(self, request, context):
+        with _tracing.call_span("Activity", request.handler_id, context):
+            return await self._activity(request)
+
+    async def _activity(self, request):
         pb = _pb()
         response = pb.ActivityResponse()
         collector = Collector()
@@ -539,6 +547,7 @@ async def serve(registry: Optional[Registry] = None, listen: Optional[str] = Non
     for handler in registry.handlers:
         handler_spec(_pb(), handler)  # raises here, at start, on a registration the contract cannot carry
     address = listen_address(listen)
+    tracing = _tracing.setup()
     server = grpc.aio.server()
     _grpc().add_HandlerServerServicer_to_server(Servicer(registry, server_name, on_describe), server)
     health_servicer = health.aio.HealthServicer()
@@ -567,6 +576,8 @@ async def serve(registry: Optional[Registry] = None, listen: Optional[str] = Non
         for sig in installed:
             loop.remove_signal_handler(sig)
         await server.stop(grace=5)
+        if tracing is not None:
+            tracing.shutdown()  # exports what is left
 
 
 def serve_forever(registry: Optional[Registry] = None, listen: Optional[str] = None) -> None:

@@ -12,7 +12,8 @@ import pytest
 # Pulled in by importlib.metadata (email, zipfile, csv), tempfile (random, shutil) and shutil
 # (bz2, lzma): about 3.5 MiB together. Only the embedded controller and the test runner need
 # them, and import them when they run.
-NOT_FOR_SERVING = ["importlib.metadata", "email", "zipfile", "tempfile", "shutil", "bz2", "lzma", "random"]
+# OpenTelemetry (when installed) comes only when traces are asked for.
+NOT_FOR_SERVING = ["importlib.metadata", "email", "zipfile", "tempfile", "shutil", "bz2", "lzma", "random", "opentelemetry"]
 
 
 def test_serving_imports_nothing_it_does_not_need():
