@@ -224,7 +224,6 @@ async fn inspect_shows_a_temporarily_failing_handlers_next_attempt_and_a_handled
     assert!(ahead.parse::<u64>().is_ok_and(|s| (50..=60).contains(&s)) || ahead.contains('m'), "{stuck}");
 
     let fine = inspect(dir.path(), &["kopfexamples", "fine", "--kubeconfig", &kubeconfig]);
-    eprintln!("{stuck}\n{fine}");
     assert!(fine.contains("Cause: none in progress. The object was handled"), "{fine}");
     assert!(fine.contains("Diffbase: ") && !fine.contains("Diffbase: none"), "{fine}");
 

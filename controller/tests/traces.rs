@@ -4,7 +4,7 @@
 //! spans there too. The SDK's handler span is a child of the controller's handler-call span
 //! (the W3C `traceparent` travelled in the gRPC metadata), and the controller's cycle, call and
 //! write spans and the SDK's span share one trace id. Its own test binary: the handler server's
-//! tracing subscriber is global to the process.
+//! tracing subscriber is global to the process. And a collector that cannot be reached.
 
 mod support;
 
@@ -155,4 +155,34 @@ async fn one_trace_runs_from_the_controllers_cycle_through_the_handler_server_to
     let line: serde_json::Value = serde_json::from_str(&succeeded).unwrap();
     assert_eq!(line["trace_id"], cycle.trace.as_str(), "{line}");
     assert!(bosun.interrupt().await.success());
+}
+
+/// A collector that cannot be reached costs the traces, nothing else: objects are handled and
+/// bosun stops promptly on Ctrl-C (its last export is bounded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_collector_loses_the_traces_and_nothing_else() {
+    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let handlers = format!("http://{}", server.local_addr().unwrap());
+    let op = Operator::new()
+        .on_create("kopf.dev/v1/kopfexamples", |_: Cause| async { Ok::<_, HandlerError>(json!({"done": true})) })
+        .id("create_fn");
+    tokio::spawn(op.serve_with_listener(server, std::future::pending()));
+    // A port nobody listens on: bound, then closed.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/crd.yaml");
+    let (_cluster, api, kubeconfig) = support::dev_cluster(dir.path(), &[crd]).await;
+    let endpoint = format!("http://{closed}");
+    let mut bosun = Bosun::start_with_env(
+        dir.path(),
+        &["run", "--kubeconfig", &kubeconfig, "--handler", &handlers, "--standalone"],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")],
+    );
+    bosun.wait_line("Handler server").await;
+    let obj = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "untraced"}, "spec": {}});
+    api.create("/apis/kopf.dev/v1/namespaces/default/kopfexamples", &obj).await.unwrap();
+    bosun.wait_line("[default/untraced] Creation is processed: 1 succeeded; 0 failed.").await;
+    let asked = Instant::now();
+    assert!(bosun.interrupt().await.success());
+    assert!(asked.elapsed() < Duration::from_secs(10), "stopping took {:?}", asked.elapsed());
 }

@@ -15,7 +15,8 @@ pub struct Telemetry {
 
 impl Drop for Telemetry {
     fn drop(&mut self) {
-        if let Err(e) = self.provider.shutdown() {
+        // Bounded: an unreachable collector must not hold up the exit.
+        if let Err(e) = self.provider.shutdown_with_timeout(std::time::Duration::from_secs(5)) {
             eprintln!("bosun: the last spans could not be exported: {e}");
         }
     }
