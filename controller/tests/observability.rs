@@ -125,23 +125,12 @@ async fn the_metrics_endpoint_counts_each_handler_call_by_outcome_and_says_when_
     assert!(bosun.interrupt().await.success());
 }
 
-/// A handler server whose `create_fn` succeeds at once; its address.
-async fn succeeding_server() -> String {
-    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = format!("http://{}", server.local_addr().unwrap());
-    let op = Operator::new()
-        .on_create("kopf.dev/v1/kopfexamples", |_: Cause| async { Ok::<_, HandlerError>(json!({"done": true})) })
-        .id("create_fn");
-    tokio::spawn(op.serve_with_listener(server, std::future::pending()));
-    addr
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_lines_in_json_carry_the_object_cause_and_handler_and_plain_lines_are_kopfs() {
     let dir = tempfile::tempdir().unwrap();
     let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/crd.yaml");
     let (_cluster, api, kubeconfig) = support::dev_cluster(dir.path(), &[crd]).await;
-    let handlers = succeeding_server().await;
+    let handlers = support::succeeding_server().await;
     for (format, name) in [("json", "in-json"), ("plain", "in-plain")] {
         let args = ["run", "--kubeconfig", &kubeconfig, "--handler", &handlers, "--standalone", "--log-format", format, "-n", "default"];
         let mut bosun = Bosun::start(dir.path(), &args);

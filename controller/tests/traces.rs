@@ -13,7 +13,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bosun_sdk::{Cause, HandlerError, Operator};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
@@ -106,12 +105,7 @@ async fn one_trace_runs_from_the_controllers_cycle_through_the_handler_server_to
     // This process is also the dev cluster's client: only the SDK's spans are the handler server's.
     let sdk_only = tracing_subscriber::filter::filter_fn(|m| m.target().starts_with("bosun_sdk"));
     tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")).with_filter(sdk_only)).init();
-    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let handlers = format!("http://{}", server.local_addr().unwrap());
-    let op = Operator::new()
-        .on_create("kopf.dev/v1/kopfexamples", |_: Cause| async { Ok::<_, HandlerError>(json!({"done": true})) })
-        .id("create_fn");
-    tokio::spawn(op.serve_with_listener(server, std::future::pending()));
+    let handlers = support::succeeding_server().await;
 
     let dir = tempfile::tempdir().unwrap();
     let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/crd.yaml");
@@ -161,12 +155,7 @@ async fn one_trace_runs_from_the_controllers_cycle_through_the_handler_server_to
 /// bosun stops promptly on Ctrl-C (its last export is bounded).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_collector_loses_the_traces_and_nothing_else() {
-    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let handlers = format!("http://{}", server.local_addr().unwrap());
-    let op = Operator::new()
-        .on_create("kopf.dev/v1/kopfexamples", |_: Cause| async { Ok::<_, HandlerError>(json!({"done": true})) })
-        .id("create_fn");
-    tokio::spawn(op.serve_with_listener(server, std::future::pending()));
+    let handlers = support::succeeding_server().await;
     // A port nobody listens on: bound, then closed.
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
     let dir = tempfile::tempdir().unwrap();

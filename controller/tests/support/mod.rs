@@ -158,3 +158,17 @@ pub async fn dev_cluster(
     }
     (cluster, api, kubeconfig.display().to_string())
 }
+
+/// A handler server in this process whose `create_fn` succeeds at once (result
+/// `{"done": true}`); its address.
+pub async fn succeeding_server() -> String {
+    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = format!("http://{}", server.local_addr().unwrap());
+    let op = bosun_sdk::Operator::new()
+        .on_create("kopf.dev/v1/kopfexamples", |_: bosun_sdk::Cause| async {
+            Ok::<_, bosun_sdk::HandlerError>(serde_json::json!({"done": true}))
+        })
+        .id("create_fn");
+    tokio::spawn(op.serve_with_listener(server, std::future::pending()));
+    addr
+}
