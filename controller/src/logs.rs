@@ -12,9 +12,17 @@ pub struct ObjectRef {
     pub name: String,
 }
 
+impl ObjectRef {
+    /// `namespace/name`, or `name` for a cluster-scoped object.
+    pub fn path(&self) -> String {
+        if self.namespace.is_empty() { self.name.clone() } else { format!("{}/{}", self.namespace, self.name) }
+    }
+}
+
+/// Kopf's prefix of object lines: `[namespace/name]`, `[name]`.
 impl std::fmt::Display for ObjectRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.namespace.is_empty() { write!(f, "[{}]", self.name) } else { write!(f, "[{}/{}]", self.namespace, self.name) }
+        write!(f, "[{}]", self.path())
     }
 }
 

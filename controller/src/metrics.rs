@@ -182,13 +182,10 @@ fn latency_buckets() -> impl Iterator<Item = f64> {
 
 impl Metrics {
     fn new() -> Metrics {
-        let mut r = Registry::default();
-        let handler_calls = Family::<HandlerLabels, Counter>::default();
-        let handler_call_seconds = Family::<HandlerLabels, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()));
-        let api_request_seconds = Family::<VerbLabels, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()));
-        let m = Metrics {
-            handler_calls,
-            handler_call_seconds,
+        let mut m = Metrics {
+            registry: Registry::default(),
+            handler_calls: Family::default(),
+            handler_call_seconds: Family::new_with_constructor(|| Histogram::new(latency_buckets())),
             handler_retries: Family::default(),
             causes: Family::default(),
             cycles_in_flight: Family::default(),
@@ -196,7 +193,7 @@ impl Metrics {
             objects_throttled: Family::default(),
             throttles: Family::default(),
             api_requests: Family::default(),
-            api_request_seconds,
+            api_request_seconds: Family::new_with_constructor(|| Histogram::new(latency_buckets())),
             api_in_flight: Gauge::default(),
             watch_restarts: Family::default(),
             relists: Family::default(),
@@ -210,8 +207,8 @@ impl Metrics {
             refreshers: Mutex::default(),
             next_refresher: AtomicUsize::new(0),
             ready: AtomicBool::new(false),
-            registry: Registry::default(),
         };
+        let r = &mut m.registry;
         r.register("bosun_handler_calls", "Handler calls, by resource, handler id and outcome.", m.handler_calls.clone());
         r.register(
             "bosun_handler_call_duration_seconds",
@@ -248,7 +245,7 @@ impl Metrics {
         r.register("bosun_leader", "With --leader-election: whether this controller leads (1) or follows (0).", m.leader.clone());
         r.register("bosun_shard_members", "With --shards: the live members of the shard group.", m.shard_members.clone());
         r.register("bosun_objects", "Objects seen by this controller, and those of them it handles now (its shard's).", m.objects.clone());
-        Metrics { registry: r, ..m }
+        m
     }
 
     /// The families in Prometheus' text format (after running the refreshers).

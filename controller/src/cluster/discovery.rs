@@ -57,6 +57,11 @@ impl ResolvedResource {
         }
     }
 
+    /// Its `resource` label in the metrics: `kopfexamples.kopf.dev`, `pods`.
+    pub fn metrics_label(&self) -> String {
+        crate::metrics::resource_label(&self.group, &self.plural)
+    }
+
     /// kube-rs' description of it, for watchers.
     pub fn api_resource(&self) -> kube::discovery::ApiResource {
         kube::discovery::ApiResource {

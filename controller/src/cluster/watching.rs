@@ -93,7 +93,7 @@ pub async fn watch(
     let mut known = Known::new(resource.api_version(), resource.kind.clone());
     let mut state = State::Following(follow(&api, &config));
     log.debug(None, &format!("Watching {what}."));
-    let label = crate::metrics::resource_label(&resource.group, &resource.plural);
+    let label = resource.metrics_label();
     let count =
         |family: &prometheus_client::metrics::family::Family<crate::metrics::WatchLabels, prometheus_client::metrics::counter::Counter>,
          reason| {

@@ -156,16 +156,21 @@ impl Authority {
         if s.paused || !s.ownership.owns(uid) {
             return None;
         }
+        Some(self.count(&mut s, uid))
+    }
+
+    /// Counts one more turn of `uid` (under the state's lock, so that a verdict and the count
+    /// change together).
+    fn count(&self, s: &mut State, uid: &str) -> Turn {
         *s.in_flight.entry(uid.into()).or_default() += 1;
-        Some(Turn { authority: self.clone(), uid: uid.into() })
+        Turn { authority: self.clone(), uid: uid.into() }
     }
 
     /// Counts a stopped daemon of the object with this uid as running until the returned turn
     /// is dropped, whether the object is ours or not: the handler server may still be winding
     /// it down (its `cancellation_timeout`), and a handover must wait for that too.
     pub fn winding_down(&self, uid: &str) -> Turn {
-        *self.0.state.lock().in_flight.entry(uid.into()).or_default() += 1;
-        Turn { authority: self.clone(), uid: uid.into() }
+        self.count(&mut self.0.state.lock(), uid)
     }
 
     /// Pauses or resumes (peering).

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use bosun_proto::v1 as pb;
 use chrono::{DateTime, Utc};
+use futures::future::Either;
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::watch;
@@ -87,23 +88,19 @@ impl Background {
                     let Some(turn) = ctx.authority.begin(uid) else { continue };
                     let latest = entry.latest.subscribe();
                     let labels = crate::metrics::BackgroundLabels {
-                        resource: crate::metrics::resource_label(&ctx.resource.group, &ctx.resource.plural),
+                        resource: ctx.resource.metrics_label(),
                         kind: if h.kind == pb::HandlerKind::Daemon { "daemon" } else { "timer" },
                     };
                     let running = crate::metrics::Up::new(crate::metrics::global().background.get_or_create(&labels).clone());
-                    let task = if h.kind == pb::HandlerKind::Daemon {
-                        let run = super::daemons::run(ctx.clone(), h.clone(), latest);
-                        ctx.tasks.spawn(async move {
-                            let _held = (turn, running);
-                            run.await
-                        })
+                    let run = if h.kind == pb::HandlerKind::Daemon {
+                        Either::Left(super::daemons::run(ctx.clone(), h.clone(), latest))
                     } else {
-                        let run = super::timers::run(ctx.clone(), h.clone(), latest);
-                        ctx.tasks.spawn(async move {
-                            let _held = (turn, running);
-                            run.await
-                        })
+                        Either::Right(super::timers::run(ctx.clone(), h.clone(), latest))
                     };
+                    let task = ctx.tasks.spawn(async move {
+                        let _held = (turn, running);
+                        run.await
+                    });
                     entry.running.insert(h.id.clone(), (task.abort_handle(), h.clone()));
                 }
             }

@@ -93,15 +93,12 @@ impl ResourceContext {
             }
             Start::Handle(cycle) => cycle,
         };
-        let labels = crate::metrics::CauseLabels {
-            resource: crate::metrics::resource_label(&self.resource.group, &self.resource.plural),
-            cause: cycle.reason.purpose(),
-        };
+        let labels = crate::metrics::CauseLabels { resource: self.resource.metrics_label(), cause: cycle.reason.purpose() };
         crate::metrics::global().causes.get_or_create(&labels).inc();
         // The cause and each handler are spans: log lines within carry them (`--log-format json`).
         let span = tracing::info_span!(
             "cycle",
-            otel.name = %format!("{} {}", cycle.reason.purpose(), obj.to_string().trim_matches(['[', ']'])),
+            otel.name = %format!("{} {}", cycle.reason.purpose(), obj.path()),
             namespace = %obj.namespace,
             name = %obj.name,
             cause = cycle.reason.purpose(),

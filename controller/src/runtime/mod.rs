@@ -50,7 +50,8 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     }
     // Served from the start: /healthz answers while the handler servers are awaited, /readyz
     // once every watch has listed.
-    let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+    // `_metrics_stop` is dropped when `run` returns: the endpoint stops then.
+    let (_metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(addr) = &settings.metrics_listen {
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|error| Error::MetricsListen { addr: addr.clone(), error })?;
         let local = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| addr.clone());
@@ -59,7 +60,6 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
             let _ = metrics_stopped.await;
         }));
     }
-    let _metrics_stop = metrics_stop; // Dropped when `run` returns: the endpoint stops then.
     crate::metrics::global().set_ready(false);
     let servers: Vec<Arc<Server>> = settings.handlers.iter().map(|a| Server::new(a).map(Arc::new)).collect::<Result<_, _>>()?;
     let mut shutdown = Box::pin(shutdown);
@@ -469,7 +469,7 @@ impl ResourceJob {
         // Objects seen and owned, counted when scraped, for as long as the resource is served.
         let _counted = {
             let (seen, authority) = (self.memory.seen.clone(), self.shared.authority.clone());
-            let resource = crate::metrics::resource_label(&resource.group, &resource.plural);
+            let resource = resource.metrics_label();
             crate::metrics::global().on_scrape(move |m| {
                 let seen = seen.lock();
                 let owned = seen.iter().filter(|uid| authority.owns(uid)).count();
@@ -569,8 +569,8 @@ async fn follow_authority(
                 r = listing => r,
             };
             if listed.is_ok() {
-                let resource = crate::metrics::resource_label(&resource.group, &resource.plural);
-                crate::metrics::global().relists.get_or_create(&crate::metrics::WatchLabels { resource, reason: "ownership" }).inc();
+                let labels = crate::metrics::WatchLabels { resource: resource.metrics_label(), reason: "ownership" };
+                crate::metrics::global().relists.get_or_create(&labels).inc();
             }
             match listed {
                 Ok(n) => shared

@@ -104,9 +104,7 @@ impl Router {
         let mut throttled = false;
         let mut permit: Option<tokio::sync::OwnedSemaphorePermit> = None;
         let m = crate::metrics::global();
-        let label = crate::metrics::ResourceLabels {
-            resource: crate::metrics::resource_label(&self.ctx.resource.group, &self.ctx.resource.plural),
-        };
+        let label = crate::metrics::ResourceLabels { resource: self.ctx.resource.metrics_label() };
         // Up while the object is throttled.
         let mut throttle_up: Option<crate::metrics::Up> = None;
         loop {

@@ -75,6 +75,9 @@ const DIFFBASE: &str = "last-handled-configuration";
 /// The annotation Kopf sets to wake itself up after a delay (and removes with its next patch).
 const TOUCH: &str = "touch-dummy";
 
+/// Kopf's mark on the keys of ReplicaSets owned by Deployments.
+const DRS_MARK: &str = "-ofDRS";
+
 /// Kopf's mark for the keys on ReplicaSets owned by Deployments: Kubernetes copies a
 /// Deployment's annotations to its ReplicaSets, so their own state needs other keys.
 fn collision_mark(body: &Value) -> &'static str {
@@ -82,7 +85,7 @@ fn collision_mark(body: &Value) -> &'static str {
         .pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .is_some_and(|owners| owners.iter().any(|o| o.get("kind").and_then(Value::as_str) == Some("Deployment")));
-    if body.get("kind").and_then(Value::as_str) == Some("ReplicaSet") && owned_by_deployment { "-ofDRS" } else { "" }
+    if body.get("kind").and_then(Value::as_str) == Some("ReplicaSet") && owned_by_deployment { DRS_MARK } else { "" }
 }
 
 /// The slot at `path` in the merge patch `root`, made on the way. Values along the way that are
@@ -197,9 +200,9 @@ impl Storage {
         let prefix = format!("{}/", self.prefix);
         for (key, value) in self.annotations(body).into_iter().flatten() {
             let Some(name) = key.strip_prefix(&prefix) else { continue };
-            let ours = name.starts_with(DIFFBASE) || name.starts_with(TOUCH) || name.ends_with(".result");
-            if !ours && value.as_str().and_then(ProgressRecord::decode).is_some() {
-                ids.insert(name.trim_end_matches("-ofDRS").to_string());
+            let other_mark = name.starts_with(DIFFBASE) || name.starts_with(TOUCH) || name.ends_with(".result");
+            if !other_mark && value.as_str().and_then(ProgressRecord::decode).is_some() {
+                ids.insert(name.trim_end_matches(DRS_MARK).to_string());
             }
         }
         ids.into_iter().collect()

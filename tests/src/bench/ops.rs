@@ -88,10 +88,30 @@ pub struct UnderTest {
     server: Option<ServerTask>,
 }
 
-/// The in-process handler server; aborted when dropped.
-struct ServerTask {
+/// An SDK handler server in the bench process; aborted when dropped.
+pub struct ServerTask {
+    /// Where it listens: `http://127.0.0.1:PORT`.
+    pub addr: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
+}
+
+impl ServerTask {
+    /// Serves `operator` on a free loopback port until stopped or dropped.
+    pub async fn start(operator: Operator) -> Result<ServerTask> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = format!("http://{}", listener.local_addr()?);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let stopped = async move {
+                let _ = rx.await;
+            };
+            if let Err(e) = operator.serve_with_listener(listener, stopped).await {
+                eprintln!("bench: the SDK handler server failed: {e}");
+            }
+        });
+        Ok(ServerTask { addr, stop: Some(tx), task })
+    }
 }
 
 impl Drop for ServerTask {
@@ -171,19 +191,7 @@ async fn start_bosun(programs: &Programs, cluster: &DevCluster, with_delete: boo
     if with_delete {
         operator = operator.on_delete("kopf.dev/v1/kopfexamples", |_: Cause| async { Ok::<_, HandlerError>(Value::Null) }).id("delete_fn");
     }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        if let Err(e) = operator
-            .serve_with_listener(listener, async move {
-                let _ = rx.await;
-            })
-            .await
-        {
-            eprintln!("bench: the SDK handler server failed: {e}");
-        }
-    });
+    let server = ServerTask::start(operator).await?;
     // A profiling aid: BENCH_WRAP="perf record -g -o /tmp/perf.data --" runs the controller
     // under that command (the CPU and memory figures are then the wrapper's).
     let wrap: Vec<String> = std::env::var("BENCH_WRAP").unwrap_or_default().split_whitespace().map(String::from).collect();
@@ -195,15 +203,9 @@ async fn start_bosun(programs: &Programs, cluster: &DevCluster, with_delete: boo
         }
         None => tokio::process::Command::new(&programs.bosun),
     };
-    bosun_args(&mut cmd, programs, cluster, &format!("http://{addr}"));
+    bosun_args(&mut cmd, programs, cluster, &server.addr);
     let (proc, _) = Proc::spawn("the Bosun controller", cmd, &dir.join("bosun.log"), false)?;
-    Ok(UnderTest {
-        flavor: Flavor::Bosun,
-        proc,
-        handler: None,
-        calls: Calls::InProcess(recorder),
-        server: Some(ServerTask { stop: Some(tx), task }),
-    })
+    Ok(UnderTest { flavor: Flavor::Bosun, proc, handler: None, calls: Calls::InProcess(recorder), server: Some(server) })
 }
 
 /// `bosun run`'s arguments: the dev cluster, and `handler` as the handler server.

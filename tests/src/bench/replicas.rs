@@ -17,7 +17,7 @@ use bosun_sdk::{Cause, HandlerError, Operator};
 use serde_json::{Value, json};
 
 use super::cluster::{DevCluster, Handled, create_all, names, now_ns};
-use super::ops::{Programs, bosun_args};
+use super::ops::{Programs, ServerTask, bosun_args};
 use super::procs::Proc;
 use super::workloads::{Params, fresh_cluster, percentile, poll};
 
@@ -67,19 +67,8 @@ impl ReplicaRun {
     }
 }
 
-/// A handler server for one replica; aborted when dropped.
-struct Server {
-    addr: String,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn handler_server(replica: usize, calls: Calls) -> Result<Server> {
+/// A handler server for one replica, recording its calls.
+async fn handler_server(replica: usize, calls: Calls) -> Result<ServerTask> {
     let operator = Operator::new()
         .server_name("bench")
         .on_create("kopf.dev/v1/kopfexamples", move |cause: Cause| {
@@ -89,14 +78,7 @@ async fn handler_server(replica: usize, calls: Calls) -> Result<Server> {
             async { Ok::<_, HandlerError>(json!({"message": "hello world"})) }
         })
         .id("create_fn");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = format!("http://{}", listener.local_addr()?);
-    let task = tokio::spawn(async move {
-        if let Err(e) = operator.serve_with_listener(listener, std::future::pending()).await {
-            eprintln!("bench: the SDK handler server failed: {e}");
-        }
-    });
-    Ok(Server { addr, task })
+    ServerTask::start(operator).await
 }
 
 /// Runs `replicas` sharded controllers against a fresh dev cluster and measures them.

@@ -10,6 +10,7 @@
 
 use std::io::Write as _;
 
+use bosun_controller::logs::ObjectRef;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 use tracing::field::{Field, Visit};
@@ -94,10 +95,8 @@ const CONTEXT: [&str; 5] = ["namespace", "name", "cause", "handler", "trace_id"]
 pub fn render(format: LogFormat, record: &Record<'_>) -> String {
     let f = &record.fields;
     let message = f.message.clone().unwrap_or_default();
-    let object = f.get("name").map(|name| match f.get("namespace").filter(|ns| !ns.is_empty()) {
-        Some(ns) => (Some(ns), name),
-        None => (None, name),
-    });
+    // The library's object lines carry `namespace` and `name`.
+    let object = f.get("name").map(|name| ObjectRef { namespace: f.get("namespace").unwrap_or_default().into(), name: name.into() });
     let extras: Vec<&(&str, String)> = f.fields.iter().filter(|(n, _)| !CONTEXT.contains(n)).collect();
     match format {
         LogFormat::Plain | LogFormat::Full => {
@@ -113,10 +112,8 @@ pub fn render(format: LogFormat, record: &Record<'_>) -> String {
                 let time = record.time.format("%Y-%m-%d %H:%M:%S,%3f");
                 text.push_str(&format!("[{time}] {logger:<20.20} [{:<8.8}] ", level_name(record.level)));
             }
-            match object {
-                Some((Some(ns), name)) => text.push_str(&format!("[{ns}/{name}] ")),
-                Some((None, name)) => text.push_str(&format!("[{name}] ")),
-                None => {}
+            if let Some(o) = &object {
+                text.push_str(&format!("{o} "));
             }
             text.push_str(&message);
             for (k, v) in extras {
@@ -129,13 +126,13 @@ pub fn render(format: LogFormat, record: &Record<'_>) -> String {
             line.insert("timestamp".into(), json!(record.time.to_rfc3339_opts(chrono::SecondsFormat::Micros, false)));
             line.insert("severity".into(), json!(level_name(record.level).to_lowercase()));
             line.insert("message".into(), json!(message));
-            if let Some((ns, name)) = object {
-                let mut o = Map::new();
-                if let Some(ns) = ns {
-                    o.insert("namespace".into(), json!(ns));
+            if let Some(o) = object {
+                let mut ref_ = Map::new();
+                if !o.namespace.is_empty() {
+                    ref_.insert("namespace".into(), json!(o.namespace));
                 }
-                o.insert("name".into(), json!(name));
-                line.insert("object".into(), Value::Object(o));
+                ref_.insert("name".into(), json!(o.name));
+                line.insert("object".into(), Value::Object(ref_));
             }
             for key in ["cause", "handler", "trace_id"] {
                 if let Some(v) = f.get(key) {
