@@ -16,6 +16,7 @@
 
 pub mod api;
 pub mod apply;
+pub mod authz;
 pub mod builtin;
 pub mod cluster;
 pub mod crd;

@@ -191,6 +191,24 @@ impl ApiError {
         Self::new(403, "Forbidden", message).with_details(details(name, &info.group, &info.plural))
     }
 
+    /// 403 Forbidden as `apierrors.NewForbidden` writes it: `resource.group "name" is
+    /// forbidden: WHY` (no name when `name` is empty; `forbidden: WHY` alone when group and
+    /// resource are, for a non-resource path), with details that leave out what is empty.
+    pub fn forbidden_request(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        let message = match (group.is_empty() && resource.is_empty(), name.is_empty()) {
+            (true, _) => format!("forbidden: {why}"),
+            (false, true) => format!("{} is forbidden: {why}", qualified(group, resource)),
+            (false, false) => format!("{} \"{name}\" is forbidden: {why}", qualified(group, resource)),
+        };
+        let mut d = Map::new();
+        for (k, v) in [("name", name), ("group", group), ("kind", resource)] {
+            if !v.is_empty() {
+                d.insert(k.into(), json!(v));
+            }
+        }
+        Self::new(403, "Forbidden", message).with_details(Value::Object(d))
+    }
+
     /// 410 Gone / Expired (for watches and continue tokens).
     pub fn expired(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)

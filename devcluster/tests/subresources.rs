@@ -575,7 +575,8 @@ async fn issued_tokens_authenticate_while_valid_when_the_cluster_checks_tokens()
     let (code, tr) = call(&dc, "POST", path, JSON, Some(token_request(None))).await;
     assert_eq!(code, 201, "{tr}");
     let token = tr["status"]["token"].as_str().unwrap().to_string();
-    assert_eq!(get_as(&dc, &token, "/api/v1/namespaces/default/configmaps").await, 200);
+    assert_eq!(get_as(&dc, &token, "/api").await, 200, "discovery is open to every authenticated caller");
+    assert_eq!(get_as(&dc, &token, "/api/v1/namespaces/default/configmaps").await, 403, "authenticated, but RBAC grants nothing more");
     assert_eq!(get_as(&dc, "fixed", "/api/v1/namespaces/default/configmaps").await, 200);
     // tampered: the claims of another account under the same signature
     use base64::Engine;

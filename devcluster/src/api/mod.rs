@@ -2,6 +2,7 @@
 //! parameters and headers into verb options, and encodes answers (objects, lists, Tables,
 //! watch streams, Status errors) as kube-apiserver does.
 
+mod access;
 mod actions;
 mod aggregated;
 mod discovery;
@@ -125,22 +126,10 @@ async fn recovering(method: &Method, path: &str, answer: impl std::future::Futur
 
 async fn answer(cluster: Arc<Cluster>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    let path = parts.uri.path().to_string();
-    let is_health = matches!(path.as_str(), "/healthz" | "/livez" | "/readyz")
-        || path.starts_with("/healthz/")
-        || path.starts_with("/livez/")
-        || path.starts_with("/readyz/");
-    if let Some(token) = &cluster.token {
-        let ok = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|t| t.trim() == token || crate::ops::token_request::accepts(&cluster, t.trim()));
-        if !ok && !is_health {
-            return error(&ApiError::unauthorized());
-        }
+    if let Err(refusal) = access::admit(&cluster, &parts.method, &parts.uri, &parts.headers) {
+        return refusal.into_response();
     }
+    let path = parts.uri.path().to_string();
     let query = parse_query(parts.uri.query().unwrap_or(""));
     let ctx = Ctx::new(query, parts.headers.clone());
     let segs: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(decode).collect();

@@ -1,13 +1,13 @@
 //! `serviceaccounts/NAME/token` (`kubectl create token`): a TokenRequest answered with a
 //! signed token for the service account, optionally bound to a Pod or Secret, as the real
-//! `TokenREST` answers it; and the check that lets such a token authenticate requests while
-//! its service account (and bound object) still exist.
+//! `TokenREST` answers it; and the check that lets such a token authenticate requests, as its
+//! service account, while that account (and the bound object) still exist.
 
 use serde_json::{Map, Value, json};
 
 use crate::cluster::Cluster;
 use crate::status::{ApiError, ApiResult, Cause};
-use crate::token::ISSUER;
+use crate::token::{ISSUER, TokenError};
 
 /// The default of `spec.expirationSeconds` (one hour).
 const DEFAULT_EXPIRATION: i64 = 3600;
@@ -107,12 +107,31 @@ fn bound_object(cluster: &Cluster, ns: &str, account: &str, r: &Value) -> ApiRes
     Ok((claim, json!({"name": name, "uid": uid})))
 }
 
-/// Whether `token` is a service account token this cluster issued that is still valid: signed
+/// What a bearer token is to this cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bearer {
+    /// Not a token this cluster signs (not a JWT, or another issuer's).
+    Foreign,
+    /// One of this cluster's tokens that is no longer valid: expired, tampered with, for
+    /// another audience, or its service account (or bound object) is gone.
+    Invalid,
+    /// A valid token of the service account `namespace/name`.
+    ServiceAccount {
+        /// The service account's namespace.
+        namespace: String,
+        /// The service account's name.
+        name: String,
+    },
+}
+
+/// Reads `token`: a service account token this cluster issued is valid while it is signed
 /// here, not expired, for the API server, and its service account and bound object still exist
 /// with the uids it names.
-pub fn accepts(cluster: &Cluster, token: &str) -> bool {
-    let Ok(claims) = cluster.token_key.verify(token, chrono::Utc::now().timestamp()) else {
-        return false;
+pub fn authenticate(cluster: &Cluster, token: &str) -> Bearer {
+    let claims = match cluster.token_key.verify(token, chrono::Utc::now().timestamp()) {
+        Ok(claims) => claims,
+        Err(TokenError::Malformed | TokenError::Foreign) => return Bearer::Foreign,
+        Err(_) => return Bearer::Invalid,
     };
     let kube = &claims["kubernetes.io"];
     let ns = kube["namespace"].as_str().unwrap_or("");
@@ -125,6 +144,10 @@ pub fn accepts(cluster: &Cluster, token: &str) -> bool {
             .get(ns, name)
             .is_some_and(|o| o.value.pointer("/metadata/uid").and_then(Value::as_str) == Some(uid))
     };
-    still_there("serviceaccounts", &kube["serviceaccount"])
-        && [("pod", "pods"), ("secret", "secrets")].iter().all(|(claim, plural)| kube.get(*claim).is_none_or(|b| still_there(plural, b)))
+    let valid = still_there("serviceaccounts", &kube["serviceaccount"])
+        && [("pod", "pods"), ("secret", "secrets")].iter().all(|(claim, plural)| kube.get(*claim).is_none_or(|b| still_there(plural, b)));
+    match kube["serviceaccount"]["name"].as_str() {
+        Some(name) if valid => Bearer::ServiceAccount { namespace: ns.to_string(), name: name.to_string() },
+        _ => Bearer::Invalid,
+    }
 }
