@@ -14,6 +14,7 @@ pub mod coordination;
 pub mod engines;
 pub mod logs;
 pub mod metrics;
+pub mod rbac;
 pub mod runtime;
 pub mod state;
 
@@ -29,6 +30,17 @@ pub enum Namespaces {
     All,
     /// Namespaces matching these Kopf-style patterns: globs, `!` negation (`-n NS ...`).
     Patterns(Vec<String>),
+}
+
+impl Namespaces {
+    /// The namespaces by name when the patterns are plain names (each watched on its own);
+    /// `None` for all namespaces and for globs (one watch over all namespaces, filtered).
+    pub fn plain_names(&self) -> Option<&[String]> {
+        match self {
+            Namespaces::Patterns(p) if runtime::namespaces::plain_names(p) => Some(p),
+            _ => None,
+        }
+    }
 }
 
 /// Where the controller keeps its state on objects.

@@ -15,33 +15,7 @@ use std::time::{Duration, Instant};
 use bosun_sdk::{Cause, HandlerError, Operator, TemporaryError};
 use parking_lot::Mutex;
 use serde_json::json;
-use support::Bosun;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// `GET path` over plain HTTP/1.0: the status code and the body.
-async fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
-    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.unwrap();
-    let mut raw = String::new();
-    conn.read_to_string(&mut raw).await.unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let code = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (code, body.to_string())
-}
-
-/// The samples of a scrape: `name{labels}` → value. Fails on a line that is neither a
-/// comment nor `name[{labels}] value`.
-fn samples(text: &str) -> HashMap<String, f64> {
-    let mut out = HashMap::new();
-    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
-        let (key, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("not a sample: {line:?}"));
-        let value: f64 = value.parse().unwrap_or_else(|_| panic!("not a number in {line:?}"));
-        let name = key.split('{').next().unwrap();
-        assert!(name.starts_with("bosun_") && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "bad name in {line:?}");
-        out.insert(key.to_string(), value);
-    }
-    out
-}
+use support::{Bosun, get, samples};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metrics_endpoint_counts_each_handler_call_by_outcome_and_says_when_ready() {

@@ -3,7 +3,8 @@
 //! process; the handler server, written with the Rust SDK and also in this process, exports its
 //! spans there too. The SDK's handler span is a child of the controller's handler-call span
 //! (the W3C `traceparent` travelled in the gRPC metadata), and the controller's cycle, call and
-//! write spans and the SDK's span share one trace id. Its own test binary: the handler server's
+//! write spans and the SDK's span share one trace id; a daemon's run is a span too, continued
+//! by the SDK's daemon span, with the write of its patch under it. Its own test binary: the handler server's
 //! tracing subscriber is global to the process. And a collector that cannot be reached.
 
 mod support;
@@ -105,7 +106,18 @@ async fn one_trace_runs_from_the_controllers_cycle_through_the_handler_server_to
     // This process is also the dev cluster's client: only the SDK's spans are the handler server's.
     let sdk_only = tracing_subscriber::filter::filter_fn(|m| m.target().starts_with("bosun_sdk"));
     tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")).with_filter(sdk_only)).init();
-    let handlers = support::succeeding_server().await;
+    // create_fn succeeds; the daemon watch_fn patches its object once and exits.
+    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let handlers = format!("http://{}", server.local_addr().unwrap());
+    let op = bosun_sdk::Operator::new()
+        .on_create("kopf.dev/v1/kopfexamples", |_: bosun_sdk::Cause| async { Ok::<_, bosun_sdk::HandlerError>(json!({"done": true})) })
+        .id("create_fn")
+        .on_daemon("kopf.dev/v1/kopfexamples", |cause: bosun_sdk::Cause| async move {
+            cause.patch().set(["status", "watched"], true);
+            Ok::<_, bosun_sdk::HandlerError>(serde_json::Value::Null)
+        })
+        .id("watch_fn");
+    tokio::spawn(op.serve_with_listener(server, std::future::pending()));
 
     let dir = tempfile::tempdir().unwrap();
     let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/crd.yaml");
@@ -145,6 +157,26 @@ async fn one_trace_runs_from_the_controllers_cycle_through_the_handler_server_to
     assert_eq!(write.parent, cycle.id, "the write is the cycle's child");
     assert_eq!(cycle.attributes.get("cause").map(String::as_str), Some("create"));
     assert_eq!(cycle.attributes.get("name").map(String::as_str), Some("traced"));
+    // The daemon's run: a span of its own, continued by the handler server's `Daemon watch_fn`,
+    // the write of its patch a child of it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (daemon, sdk_daemon, daemon_write) = loop {
+        let spans = receiver.spans.lock().clone();
+        let daemon = spans.iter().find(|s| s.service == "bosun" && s.name == "daemon watch_fn default/traced").cloned();
+        let found = daemon.and_then(|daemon| {
+            let sdk = spans.iter().find(|s| s.service == "handlers" && s.parent == daemon.id)?.clone();
+            let write = spans.iter().find(|s| s.service == "bosun" && s.name == "write" && s.parent == daemon.id)?.clone();
+            Some((daemon.clone(), sdk, write))
+        });
+        if let Some(found) = found {
+            break found;
+        }
+        assert!(Instant::now() < deadline, "no daemon trace within 30 s; spans: {spans:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(sdk_daemon.name, "Daemon watch_fn");
+    assert_eq!((sdk_daemon.trace.as_str(), daemon_write.trace.as_str()), (daemon.trace.as_str(), daemon.trace.as_str()));
+    assert_eq!(daemon.attributes.get("handler").map(String::as_str), Some("watch_fn"));
     // The log line of the call carries the same trace id.
     let line: serde_json::Value = serde_json::from_str(&succeeded).unwrap();
     assert_eq!(line["trace_id"], cycle.trace.as_str(), "{line}");

@@ -19,7 +19,7 @@ from ._helpers import (adjust_namespace, adopt, append_owner_reference, event, e
 from ._kwargs import DaemonStopped, DiffItem, Memo, Patch
 from ._index import Index, Store
 from ._kwargs import Annotations, Body, Labels, Meta, Spec, Status
-from ._registry import ABSENT, PRESENT, Registry, default_registry
+from ._registry import ABSENT, PRESENT, Registry, default_registry, owns
 from ._embedded import configure, operator, run
 from ._server import serve, serve_forever
 from ._subhandlers import execute, subhandler
@@ -45,5 +45,5 @@ __all__ = [
     "TemporaryError", "PermanentError", "AdmissionError", "HandlerError", "ErrorsMode",
     "PRESENT", "ABSENT", "Memo", "Patch", "DiffItem", "DaemonStopped", "Registry", "default_registry",
     "adopt", "label", "harmonize_naming", "append_owner_reference", "remove_owner_reference", "adjust_namespace",
-    "own", "info", "warn", "exception", "event", "serve", "serve_forever", "operator", "run", "configure",
+    "own", "owns", "info", "warn", "exception", "event", "serve", "serve_forever", "operator", "run", "configure",
 ]

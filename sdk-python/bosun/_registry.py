@@ -131,6 +131,8 @@ class Registry:
     def __init__(self) -> None:
         self.handlers: List[Handler] = []
         self._by_id: Dict[str, Handler] = {}
+        #: Resource → the kinds its handlers create as owned children (`owns`).
+        self.owned: Dict[Selector, List[Selector]] = {}
 
     def add(self, handler: Handler) -> Handler:
         if handler.id in self._by_id:
@@ -148,6 +150,19 @@ class Registry:
     def clear(self) -> None:
         self.handlers.clear()
         self._by_id.clear()
+        self.owned.clear()
+
+    def owns(self, resource: Selector, kinds: List[Selector]) -> None:
+        """Declares the kinds `resource`'s handlers create as owned children."""
+        known = self.owned.setdefault(resource, [])
+        known.extend(k for k in kinds if k not in known)
+
+    def resource_settings(self, pb) -> List[Any]:
+        """The contract's ResourceSettings: what each resource's handlers own."""
+        def selector(s: Selector):
+            return pb.ResourceSelector(group=s.group, version=s.version, name=s.name)
+        return [pb.ResourceSettings(resource=selector(r), owns=[selector(k) for k in kinds])
+                for r, kinds in self.owned.items()]
 
     def route(self, parent_id: str) -> Optional[Tuple[Handler, List[str]]]:
         """The top-level handler a sub-handler's `parent_id` starts with, and the chain of
@@ -165,6 +180,17 @@ class Registry:
 
 #: The handlers registered by the decorators of `bosun.on`, `bosun.timer`, `bosun.daemon`.
 default_registry = Registry()
+
+
+def owns(resource: str, *kinds: str, registry: Optional[Registry] = None) -> None:
+    """Declares the kinds `resource`'s handlers create as owned children (`bosun.adopt`), as
+    controller-runtime's `Owns()`: the controller needs nothing of it to run, but `bosun rbac`
+    grants get, create and patch on them. Resources are named as in the decorators:
+    `bosun.owns('kopfexamples', 'v1/pods', 'deployments.apps')`."""
+    if not kinds:
+        raise TypeError("bosun.owns(resource, kind, ...): name at least one owned kind")
+    (registry if registry is not None else default_registry).owns(
+        Selector.of((resource,)), [Selector.of((kind,)) for kind in kinds])
 
 
 def _value_filter(pb, cond) -> Any:

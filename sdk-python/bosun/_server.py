@@ -175,7 +175,7 @@ class Servicer:
             self.on_describe()
         self.described = True
         return pb.DescribeResponse(handlers=[handler_spec(pb, h) for h in self.registry.handlers],
-                                   server_name=self.server_name)
+                                   server_name=self.server_name, resources=self.registry.resource_settings(pb))
 
     # ---- Handle --------------------------------------------------------------------------
 
@@ -415,7 +415,9 @@ class Servicer:
 
         async def run() -> None:
             exit_ = pb.DaemonExit(outcome=pb.OUTCOME_SUCCESS)
-            with _context.calling(body, emit):
+            # The daemon's own task runs in the span of the call (`Daemon watch_fn`), a child of
+            # the controller's `daemon` span: attached and detached in this task alone.
+            with _tracing.call_span("Daemon", request.handler_id, context), _context.calling(body, emit):
                 try:
                     await _kwargs.invoke(handler.fn, kwargs)
                 except asyncio.CancelledError:

@@ -350,3 +350,18 @@ def test_a_bad_listen_address_is_rejected():
         listen_address("https://x:1")
 
 
+
+
+def test_owned_kinds_are_declared_per_resource_in_describe(registry, serve):
+    @bosun.on.create("kopfexamples", registry=registry)
+    def create_fn(**_):
+        pass
+
+    bosun.owns("kopfexamples", "v1/pods", "deployments.apps", registry=registry)
+    bosun.owns("kopfexamples", "v1/pods", registry=registry)  # declared twice: listed once
+    answer = serve(registry).stub.Describe(pb.DescribeRequest())
+    [settings] = answer.resources
+    assert settings.resource.name == "kopfexamples"
+    assert [k.name for k in settings.owns] == ["v1/pods", "deployments.apps"]
+    with pytest.raises(TypeError, match="at least one owned kind"):
+        bosun.owns("kopfexamples", registry=registry)

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import bosun
 import bosun.testing
 from bosun import _tracing
+from bosun.v1 import handler_pb2 as pb
 from conftest import request
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -79,6 +80,23 @@ def test_a_call_without_a_context_starts_a_trace_of_its_own(registry, serve, spa
     serve(registry).stub.Handle(request("create_fn"))
     (call,) = [s for s in spans.get_finished_spans() if s.name == "Handle create_fn"]
     assert call.parent is None
+
+
+def test_a_daemon_runs_in_a_span_continuing_the_callers_trace(registry, serve, spans):
+    @bosun.daemon("kopf.dev", "v1", "kopfexamples", registry=registry)
+    async def watch_fn(**_):
+        with trace.get_tracer("mine").start_as_current_span("my watch"):
+            return None
+
+    spans.clear()
+    req = pb.DaemonRequest(handler_id="watch_fn", object=request("watch_fn").object, resource=request("watch_fn").resource)
+    messages = list(serve(registry).stub.Daemon(req, metadata=[("traceparent", f"00-{TRACE}-{PARENT}-01")]))
+    assert messages[-1].HasField("exit") and messages[-1].exit.outcome == pb.OUTCOME_SUCCESS
+    by_name = {s.name: s for s in spans.get_finished_spans()}
+    call, mine = by_name["Daemon watch_fn"], by_name["my watch"]
+    assert format(call.context.trace_id, "032x") == TRACE
+    assert format(call.parent.span_id, "016x") == PARENT and call.parent.is_remote
+    assert mine.parent.span_id == call.context.span_id
 
 
 class Receiver(trace_service_pb2_grpc.TraceServiceServicer):

@@ -12,6 +12,7 @@ use futures::Stream;
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tonic::Status;
+use tracing::Instrument as _;
 
 use crate::cause::Cause;
 use crate::dispatch::{Dispatcher, run};
@@ -117,19 +118,22 @@ impl Dispatcher {
         let cause = Cause::from_daemon(&request, Live { tx: tx.clone() }, stopped)
             .map_err(|e| Status::invalid_argument(e.to_string()))?
             .with_indices(self.indices());
-        tokio::spawn(async move {
-            let daemon = run(&func, &cause);
-            tokio::pin!(daemon);
-            let ran = tokio::select! {
-                ran = &mut daemon => ran,
-                () = tx.closed() => {
-                    let _ = stop.send(true);
-                    daemon.await
-                }
-            };
-            let exit = pb::DaemonExit { outcome: ran.outcome.into(), message: ran.message, delay_seconds: ran.delay_seconds };
-            let _ = tx.send(Ok(pb::DaemonMessage { message: Some(pb::daemon_message::Message::Exit(exit)) }));
-        });
+        tokio::spawn(
+            async move {
+                let daemon = run(&func, &cause);
+                tokio::pin!(daemon);
+                let ran = tokio::select! {
+                    ran = &mut daemon => ran,
+                    () = tx.closed() => {
+                        let _ = stop.send(true);
+                        daemon.await
+                    }
+                };
+                let exit = pb::DaemonExit { outcome: ran.outcome.into(), message: ran.message, delay_seconds: ran.delay_seconds };
+                let _ = tx.send(Ok(pb::DaemonMessage { message: Some(pb::daemon_message::Message::Exit(exit)) }));
+            }
+            .instrument(tracing::Span::current()),
+        );
         Ok(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx)))
     }
 }

@@ -266,7 +266,9 @@ impl HandlerServer for Dispatcher {
     type DaemonStream = DaemonStream;
 
     async fn daemon(&self, request: Request<pb::DaemonRequest>) -> Result<Response<Self::DaemonStream>, Status> {
-        Dispatcher::daemon(self, request.into_inner()).map(Response::new)
+        // The daemon's task runs in this span, a child of the controller's `daemon` span.
+        let span = crate::telemetry::call_span("Daemon", &request.get_ref().handler_id, request.metadata());
+        span.in_scope(|| Dispatcher::daemon(self, request.into_inner())).map(Response::new)
     }
 
     async fn activity(&self, request: Request<pb::ActivityRequest>) -> Result<Response<pb::ActivityResponse>, Status> {

@@ -53,8 +53,12 @@ pub struct Operator {
     pub(crate) handlers: Vec<Handler>,
     pub(crate) errors: Vec<Error>,
     pub(crate) server_name: Option<String>,
-    pub(crate) ignored_fields: Vec<(Result<Selector, resource::Error>, Vec<String>)>,
+    pub(crate) ignored_fields: Vec<(Parsed, Vec<String>)>,
+    pub(crate) owns: Vec<(Parsed, Vec<Parsed>)>,
 }
+
+/// A resource as the application named it: parsed, or why not (reported by `Registry::build`).
+pub(crate) type Parsed = Result<Selector, resource::Error>;
 
 impl std::fmt::Debug for Operator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -82,6 +86,15 @@ impl Operator {
     pub fn ignored_fields<'a>(mut self, resource: &str, paths: impl IntoIterator<Item = &'a str>) -> Self {
         let paths = paths.into_iter().map(String::from).collect();
         self.ignored_fields.push((Selector::parse(resource), paths));
+        self
+    }
+
+    /// Declares the kinds a resource's handlers create as owned children (as
+    /// controller-runtime's `Owns()`): the controller needs nothing of it to run, but
+    /// `bosun rbac` grants `get`, `create` and `patch` on them.
+    pub fn owns<'a>(mut self, resource: &str, kinds: impl IntoIterator<Item = &'a str>) -> Self {
+        let kinds = kinds.into_iter().map(Selector::parse).collect();
+        self.owns.push((Selector::parse(resource), kinds));
         self
     }
 
@@ -459,6 +472,7 @@ mod tests {
             .on_delete("kex", |_| async { Ok(()) })
             .optional()
             .ignored_fields(KEX, ["spec.replicas"])
+            .owns(KEX, ["v1/pods", "deployments.apps"])
             .build()
             .unwrap();
         let described = registry.describe();
@@ -477,6 +491,8 @@ mod tests {
         assert!(delete.options.as_ref().unwrap().optional);
         assert!(!delete.filters.as_ref().unwrap().has_when);
         assert_eq!(described.resources[0].ignored_fields, ["spec.replicas"]);
+        let owned: Vec<&str> = described.resources[0].owns.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!((described.resources.len(), owned), (1, vec!["pods", "deployments"]), "one entry per resource, with both settings");
     }
 
     #[test]

@@ -228,13 +228,30 @@ impl Registry {
                 return Err(Error::DuplicateId(handler.id.clone()));
             }
         }
-        let mut resources = Vec::new();
+        // One entry per resource, whichever settings name it.
+        let mut resources: Vec<pb::ResourceSettings> = Vec::new();
         for (selector, paths) in operator.ignored_fields {
-            resources.push(pb::ResourceSettings { resource: Some(selector?.to_proto()), ignored_fields: paths });
+            settings_of(&mut resources, selector?.to_proto()).ignored_fields.extend(paths);
+        }
+        for (selector, kinds) in operator.owns {
+            let kinds = kinds.into_iter().map(|k| k.map(|k| k.to_proto())).collect::<Result<Vec<_>, _>>()?;
+            settings_of(&mut resources, selector?.to_proto()).owns.extend(kinds);
         }
         let server_name = operator.server_name.unwrap_or_else(default_server_name);
         Ok(Registry { server_name, handlers, by_id, resources })
     }
+}
+
+/// The settings of `resource` among `all`, added when missing.
+fn settings_of(all: &mut Vec<pb::ResourceSettings>, resource: pb::ResourceSelector) -> &mut pb::ResourceSettings {
+    let at = match all.iter().position(|r| r.resource.as_ref() == Some(&resource)) {
+        Some(at) => at,
+        None => {
+            all.push(pb::ResourceSettings { resource: Some(resource), ..Default::default() });
+            all.len() - 1
+        }
+    };
+    &mut all[at]
 }
 
 fn check_options(handler: &Handler) -> Result<(), Error> {

@@ -603,6 +603,7 @@ async fn field_handlers_watch_labels_and_status_and_ignored_fields_change_nothin
     .with_resource_settings(pb::ResourceSettings {
         resource: Some(pb::ResourceSelector { group: "kopf.dev".into(), version: "v1".into(), name: "kopfexamples".into() }),
         ignored_fields: vec!["spec.replicas".into()],
+        owns: vec![],
     });
     let (addr, stopper) = server.clone().spawn().await;
     let controller = Controller::start(client.clone(), settings(&addr));

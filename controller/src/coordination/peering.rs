@@ -46,6 +46,12 @@ impl Family {
         }
     }
 
+    /// The API group and plural of the peering objects of a namespace (or cluster-wide).
+    pub fn group_and_plural(self, namespace: Option<&str>) -> (&'static str, &'static str) {
+        let (group, ns_plural, cluster_plural, _, _) = self.names();
+        (group, if namespace.is_some() { ns_plural } else { cluster_plural })
+    }
+
     /// The kind of the peering object for a namespace (or cluster-wide).
     pub fn kind(self, namespace: Option<&str>) -> &'static str {
         let (_, _, _, ns_kind, cluster_kind) = self.names();

@@ -12,6 +12,7 @@ use bosun_proto::v1 as pb;
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::watch;
+use tracing::Instrument as _;
 
 use super::background::Latest;
 use super::context::{ResourceContext, object_ref, to_json};
@@ -51,42 +52,18 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
         let memo = ctx.memos.lock().get(crate::runtime::context::meta_str(&body, "uid")).cloned().unwrap_or_default();
         let req = pb::DaemonRequest { handler_id: h.id.clone(), resource: Some(ctx.pb_resource()), object: to_json(&body), retry, memo };
         ctx.log.debug(Some(&obj), &format!("Daemon '{}' is starting.", h.id));
-        let ended = match ctx.servers[h.server].daemon(req).await {
-            Err(failure) => {
-                ctx.log.warn(Some(&obj), &format!("Daemon '{}' could not be started: {failure}.", h.id));
-                End::of(&failure.answer())
-            }
-            Ok(mut stream) => {
-                let mut exit = End::NoExit;
-                loop {
-                    let next = tokio::select! {
-                        _ = stop.changed() => return,
-                        n = stream.next() => n,
-                    };
-                    match next {
-                        None => break,
-                        Some(Err(failure)) => {
-                            ctx.log.warn(Some(&obj), &format!("Daemon '{}' {failure}.", h.id));
-                            exit = End::of(&failure.answer());
-                            break;
-                        }
-                        Some(Ok(message)) => {
-                            let body = latest.borrow().0.clone();
-                            if let Some(e) = apply(&ctx, &h, &body, message).await {
-                                let given = Answer::Answered {
-                                    outcome: pb::Outcome::try_from(e.outcome).unwrap_or(pb::Outcome::UnexpectedError),
-                                    message: e.message,
-                                    delay: e.delay_seconds,
-                                };
-                                exit = End::of(&given);
-                                break;
-                            }
-                        }
-                    }
-                }
-                exit
-            }
-        };
+        // Each run of the daemon is a span (`daemon watch_fn`, the object): the call carries
+        // it to the handler server, and the writes of its messages are its children.
+        let span = tracing::info_span!(
+            "daemon",
+            otel.name = %format!("daemon {} {}", h.id, obj.path()),
+            namespace = %obj.namespace,
+            name = %obj.name,
+            handler = %h.id,
+            trace_id = tracing::field::Empty,
+        );
+        crate::engines::trace_context::record_trace_id(&span);
+        let Some(ended) = one_run(&ctx, &h, &latest, &mut stop, req).instrument(span).await else { return };
         let next = match &ended {
             End::NoExit => DaemonNext::Done,
             End::Exit(attempt) => daemon_next(&h, Some(attempt)),
@@ -110,6 +87,49 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
                 ctx.log.warn(Some(&obj), &format!("Daemon '{}'{why} will be restarted in {}.", h.id, human(delay)));
                 retry = retry.saturating_add(1);
                 tokio::select! { _ = stop.changed() => return, _ = tokio::time::sleep(delay) => {} }
+            }
+        }
+    }
+}
+
+/// One run of the daemon, from the call to its exit (or its stream's end); `None` when the
+/// controller stops it.
+async fn one_run(
+    ctx: &ResourceContext,
+    h: &Handler,
+    latest: &watch::Receiver<Latest>,
+    stop: &mut watch::Receiver<bool>,
+    req: pb::DaemonRequest,
+) -> Option<End> {
+    let obj = object_ref(&latest.borrow().0);
+    let mut stream = match ctx.servers[h.server].daemon(req).await {
+        Err(failure) => {
+            ctx.log.warn(Some(&obj), &format!("Daemon '{}' could not be started: {failure}.", h.id));
+            return Some(End::of(&failure.answer()));
+        }
+        Ok(stream) => stream,
+    };
+    loop {
+        let next = tokio::select! {
+            _ = stop.changed() => return None,
+            n = stream.next() => n,
+        };
+        match next {
+            None => return Some(End::NoExit),
+            Some(Err(failure)) => {
+                ctx.log.warn(Some(&obj), &format!("Daemon '{}' {failure}.", h.id));
+                return Some(End::of(&failure.answer()));
+            }
+            Some(Ok(message)) => {
+                let body = latest.borrow().0.clone();
+                if let Some(e) = apply(ctx, h, &body, message).await {
+                    let given = Answer::Answered {
+                        outcome: pb::Outcome::try_from(e.outcome).unwrap_or(pb::Outcome::UnexpectedError),
+                        message: e.message,
+                        delay: e.delay_seconds,
+                    };
+                    return Some(End::of(&given));
+                }
             }
         }
     }

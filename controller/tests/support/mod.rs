@@ -2,12 +2,13 @@
 //! kubectl, and whether a process runs.
 #![allow(dead_code)] // Each test file uses its part.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
@@ -171,4 +172,29 @@ pub async fn succeeding_server() -> String {
         .id("create_fn");
     tokio::spawn(op.serve_with_listener(server, std::future::pending()));
     addr
+}
+
+/// `GET path` over plain HTTP/1.0: the status code and the body.
+pub async fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let code = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (code, body.to_string())
+}
+
+/// The samples of a scrape: `name{labels}` → value. Fails on a line that is neither a
+/// comment nor `name[{labels}] value`.
+pub fn samples(text: &str) -> HashMap<String, f64> {
+    let mut out = HashMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let (key, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("not a sample: {line:?}"));
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("not a number in {line:?}"));
+        let name = key.split('{').next().unwrap();
+        assert!(name.starts_with("bosun_") && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "bad name in {line:?}");
+        out.insert(key.to_string(), value);
+    }
+    out
 }

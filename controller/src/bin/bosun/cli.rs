@@ -34,6 +34,9 @@ pub enum Command {
     /// Explain one object as the controller sees it: the cause in progress, each handler's
     /// record (retries, next attempt, last message), the finalizer, the diffbase.
     Inspect(crate::inspect::InspectArgs),
+    /// Print the least-privilege ClusterRole/Roles and bindings the controller needs for the
+    /// handlers its servers register, run with the same flags as `bosun run`.
+    Rbac(crate::rbac::RbacArgs),
 }
 
 /// Flags shared by `run` and `dev`.
@@ -262,6 +265,10 @@ pub struct DevArgs {
     /// kubeconfig carries the CA, and kubectl sends a token only over HTTPS.
     #[arg(long)]
     pub tls: bool,
+    /// Print the least-privilege roles and bindings the handlers need (as `bosun rbac`, for
+    /// the service account bosun-system/bosun) once the handler server is up, then exit.
+    #[arg(long, conflicts_with = "cluster_only")]
+    pub print_rbac: bool,
     /// Controller flags.
     #[command(flatten)]
     pub controller: ControllerArgs,
@@ -410,5 +417,6 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         Command::Resume(args) => crate::peers::resume(args).await,
         Command::Shards(args) => crate::peers::shards(args).await,
         Command::Inspect(args) => crate::inspect::inspect(args).await,
+        Command::Rbac(args) => crate::rbac::rbac(args).await,
     }
 }

@@ -35,7 +35,12 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         cluster.write_kubeconfig(&kubeconfig)?;
         child_kubeconfig = Some(kubeconfig.clone());
         log.info(None, &format!("Dev cluster is serving on {}.", cluster.url()));
-        println!("export KUBECONFIG={}", kubeconfig.display());
+        // With --print-rbac, stdout is the YAML alone.
+        if args.print_rbac {
+            eprintln!("export KUBECONFIG={}", kubeconfig.display());
+        } else {
+            println!("export KUBECONFIG={}", kubeconfig.display());
+        }
         (bosun_controller::cluster::metered::client(cluster.kube_config())?, Some(cluster))
     };
 
@@ -58,6 +63,18 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let child = command.map(|command| supervise::start(command, &mut settings, child_kubeconfig)).transpose()?;
     if settings.handlers.is_empty() {
         anyhow::bail!(bosun_controller::Error::NoHandlers);
+    }
+    if args.print_rbac {
+        let output = crate::rbac::Output { name: "bosun".into(), service_account: "bosun-system/bosun".into(), owns: Vec::new() };
+        let printed = crate::rbac::render(&cluster, &settings, &output).await;
+        if let Some(child) = child {
+            child.stop().await;
+        }
+        if let Some(cluster) = devcluster {
+            cluster.shutdown().await;
+        }
+        print!("{}", printed?);
+        return Ok(());
     }
     let result = bosun_controller::run(client, settings, stop).await;
     if let Some(child) = child {

@@ -8,6 +8,7 @@ mod dev;
 mod inspect;
 mod logging;
 mod peers;
+mod rbac;
 mod supervise;
 mod telemetry;
 
