@@ -308,6 +308,27 @@ impl Table {
         (items, self.counter.load(Ordering::SeqCst))
     }
 
+    /// Visits the objects (of one namespace, or all) in key order, starting after the key
+    /// `after` when given, under the table's lock, until `visit` returns false; returns the
+    /// table's resourceVersion. A page of a list costs the objects it visits, not a copy of
+    /// the whole table (a listing of 100,000 objects in pages of 500 copied every object for
+    /// every page).
+    pub fn scan(&self, ns: Option<&str>, after: Option<(&str, &str)>, mut visit: impl FnMut(&Arc<Obj>) -> bool) -> u64 {
+        use std::ops::Bound;
+        let inner = self.inner.lock();
+        let start = match (after, ns) {
+            (Some((a_ns, a_name)), _) if ns.is_none_or(|ns| a_ns >= ns) => Bound::Excluded((a_ns.to_string(), a_name.to_string())),
+            (_, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
+            (_, None) => Bound::Unbounded,
+        };
+        for ((obj_ns, _), obj) in inner.objects.range((start, Bound::Unbounded)) {
+            if ns.is_some_and(|ns| obj_ns != ns) || !visit(obj) {
+                break;
+            }
+        }
+        self.counter.load(Ordering::SeqCst)
+    }
+
     /// Number of objects (of one namespace, or all).
     pub fn count(&self, ns: Option<&str>) -> usize {
         let inner = self.inner.lock();

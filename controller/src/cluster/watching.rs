@@ -100,6 +100,7 @@ pub async fn watch(
             family.get_or_create(&crate::metrics::WatchLabels { resource: label.clone(), reason }).inc();
         };
     let m = crate::metrics::global();
+    let started = std::time::Instant::now();
     loop {
         state = match state {
             State::Following(mut stream) => {
@@ -123,6 +124,8 @@ pub async fn watch(
                         }
                         seen.into_iter().for_each(&mut deliver);
                         if done_first {
+                            let took = started.elapsed().as_secs_f64();
+                            log.info(None, &format!("Listed {} object(s) of {what} in {took:.1} s; watching for changes.", known.len()));
                             listed();
                         }
                         State::Following(stream)

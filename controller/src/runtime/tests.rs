@@ -575,6 +575,24 @@ async fn a_worker_with_nothing_to_do_goes_away_after_30_seconds_and_comes_back_w
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_worker_whose_cycle_wrote_nothing_goes_at_once() {
+    let fresh = object(json!({}));
+    let c = handler("c", pb::HandlerKind::Create, Default::default());
+    let rig = rig(fresh.clone(), vec![c], vec![("c", Box::new(|_, _| ok()))]);
+    rig.router.deliver(Seen::Upsert(fresh));
+    rig.until("creation is processed", Duration::from_secs(10), |r| r.logged("Creation is processed") == 1).await;
+    assert_eq!(rig.router.workers(), 1, "it stays to know the echo of its write");
+    rig.until("the worker leaves", Duration::from_secs(35), |r| r.router.workers() == 0).await;
+    // As after a restart: the handled object is listed again; nothing to do, nothing kept.
+    let writes = *rig.api.writes.lock();
+    let started = tokio::time::Instant::now();
+    rig.router.deliver(Seen::Listed(rig.api.get_now()));
+    rig.until("the idle worker leaves", Duration::from_secs(1), |r| r.router.workers() == 0).await;
+    assert!(started.elapsed() < Duration::from_secs(1), "at once, not after {:?}", started.elapsed());
+    assert_eq!((rig.server.count("c"), *rig.api.writes.lock()), (1, writes), "no call, no write");
+}
+
+#[tokio::test(start_paused = true)]
 async fn framework_failures_are_throttled_on_kopfs_fibonacci_schedule() {
     let fresh = object(json!({}));
     let c = handler("c", pb::HandlerKind::Create, Default::default());

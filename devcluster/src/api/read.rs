@@ -98,13 +98,12 @@ pub fn list(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
         ));
     }
     let table = cluster.table(info);
-    let (items, rv) = table.list(t.namespace.as_deref());
     let mut start_after: Option<(String, String)> = None;
-    let mut list_rv = rv;
+    let mut list_rv = None;
     if let Some(token) = ctx.q("continue").filter(|c| !c.is_empty()) {
         match decode_continue(token) {
             Some((r, ns, name)) => {
-                list_rv = r;
+                list_rv = Some(r);
                 start_after = Some((ns, name));
             }
             None => {
@@ -117,25 +116,21 @@ pub fn list(cluster: &Cluster, t: &Target, ctx: &Ctx) -> Response {
     let mut selected: Vec<Arc<Obj>> = Vec::new();
     let mut more = false;
     let mut remaining = 0usize;
-    for obj in items {
-        if let Some((ns, name)) = &start_after
-            && (obj.namespace(), obj.name()) <= (ns.as_str(), name.as_str())
-        {
-            continue;
-        }
-        if !matches(info, &labels, &fields, &obj) {
-            continue;
+    let after = start_after.as_ref().map(|(ns, name)| (ns.as_str(), name.as_str()));
+    let rv = table.scan(t.namespace.as_deref(), after, |obj| {
+        if !matches(info, &labels, &fields, obj) {
+            return true;
         }
         if limit.is_some_and(|l| selected.len() >= l) {
             more = true;
             remaining += 1;
-            if filtered_selectors {
-                break;
-            }
-            continue;
+            // With selectors the rest is not counted (the real server gives no count then).
+            return !filtered_selectors;
         }
-        selected.push(obj);
-    }
+        selected.push(obj.clone());
+        true
+    });
+    let list_rv = list_rv.unwrap_or(rv);
     let cont = if more { selected.last().map(|o| encode_continue(list_rv, o.namespace(), o.name())) } else { None };
     if ctx.wants_table() {
         return json_response(200, &table::render(info, &selected, &list_rv.to_string(), ctx.q("includeObject"), cont.as_deref()), &[]);

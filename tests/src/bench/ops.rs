@@ -141,6 +141,12 @@ impl UnderTest {
         Ok(used)
     }
 
+    /// The resident set size of the operator's processes together, now.
+    pub fn rss(&self) -> Result<u64> {
+        let handler = self.handler.as_ref().map(|h| super::procs::rss(h.pid)).transpose()?;
+        Ok(super::procs::rss(self.proc.pid)? + handler.unwrap_or(0))
+    }
+
     /// Fails when one of the operator's processes died.
     pub fn check_alive(&self) -> Result<()> {
         self.proc.check_alive()?;

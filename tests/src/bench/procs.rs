@@ -129,13 +129,23 @@ pub fn usage(pid: u32) -> Result<Usage> {
     let rest = &stat[stat.rfind(')').context("malformed stat")? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks: u64 = fields.get(11).context("no utime")?.parse::<u64>()? + fields.get(12).context("no stime")?.parse::<u64>()?;
+    Ok(Usage { cpu_s: ticks as f64 / clock_ticks(), peak_rss: status_bytes(pid, "VmHWM")? })
+}
+
+/// The resident set size of `pid` now (VmRSS), in bytes.
+pub fn rss(pid: u32) -> Result<u64> {
+    status_bytes(pid, "VmRSS")
+}
+
+/// A size in `/proc/PID/status` (`VmRSS`, `VmHWM`: kB), in bytes.
+fn status_bytes(pid: u32, field: &str) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kb: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("no VmHWM")?;
-    Ok(Usage { cpu_s: ticks as f64 / clock_ticks(), peak_rss: kb * 1024 })
+        .with_context(|| format!("no {field} in /proc/{pid}/status"))?;
+    Ok(kb * 1024)
 }
 
 /// How many of `pid`'s file descriptors are sockets.

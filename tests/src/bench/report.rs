@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::workloads::{Backlog, Live};
+use super::workloads::{Backlog, Live, Restart};
 
 /// One operator's three runs (an error message where a run failed or was not made).
 #[derive(Debug, Clone)]
@@ -13,6 +13,8 @@ pub struct Side {
     pub live: Result<Live, String>,
     /// The live run with a delete handler.
     pub live_delete: Result<Live, String>,
+    /// The restart over handled objects.
+    pub restart: Result<Restart, String>,
 }
 
 /// Everything measured.
@@ -22,6 +24,8 @@ pub struct Results {
     pub objects: usize,
     /// Parallel clients in the live workload.
     pub clients: usize,
+    /// Objects of the restart workload.
+    pub restart_objects: usize,
     /// The controller's `--max-workers`.
     pub max_workers: usize,
     /// Bosun's figures.
@@ -53,6 +57,9 @@ fn row(out: &mut String, label: &str, cells: &[String]) {
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
+
+/// What a workload left out with `--only` says instead of its figures.
+pub const SKIPPED: &str = "not run (--only)";
 
 impl Results {
     /// The largest socket count that still counts as bounded: the controller keeps at most
@@ -114,6 +121,35 @@ impl Results {
                 &|v| v <= bound,
             ),
             bar("Kopf / Bosun CPU per object >= 10x", cpu_ratio, &|v| format!("{v:.1}x"), &|v| v >= 10.0),
+            bar(
+                "restart: nothing handled or written again",
+                b.restart.as_ref().ok().map(|r| (r.calls + r.writes) as f64),
+                &|v| format!("{v} calls and writes"),
+                &|v| v == 0.0,
+            ),
+            {
+                // The goals: < 64 MiB at 10,000 objects, < 200 MiB at 100,000.
+                let limit = |n: usize| match n {
+                    0..=10_000 => Some(64.0),
+                    10_001..=100_000 => Some(200.0),
+                    _ => None,
+                };
+                let restart = b.restart.as_ref().ok();
+                let judged = restart.and_then(|r| Some((r.idle_rss as f64 / MIB, limit(r.objects)?)));
+                Bar {
+                    name: "restart: idle RSS < 64 MiB at 10,000 objects (< 200 at 100,000)".into(),
+                    value: restart
+                        .map(|r| format!("{:.1} MiB at {} objects", r.idle_rss as f64 / MIB, r.objects))
+                        .unwrap_or_else(|| "not measured".into()),
+                    pass: judged.map(|(rss, limit)| rss < limit),
+                }
+            },
+            bar(
+                "restart: CPU <= 0.1 ms per object until quiet",
+                b.restart.as_ref().ok().map(Restart::cpu_ms_per_object),
+                &|v| format!("{v:.3} ms"),
+                &|v| v <= 0.1,
+            ),
             bar("Kopf / Bosun backlog time >= 5x", time_ratio, &|v| format!("{v:.1}x"), &|v| v >= 5.0),
         ]
         .into_iter()
@@ -171,7 +207,9 @@ impl Results {
     /// Whether every judged bar passed and every run worked.
     pub fn all_pass(&self) -> bool {
         let sides = std::iter::once(&self.bosun).chain(self.kopf.as_ref().map(|(_, s)| s)).chain(self.python.as_ref());
-        let runs_ok = sides.into_iter().all(|s| s.backlog.is_ok() && s.live.is_ok() && s.live_delete.is_ok());
+        let ran = |r: Result<(), &String>| r.is_ok() || r == Err(&SKIPPED.to_string());
+        let runs_ok =
+            sides.into_iter().all(|s| s.backlog.is_ok() && s.live.is_ok() && s.live_delete.is_ok() && ran(s.restart.as_ref().map(|_| ())));
         runs_ok && self.bars().iter().all(|b| b.pass != Some(false)) && self.bars().iter().take(7).all(|b| b.pass.is_some())
     }
 
@@ -264,6 +302,25 @@ impl Results {
                 row(&mut out, label, &cells(&pick, &shown, ratio));
             }
         }
+        out.push_str(&format!("restart: the operator handled {} objects and starts again over them\n", self.restart_objects));
+        let restart_rows: [Row<Restart>; 7] = [
+            ("quiet after", |r| r.quiet_s, &s, true),
+            ("CPU until quiet", |r| r.cpu_s, &s, true),
+            ("CPU per object", Restart::cpu_ms_per_object, &ms, true),
+            ("idle RSS (5 s after quiet)", |r| r.idle_rss as f64, &mib, true),
+            ("peak RSS", |r| r.peak_rss as f64, &mib, true),
+            ("handler calls", |r| r.calls as f64, &n0, false),
+            ("API writes", |r| r.writes as f64, &n0, false),
+        ];
+        for (label, f, fmt, ratio) in restart_rows {
+            let pick = |side: &Side| side.restart.as_ref().ok().map(f);
+            let shown = |side: &Side| match &side.restart {
+                Ok(r) => fmt(f(r)),
+                Err(e) if e == SKIPPED => "-".into(),
+                Err(_) => "failed".into(),
+            };
+            row(&mut out, label, &cells(&pick, &shown, ratio));
+        }
         out.push_str("bars (the issue's, on Bosun's figures)\n");
         for bar in self.bars() {
             let verdict = match bar.pass {
@@ -281,6 +338,7 @@ impl Results {
                 ("backlog", side.backlog.as_ref().err()),
                 ("live", side.live.as_ref().err()),
                 ("live with delete", side.live_delete.as_ref().err()),
+                ("restart", side.restart.as_ref().err().filter(|e| *e != SKIPPED)),
             ] {
                 if let Some(e) = e {
                     errors.push(format!("{who} {run} failed: {e}"));
@@ -316,12 +374,21 @@ impl Results {
                 Err(e) => json!({"error": e}),
             }
         }
-        let side =
-            |s: &Side| json!({"backlog": backlog(&s.backlog), "live": live(&s.live), "live_with_delete_handler": live(&s.live_delete)});
+        fn restart(r: &Result<Restart, String>) -> Value {
+            match r {
+                Ok(r) => {
+                    json!({"objects": r.objects, "quiet_seconds": r.quiet_s, "cpu_seconds": r.cpu_s, "cpu_ms_per_object": r.cpu_ms_per_object(),
+                    "idle_rss_bytes": r.idle_rss, "peak_rss_bytes": r.peak_rss, "handler_calls": r.calls, "api_writes": r.writes})
+                }
+                Err(e) => json!({"error": e}),
+            }
+        }
+        let side = |s: &Side| json!({"backlog": backlog(&s.backlog), "live": live(&s.live), "live_with_delete_handler": live(&s.live_delete), "restart": restart(&s.restart)});
         let bars: Vec<Value> = self.bars().into_iter().map(|b| json!({"bar": b.name, "value": b.value, "pass": b.pass})).collect();
         json!({
             "objects": self.objects,
             "clients": self.clients,
+            "restart_objects": self.restart_objects,
             "max_workers": self.max_workers,
             "bosun": side(&self.bosun),
             "kopf": self.kopf.as_ref().map(|(v, s)| { let mut j = side(s); j["version"] = json!(v); j }),

@@ -3,7 +3,9 @@
 //!   show `status.create_fn`, its CPU, peak RSS and peak open sockets;
 //! - live: the operator runs (warmed up on one object); the objects are created by parallel
 //!   clients; latency from each create's response to its handler call, API writes per
-//!   object, CPU per object.
+//!   object, CPU per object;
+//! - restart: the operator handled the objects and starts again over them; time and CPU until
+//!   it is quiet, its idle RSS, and that it handles and writes nothing again.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -96,6 +98,118 @@ pub struct Live {
     pub others_cpu_s: f64,
 }
 
+/// Restart figures: the operator handled N objects, stopped, and started again over them.
+#[derive(Debug, Clone, Default)]
+pub struct Restart {
+    /// Objects handled before the restart.
+    pub objects: usize,
+    /// Seconds from the second start until the operator went quiet: when its CPU last rose
+    /// before a whole second in which it and the API server used (almost) none.
+    pub quiet_s: f64,
+    /// Operator CPU seconds from the second start until quiet.
+    pub cpu_s: f64,
+    /// RSS of the operator 5 s after it went quiet, in bytes.
+    pub idle_rss: u64,
+    /// Peak RSS of the second run until then, in bytes.
+    pub peak_rss: u64,
+    /// `create_fn` calls after the restart (0: nothing is handled again).
+    pub calls: u64,
+    /// API writes on kopfexamples after the restart.
+    pub writes: u64,
+}
+
+impl Restart {
+    /// CPU milliseconds per object until quiet.
+    pub fn cpu_ms_per_object(&self) -> f64 {
+        self.cpu_s * 1000.0 / self.objects.max(1) as f64
+    }
+}
+
+/// What counts as no CPU use for a second, of the operator and the API server together: 20 ms
+/// (a keepalive, a bookmark, a timer tick, the dev cluster's own housekeeping).
+const IDLE_CPU_S: f64 = 0.020;
+
+/// Waits until the operator (`pid`) and the API server (`server`) have used at most
+/// [`IDLE_CPU_S`] of CPU together over a whole second — the server too, as an operator that
+/// waits for the next page of a listing is idle but not done; returns the seconds from `t0`
+/// until the operator's CPU last rose before that second, and its CPU seconds by then.
+pub async fn quiet(pid: u32, server: u32, t0: std::time::Instant, deadline: Duration) -> Result<(f64, f64)> {
+    let end = t0 + deadline;
+    // (seconds since t0, operator cpu, operator + server cpu) every 100 ms.
+    let mut samples: Vec<(f64, f64, f64)> = Vec::new();
+    loop {
+        let cpu = super::procs::usage(pid)?.cpu_s;
+        let both = cpu + super::procs::usage(server)?.cpu_s;
+        let at = t0.elapsed().as_secs_f64();
+        samples.push((at, cpu, both));
+        // The last sample at least 1 s before this one: idle since then?
+        if let Some(&(_, base, both_base)) = samples.iter().rev().find(|(t, _, _)| at - t >= 1.0)
+            && both - both_base <= IDLE_CPU_S
+        {
+            // When the operator's CPU first reached what it was at the start of that second.
+            let busy_until = samples.iter().find(|(_, c, _)| *c >= base).map_or(0.0, |s| s.0);
+            return Ok((busy_until, base));
+        }
+        if std::time::Instant::now() >= end {
+            bail!("the operator and the API server did not go quiet within {deadline:?} (operator CPU {cpu:.2} s)");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A fresh dev cluster with `params.objects` objects named `prefix-N` created by the parallel
+/// clients; a client, the names, and the bench's watch of which are handled.
+async fn populated(
+    programs: &Programs,
+    params: Params,
+    prefix: &str,
+    dir: &Path,
+) -> Result<(DevCluster, kube::Client, Vec<String>, Handled)> {
+    let cluster = fresh_cluster(programs, dir).await?;
+    let client = cluster.client()?;
+    let clients = (0..params.clients).map(|_| cluster.client()).collect::<Result<Vec<_>>>()?;
+    let names = names(prefix, params.objects);
+    create_all(&clients, &names, params.deadline).await?;
+    drop(clients);
+    let handled = Handled::start(cluster.client()?).await?;
+    Ok((cluster, client, names, handled))
+}
+
+/// The restart workload: N objects handled by a first run (not measured); the operator
+/// stopped gracefully and started afresh; time and CPU until it is quiet, its RSS once idle,
+/// and what it did again (nothing should be handled or written).
+pub async fn restart(flavor: Flavor, programs: &Programs, params: Params, dir: &Path) -> Result<Restart> {
+    let (cluster, client, names, handled) = populated(programs, params, "restart", dir).await?;
+    std::fs::create_dir_all(dir.join("first"))?;
+    let first = UnderTest::start(flavor, programs, &cluster, false, &dir.join("first")).await?;
+    wait("the objects to be handled before the restart", params.deadline, &cluster, &first, || progress(&handled, &first, &names)).await?;
+    settle(&cluster, &client).await?;
+    first.stop().await;
+    drop(handled);
+    let before = cluster.counters(&client).await?;
+
+    let t0 = std::time::Instant::now();
+    let op = UnderTest::start(flavor, programs, &cluster, false, dir).await?;
+    let (quiet_s, cpu_s) = quiet(op.proc.pid, cluster.proc.pid, t0, params.deadline).await?;
+    op.check_alive()?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    op.check_alive()?;
+    let idle_rss = op.rss()?;
+    let after = cluster.counters(&client).await?.since(&before);
+    let out = Restart {
+        objects: names.len(),
+        quiet_s,
+        cpu_s,
+        idle_rss,
+        peak_rss: op.usage()?.peak_rss,
+        calls: op.calls()?,
+        writes: after.kex_writes,
+    };
+    op.stop().await;
+    cluster.proc.stop(Duration::from_secs(5)).await;
+    Ok(out)
+}
+
 /// A fresh dev cluster with the KopfExample CRD, its files in `dir`.
 pub async fn fresh_cluster(programs: &Programs, dir: &Path) -> Result<DevCluster> {
     std::fs::create_dir_all(dir)?;
@@ -177,13 +291,7 @@ fn progress(handled: &Handled, op: &UnderTest, names: &[String]) -> Result<(bool
 
 /// The backlog workload.
 pub async fn backlog(flavor: Flavor, programs: &Programs, params: Params, dir: &Path) -> Result<Backlog> {
-    let cluster = fresh_cluster(programs, dir).await?;
-    let client = cluster.client()?;
-    let clients = (0..params.clients).map(|_| cluster.client()).collect::<Result<Vec<_>>>()?;
-    let names = names("backlog", params.objects);
-    create_all(&clients, &names, params.deadline).await?;
-    drop(clients);
-    let handled = Handled::start(cluster.client()?).await?;
+    let (cluster, client, names, handled) = populated(programs, params, "backlog", dir).await?;
     if handled.count(&names) != 0 {
         bail!("objects show status.create_fn before any operator ran");
     }

@@ -51,6 +51,9 @@ struct Args {
     /// the replica count; fails when an object is handled twice or a share is uneven.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=16))]
     replicas: Option<u16>,
+    /// Objects of the restart workload (handled, then the operator starts again over them).
+    #[arg(long, default_value_t = 10_000)]
+    restart_objects: usize,
     /// Do not (re)build the `bosun` and `bosun-devcluster` binaries first.
     #[arg(long)]
     no_build: bool,
@@ -61,6 +64,7 @@ enum Workload {
     Backlog,
     Live,
     LiveDelete,
+    Restart,
 }
 
 #[tokio::main]
@@ -126,13 +130,22 @@ async fn run(args: &Args) -> Result<bool> {
         let version = ensure_python_sdk(&programs.venv).await?;
         eprintln!("bench: Bosun's Python SDK {version}");
     }
-    let bosun = side(Flavor::Bosun, &programs, params, &work, &args.only).await;
+    let restart = Params { objects: args.restart_objects, ..params };
+    let bosun = side(Flavor::Bosun, &programs, params, restart, &work, &args.only).await;
     let kopf = match kopf_version {
-        Some(v) => Some((v, side(Flavor::Kopf, &programs, params, &work, &args.only).await)),
+        Some(v) => Some((v, side(Flavor::Kopf, &programs, params, restart, &work, &args.only).await)),
         None => None,
     };
-    let python = if args.python { Some(side(Flavor::BosunPython, &programs, params, &work, &args.only).await) } else { None };
-    let results = Results { objects: args.objects, clients: params.clients, max_workers: args.max_workers, bosun, kopf, python };
+    let python = if args.python { Some(side(Flavor::BosunPython, &programs, params, restart, &work, &args.only).await) } else { None };
+    let results = Results {
+        objects: args.objects,
+        clients: params.clients,
+        restart_objects: args.restart_objects,
+        max_workers: args.max_workers,
+        bosun,
+        kopf,
+        python,
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&results.json())?);
     } else {
@@ -198,10 +211,10 @@ fn build(release: bool) -> Result<()> {
     Ok(())
 }
 
-const SKIPPED: &str = "not run (--only)";
+use bench::report::SKIPPED;
 
 /// One operator's runs, each on a fresh dev cluster.
-async fn side(flavor: Flavor, programs: &Programs, params: Params, work: &Path, only: &[Workload]) -> Side {
+async fn side(flavor: Flavor, programs: &Programs, params: Params, restart: Params, work: &Path, only: &[Workload]) -> Side {
     let want = |w| only.is_empty() || only.contains(&w);
     let dir = |name: &str| -> PathBuf {
         let d = work.join(format!("{}-{name}", flavor.name().to_lowercase()));
@@ -240,5 +253,21 @@ async fn side(flavor: Flavor, programs: &Programs, params: Params, work: &Path, 
     }
     let live_delete = lives.pop().unwrap();
     let live = lives.pop().unwrap();
-    Side { backlog, live, live_delete }
+    let restart = if want(Workload::Restart) {
+        eprintln!("bench: {who}: restart over {} handled objects", restart.objects);
+        let r = workloads::restart(flavor, programs, restart, &dir("restart")).await.map_err(|e| format!("{e:#}"));
+        match &r {
+            Ok(x) => eprintln!(
+                "bench: {who}: restart: quiet after {:.3} s, {:.3} ms CPU per object, idle RSS {:.1} MiB",
+                x.quiet_s,
+                x.cpu_ms_per_object(),
+                x.idle_rss as f64 / 1048576.0
+            ),
+            Err(e) => eprintln!("bench: {who}: restart failed: {e}"),
+        }
+        r
+    } else {
+        Err(SKIPPED.to_string())
+    };
+    Side { backlog, live, live_delete, restart }
 }

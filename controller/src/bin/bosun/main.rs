@@ -15,7 +15,10 @@ mod telemetry;
 use clap::Parser;
 
 /// jemalloc: the controller allocates many small JSON values per object; glibc's malloc cost
-/// ~13% of its CPU in the benchmark and made latency under load worse.
+/// ~13% of its CPU in the benchmark and made latency under load worse. Its background thread
+/// (feature `background_threads`) returns freed memory to the system while the controller is
+/// idle; by default jemalloc purges only while the program allocates, so an idle controller
+/// kept the peak of its initial listing. `.cargo/config.toml` shortens the decay to 1 s.
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
