@@ -37,36 +37,6 @@ impl Handled {
     }
 }
 
-/// Where Leases are used, if at all.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Leases {
-    /// No leader election, no shards.
-    None,
-    /// `--leader-election`: one Lease of a known name (`coordination::leader`: get, create, update).
-    Leader {
-        /// The Lease's namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-    },
-    /// `--shards auto`: a Lease per replica, listed by label (`coordination::shards`: get,
-    /// list, create, update, and delete of its own and dead members' Leases).
-    Shards {
-        /// The Leases' namespace.
-        namespace: String,
-    },
-}
-
-impl From<&Replicas> for Leases {
-    fn from(replicas: &Replicas) -> Leases {
-        match replicas {
-            Replicas::Each => Leases::None,
-            Replicas::LeaderElection(l) => Leases::Leader { namespace: l.namespace.clone(), name: l.name.clone() },
-            Replicas::Shards(l) => Leases::Shards { namespace: l.namespace.clone() },
-        }
-    }
-}
-
 /// Everything that decides the controller's permissions.
 #[derive(Debug, Clone)]
 pub struct Needs {
@@ -80,8 +50,10 @@ pub struct Needs {
     /// The peering (family and object name), unless standalone (`coordination::peering`:
     /// get, list and watch by name, patch of the object and its status).
     pub peering: Option<(Family, String)>,
-    /// Leader election or shards.
-    pub leases: Leases,
+    /// Leader election (`coordination::leader`: its Lease's get, create, update) or shards
+    /// (`coordination::shards`: a Lease per replica, listed by label; get, list, create,
+    /// update, and delete of its own and dead members' Leases).
+    pub replicas: Replicas,
 }
 
 /// Where a rule applies: everywhere (a ClusterRole) or in one namespace (a Role).
@@ -192,15 +164,11 @@ pub fn grants(needs: &Needs) -> Grants {
     // `default` for cluster-scoped ones.
     let mut event_scopes = BTreeSet::new();
     for h in &needs.handled {
-        match needs.namespaces.plain_names() {
-            Some(names) if h.resource.namespaced => event_scopes.extend(names.iter().map(|ns| Scope::Namespace(ns.clone()))),
-            Some(_) => {
-                event_scopes.insert(Scope::Namespace("default".into()));
-            }
-            None => {
-                event_scopes.insert(Scope::Cluster);
-            }
-        }
+        let found = match (h.resource.namespaced, needs.namespaces.plain_names()) {
+            (false, Some(_)) => vec![Scope::Namespace("default".into())],
+            (namespaced, _) => scopes(&needs.namespaces, namespaced),
+        };
+        event_scopes.extend(found);
     }
     for scope in &event_scopes {
         c.grant(scope, "", "events", &["create"], &[]);
@@ -228,15 +196,15 @@ pub fn grants(needs: &Needs) -> Grants {
     if !crds.is_empty() {
         c.grant(&Scope::Cluster, "apiextensions.k8s.io", "customresourcedefinitions", &["get"], &crds.into_iter().collect::<Vec<_>>());
     }
-    match &needs.leases {
-        Leases::None => {}
-        Leases::Leader { namespace, name } => {
-            let scope = Scope::Namespace(namespace.clone());
-            c.grant(&scope, "coordination.k8s.io", "leases", &["get", "update"], std::slice::from_ref(name));
+    match &needs.replicas {
+        Replicas::Each => {}
+        Replicas::LeaderElection(lease) => {
+            let scope = Scope::Namespace(lease.namespace.clone());
+            c.grant(&scope, "coordination.k8s.io", "leases", &["get", "update"], std::slice::from_ref(&lease.name));
             c.grant(&scope, "coordination.k8s.io", "leases", &["create"], &[]);
         }
-        Leases::Shards { namespace } => {
-            let scope = Scope::Namespace(namespace.clone());
+        Replicas::Shards(lease) => {
+            let scope = Scope::Namespace(lease.namespace.clone());
             c.grant(&scope, "coordination.k8s.io", "leases", &["get", "list", "create", "update", "delete"], &[]);
         }
     }
@@ -288,8 +256,12 @@ mod tests {
             owned: vec![],
             namespaces: Namespaces::All,
             peering: None,
-            leases: Leases::None,
+            replicas: Replicas::Each,
         }
+    }
+
+    fn lease(namespace: &str, name: &str) -> crate::coordination::LeaseSetup {
+        crate::coordination::LeaseSetup { name: name.into(), namespace: namespace.into(), duration: std::time::Duration::from_secs(15) }
     }
 
     /// The rules as `scope group resources verbs [names]` lines.
@@ -417,7 +389,7 @@ mod tests {
                 "leader election: its Lease by name, create unnamed",
                 |n| {
                     n.handled.clear();
-                    n.leases = Leases::Leader { namespace: "bosun-system".into(), name: "bosun".into() };
+                    n.replicas = Replicas::LeaderElection(lease("bosun-system", "bosun"));
                 },
                 vec!["bosun-system coordination.k8s.io leases create", "bosun-system coordination.k8s.io leases get,update [bosun]"],
             ),
@@ -425,7 +397,7 @@ mod tests {
                 "shards: a Lease per replica, listed, and dead ones deleted",
                 |n| {
                     n.handled.clear();
-                    n.leases = Leases::Shards { namespace: "ops".into() };
+                    n.replicas = Replicas::Shards(lease("ops", "bosun"));
                 },
                 vec!["ops coordination.k8s.io leases get,list,create,update,delete"],
             ),
@@ -444,7 +416,7 @@ mod tests {
     #[test]
     fn manifests_bind_each_role_to_the_service_account() {
         let mut n = needs();
-        n.leases = Leases::Leader { namespace: "bosun-system".into(), name: "bosun".into() };
+        n.replicas = Replicas::LeaderElection(lease("bosun-system", "bosun"));
         let docs = manifests(&grants(&n), "bosun", ("bosun-system", "bosun"));
         let kinds: Vec<(&str, &str)> =
             docs.iter().map(|d| (d["kind"].as_str().unwrap(), d["metadata"]["namespace"].as_str().unwrap_or("-"))).collect();

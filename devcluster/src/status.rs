@@ -200,13 +200,8 @@ impl ApiError {
             (false, true) => format!("{} is forbidden: {why}", qualified(group, resource)),
             (false, false) => format!("{} \"{name}\" is forbidden: {why}", qualified(group, resource)),
         };
-        let mut d = Map::new();
-        for (k, v) in [("name", name), ("group", group), ("kind", resource)] {
-            if !v.is_empty() {
-                d.insert(k.into(), json!(v));
-            }
-        }
-        Self::new(403, "Forbidden", message).with_details(Value::Object(d))
+        let details = if group.is_empty() && resource.is_empty() { json!({}) } else { details(name, group, resource) };
+        Self::new(403, "Forbidden", message).with_details(details)
     }
 
     /// 410 Gone / Expired (for watches and continue tokens).

@@ -17,6 +17,7 @@ use tracing::Instrument as _;
 use super::background::Latest;
 use super::context::{ResourceContext, object_ref, to_json};
 use crate::engines::human;
+use crate::logs::ObjectRef;
 use crate::state::outcomes::{Answer, Attempt, DaemonNext, attempt_of, daemon_next};
 use crate::state::plan::Writes;
 use crate::state::registry::Handler;
@@ -63,7 +64,7 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
             trace_id = tracing::field::Empty,
         );
         crate::engines::trace_context::record_trace_id(&span);
-        let Some(ended) = one_run(&ctx, &h, &latest, &mut stop, req).instrument(span).await else { return };
+        let Some(ended) = one_run(&ctx, &h, &obj, &latest, &mut stop, req).instrument(span).await else { return };
         let next = match &ended {
             End::NoExit => DaemonNext::Done,
             End::Exit(attempt) => daemon_next(&h, Some(attempt)),
@@ -97,14 +98,14 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
 async fn one_run(
     ctx: &ResourceContext,
     h: &Handler,
+    obj: &ObjectRef,
     latest: &watch::Receiver<Latest>,
     stop: &mut watch::Receiver<bool>,
     req: pb::DaemonRequest,
 ) -> Option<End> {
-    let obj = object_ref(&latest.borrow().0);
     let mut stream = match ctx.servers[h.server].daemon(req).await {
         Err(failure) => {
-            ctx.log.warn(Some(&obj), &format!("Daemon '{}' could not be started: {failure}.", h.id));
+            ctx.log.warn(Some(obj), &format!("Daemon '{}' could not be started: {failure}.", h.id));
             return Some(End::of(&failure.answer()));
         }
         Ok(stream) => stream,
@@ -117,7 +118,7 @@ async fn one_run(
         match next {
             None => return Some(End::NoExit),
             Some(Err(failure)) => {
-                ctx.log.warn(Some(&obj), &format!("Daemon '{}' {failure}.", h.id));
+                ctx.log.warn(Some(obj), &format!("Daemon '{}' {failure}.", h.id));
                 return Some(End::of(&failure.answer()));
             }
             Some(Ok(message)) => {

@@ -212,10 +212,8 @@ fn of_kind(handlers: &[Handler], kind: pb::HandlerKind) -> Vec<Handler> {
 /// here are dropped with a warning.
 fn resource_groups(handlers: Vec<Handler>, log: &Logger) -> Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> {
     let mut groups: Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> = Vec::new();
-    for h in
-        handlers.into_iter().filter(|h| !matches!(h.kind, pb::HandlerKind::Startup | pb::HandlerKind::Cleanup | pb::HandlerKind::Probe))
-    {
-        if matches!(h.kind, pb::HandlerKind::Validate | pb::HandlerKind::Mutate) {
+    for h in handlers.into_iter().filter(|h| !h.is_activity()) {
+        if h.is_admission() {
             log.warn(None, &format!("Handler '{}' is of a kind this controller does not run yet ({:?}); it is ignored.", h.id, h.kind));
             continue;
         }

@@ -208,9 +208,8 @@ impl Handler {
         if kind == pb::HandlerKind::Unspecified {
             return Err(Error::UnknownKind(spec.id.clone()));
         }
-        let is_activity = matches!(kind, pb::HandlerKind::Startup | pb::HandlerKind::Cleanup | pb::HandlerKind::Probe);
         let resource = spec.resource.clone().unwrap_or_default();
-        if !is_activity && resource.name.is_empty() {
+        if !is_activity(kind) && resource.name.is_empty() {
             return Err(Error::NoResource(spec.id.clone()));
         }
         let field = Some(parse_path(&spec.field)).filter(|f| !f.is_empty());
@@ -276,6 +275,16 @@ impl Handler {
             timer,
             daemon,
         })
+    }
+
+    /// Whether it is an activity (startup, cleanup, probe): it has no resource.
+    pub fn is_activity(&self) -> bool {
+        is_activity(self.kind)
+    }
+
+    /// Whether it reviews admission requests (validate, mutate): its resource is not watched.
+    pub fn is_admission(&self) -> bool {
+        matches!(self.kind, pb::HandlerKind::Validate | pb::HandlerKind::Mutate)
     }
 
     /// Whether this handler makes the object need a finalizer.
@@ -351,6 +360,10 @@ pub fn common_label_selector(handlers: &[&Handler]) -> Option<String> {
         }
     }
     if parts.is_empty() { None } else { Some(parts.join(",")) }
+}
+
+fn is_activity(kind: pb::HandlerKind) -> bool {
+    matches!(kind, pb::HandlerKind::Startup | pb::HandlerKind::Cleanup | pb::HandlerKind::Probe)
 }
 
 /// Decodes every server's registry into one list, in server then registration order.

@@ -310,6 +310,11 @@ mod tests {
         json!([{"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["configmaps"]}])
     }
 
+    /// A ClusterRole that reads ConfigMaps, bound cluster-wide to `subjects`.
+    fn cluster_readers(subjects: Value) -> Vec<Value> {
+        vec![role("ClusterRole", "", "c", read_configmaps()), binding("ClusterRoleBinding", "", "b", "ClusterRole", "c", subjects)]
+    }
+
     #[test]
     fn bindings_grant_their_roles_rules_where_they_apply() {
         let robot = User::service_account("team", "robot");
@@ -369,24 +374,8 @@ mod tests {
                 list(""),
                 false,
             ),
-            (
-                "a ClusterRoleBinding grants in every namespace",
-                vec![
-                    role("ClusterRole", "", "c", read_configmaps()),
-                    binding("ClusterRoleBinding", "", "b", "ClusterRole", "c", sa("team")),
-                ],
-                list("other"),
-                true,
-            ),
-            (
-                "... and across all of them",
-                vec![
-                    role("ClusterRole", "", "c", read_configmaps()),
-                    binding("ClusterRoleBinding", "", "b", "ClusterRole", "c", sa("team")),
-                ],
-                list(""),
-                true,
-            ),
+            ("a ClusterRoleBinding grants in every namespace", cluster_readers(sa("team")), list("other"), true),
+            ("... and across all of them", cluster_readers(sa("team")), list(""), true),
             (
                 "a cluster-scoped resource through a ClusterRoleBinding",
                 vec![
@@ -407,49 +396,19 @@ mod tests {
             ),
             (
                 "a User subject by name",
-                vec![
-                    role("ClusterRole", "", "c", read_configmaps()),
-                    binding(
-                        "ClusterRoleBinding",
-                        "",
-                        "b",
-                        "ClusterRole",
-                        "c",
-                        json!([{"kind": "User", "name": "system:serviceaccount:team:robot"}]),
-                    ),
-                ],
+                cluster_readers(json!([{"kind": "User", "name": "system:serviceaccount:team:robot"}])),
                 list("team"),
                 true,
             ),
             (
                 "a Group subject: all service accounts of a namespace",
-                vec![
-                    role("ClusterRole", "", "c", read_configmaps()),
-                    binding(
-                        "ClusterRoleBinding",
-                        "",
-                        "b",
-                        "ClusterRole",
-                        "c",
-                        json!([{"kind": "Group", "name": "system:serviceaccounts:team"}]),
-                    ),
-                ],
+                cluster_readers(json!([{"kind": "Group", "name": "system:serviceaccounts:team"}])),
                 list("team"),
                 true,
             ),
             (
                 "a Group the user is not in",
-                vec![
-                    role("ClusterRole", "", "c", read_configmaps()),
-                    binding(
-                        "ClusterRoleBinding",
-                        "",
-                        "b",
-                        "ClusterRole",
-                        "c",
-                        json!([{"kind": "Group", "name": "system:serviceaccounts:other"}]),
-                    ),
-                ],
+                cluster_readers(json!([{"kind": "Group", "name": "system:serviceaccounts:other"}])),
                 list("team"),
                 false,
             ),

@@ -95,7 +95,7 @@ pub async fn render(cluster: &Cluster, settings: &bosun_controller::Settings, ou
     let handlers = registry::build(&specs)?;
 
     let mut handled: Vec<Handled> = Vec::new();
-    for h in handlers.iter().filter(|h| !h.resource.name.is_empty() && !is_admission(h.kind)) {
+    for h in handlers.iter().filter(|h| !h.is_activity() && !h.is_admission()) {
         let resource = resolve(cluster, &h.resource).await?;
         let writes = Handled::kind_writes(h.kind);
         match handled.iter_mut().find(|x| x.resource == resource) {
@@ -116,7 +116,7 @@ pub async fn render(cluster: &Cluster, settings: &bosun_controller::Settings, ou
         owned: owned_resources,
         namespaces: settings.namespaces.clone(),
         peering: (!settings.standalone).then(|| (family, settings.peering.name.clone())),
-        leases: (&settings.replicas).into(),
+        replicas: settings.replicas.clone(),
     };
     let docs = rbac::manifests(&rbac::grants(&needs), &output.name, (namespace, account));
     let mut out = String::from(
@@ -128,10 +128,6 @@ pub async fn render(cluster: &Cluster, settings: &bosun_controller::Settings, ou
         out.push_str(&serde_yaml::to_string(&doc)?);
     }
     Ok(out)
-}
-
-fn is_admission(kind: pb::HandlerKind) -> bool {
-    matches!(kind, pb::HandlerKind::Validate | pb::HandlerKind::Mutate)
 }
 
 async fn resolve(cluster: &Cluster, sel: &pb::ResourceSelector) -> anyhow::Result<ResolvedResource> {
