@@ -126,9 +126,23 @@ fn json_patch_bounded(target: &mut Value, ops: &[json_patch::PatchOperation]) ->
                 return Err(rejected());
             }
         }
+        if missing_null_test(target, op) {
+            continue;
+        }
         json_patch::patch_unsafe(target, std::slice::from_ref(op)).map_err(|_| rejected())?;
     }
     Ok(())
+}
+
+/// Whether `op` tests a missing member of an existing object for `null`, which the real
+/// server's JSON patch (evanphx/json-patch) lets pass, as a missing member is null there:
+/// kube-rs's `finalizer` adds the first finalizer with exactly this test. RFC 6902 would fail
+/// it; the `json_patch` crate does.
+fn missing_null_test(target: &Value, op: &json_patch::PatchOperation) -> bool {
+    let json_patch::PatchOperation::Test(test) = op else { return false };
+    let path = test.path.as_str();
+    let Some(slash) = path.rfind('/') else { return false };
+    test.value.is_null() && target.pointer(path).is_none() && target.pointer(&path[..slash]).is_some_and(Value::is_object)
 }
 
 /// The merge key of a list at `path` (dotted, without indices) in built-in kinds. Pod
@@ -293,6 +307,31 @@ mod tests {
         let err = apply(Format::Json, &mut v, &p).unwrap_err();
         assert_eq!(err.code, 422);
         assert_eq!(err.message, "the server rejected our request due to an error in our request");
+    }
+
+    #[test]
+    fn a_null_test_passes_on_a_missing_member_as_on_the_real_server() {
+        // (patch, passes): kube-rs's finalizer adds the first one after testing for null.
+        let cases = [
+            (
+                r#"[{"op":"test","path":"/metadata/finalizers","value":null},{"op":"add","path":"/metadata/finalizers","value":["f"]}]"#,
+                true,
+            ),
+            (r#"[{"op":"test","path":"/metadata/labels","value":null}]"#, true),
+            (r#"[{"op":"test","path":"/metadata/name","value":null}]"#, false),
+            (r#"[{"op":"test","path":"/metadata/finalizers","value":[]}]"#, false),
+            (r#"[{"op":"test","path":"/nothing/here","value":null}]"#, false),
+            (r#"[{"op":"test","path":"/metadata/name/x","value":null}]"#, false),
+            (r#"[{"op":"test","path":"/spec/list/5","value":null}]"#, false),
+        ];
+        for (patch, passes) in cases {
+            let mut v = json!({"metadata": {"name": "n"}, "spec": {"list": [1]}});
+            let p = parse(Format::Json, patch.as_bytes()).unwrap();
+            assert_eq!(apply(Format::Json, &mut v, &p).is_ok(), passes, "{patch}");
+            if patch.contains(r#""op":"add""#) {
+                assert_eq!(v["metadata"]["finalizers"], json!(["f"]));
+            }
+        }
     }
 
     #[test]

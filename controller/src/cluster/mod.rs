@@ -6,6 +6,7 @@ pub mod apply;
 pub mod discovery;
 pub mod events;
 pub mod metered;
+pub mod raw;
 pub mod watching;
 
 use std::time::Duration;

@@ -15,10 +15,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use kube::api::{Api, DynamicObject, ListParams, ObjectMeta};
+use kube::api::{Api, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
+use super::raw::RawObject;
 use super::{Cluster, ResolvedResource};
 use crate::logs::Logger;
 
@@ -83,7 +84,7 @@ pub async fn watch(
     mut listed: impl FnMut(),
 ) {
     let ar = resource.api_resource();
-    let api: Api<DynamicObject> = match (&scope.namespace, resource.namespaced) {
+    let api: Api<RawObject> = match (&scope.namespace, resource.namespaced) {
         (Some(ns), true) => Api::namespaced_with(cluster.client().clone(), ns, &ar),
         _ => Api::all_with(cluster.client().clone(), &ar),
     };
@@ -181,7 +182,7 @@ pub async fn list_all(
     mut deliver: impl FnMut(Seen),
 ) -> Result<usize, kube::Error> {
     let ar = resource.api_resource();
-    let api: Api<DynamicObject> = match (&scope.namespace, resource.namespaced) {
+    let api: Api<RawObject> = match (&scope.namespace, resource.namespaced) {
         (Some(ns), true) => Api::namespaced_with(cluster.client().clone(), ns, &ar),
         _ => Api::all_with(cluster.client().clone(), &ar),
     };
@@ -195,7 +196,7 @@ pub async fn list_all(
         let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
         for o in page.items {
             count += 1;
-            deliver(Seen::Upsert(to_value(o)));
+            deliver(Seen::Upsert(o.into_body()));
         }
         match next {
             Some(token) => params = params.continue_token(&token),
@@ -207,7 +208,7 @@ pub async fn list_all(
 /// Where the watch loop is.
 enum State {
     /// Following kube-runtime's watcher, which lists, watches and resumes by itself.
-    Following(BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>),
+    Following(BoxStream<'static, Result<watcher::Event<RawObject>, watcher::Error>>),
     /// The resource answered 404 Not Found: ask again after `wait` whether it is back.
     Gone {
         /// How long until the next question.
@@ -230,7 +231,7 @@ fn config(scope: &WatchScope) -> watcher::Config {
 }
 
 /// A new watcher stream (starting with a listing), with kube-runtime's backoff on errors.
-fn follow(api: &Api<DynamicObject>, config: &watcher::Config) -> BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>> {
+fn follow(api: &Api<RawObject>, config: &watcher::Config) -> BoxStream<'static, Result<watcher::Event<RawObject>, watcher::Error>> {
     watcher(api.clone(), config.clone()).default_backoff().boxed()
 }
 
@@ -257,13 +258,26 @@ struct Last {
 }
 
 impl Last {
-    fn of(meta: &ObjectMeta, listing: u32) -> Last {
-        let boxed = |s: &Option<String>| s.as_deref().unwrap_or("").into();
+    fn of(body: &Value, listing: u32) -> Last {
+        let meta = body.get("metadata");
+        let field = |k: &str| meta.and_then(|m| m.get(k));
+        let text = |k: &str| field(k).and_then(Value::as_str).unwrap_or("").into();
         Last {
-            uid: boxed(&meta.uid),
-            resource_version: boxed(&meta.resource_version),
-            finalizers: meta.finalizers.iter().flatten().map(|f| f.as_str().into()).collect(),
-            labels: meta.labels.iter().flatten().map(|(k, v)| (k.as_str().into(), v.as_str().into())).collect(),
+            uid: text("uid"),
+            resource_version: text("resourceVersion"),
+            finalizers: field("finalizers")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(Into::into)
+                .collect(),
+            labels: field("labels")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
+                .collect(),
             listing,
         }
     }
@@ -337,7 +351,7 @@ impl Known {
     }
 
     /// Takes one watcher event in; returns what to deliver, in order.
-    pub fn apply(&mut self, event: watcher::Event<DynamicObject>) -> Vec<Seen> {
+    pub fn apply(&mut self, event: watcher::Event<RawObject>) -> Vec<Seen> {
         match event {
             watcher::Event::Init => {
                 self.listing = self.listing.wrapping_add(1);
@@ -352,8 +366,8 @@ impl Known {
             }
             watcher::Event::Apply(o) => self.upsert(o, false, Seen::Upsert),
             watcher::Event::Delete(o) => {
-                self.objects.remove(key(&o.metadata).as_str());
-                vec![Seen::Deleted(to_value(o))]
+                self.objects.remove(key(o.body()).as_str());
+                vec![Seen::Deleted(o.into_body())]
             }
             watcher::Event::InitDone => {
                 self.phase = Phase::Watching;
@@ -367,10 +381,11 @@ impl Known {
 
     /// Remembers an applied object; returns it (unless a listing repeats it unchanged),
     /// after a `Deleted` for an object of the same name with another uid.
-    fn upsert(&mut self, o: DynamicObject, skip_unchanged: bool, wrap: fn(Value) -> Seen) -> Vec<Seen> {
-        let key = key(&o.metadata);
-        let uid = o.metadata.uid.as_deref().unwrap_or("");
-        let rv = o.metadata.resource_version.as_deref().unwrap_or("");
+    fn upsert(&mut self, o: RawObject, skip_unchanged: bool, wrap: fn(Value) -> Seen) -> Vec<Seen> {
+        let body = o.into_body();
+        let key = key(&body);
+        let text = |k: &str| body.get("metadata").and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("");
+        let (uid, rv) = (text("uid"), text("resourceVersion"));
         let mut out = Vec::new();
         match self.objects.get_mut(key.as_str()) {
             Some(last) if &*last.uid == uid => {
@@ -378,17 +393,17 @@ impl Known {
                 if skip_unchanged && !rv.is_empty() && &*last.resource_version == rv {
                     return out;
                 }
-                *last = Last::of(&o.metadata, self.listing);
+                *last = Last::of(&body, self.listing);
             }
             Some(_) => {
-                let replaced = self.objects.insert(key.as_str().into(), Last::of(&o.metadata, self.listing));
+                let replaced = self.objects.insert(key.as_str().into(), Last::of(&body, self.listing));
                 out.extend(replaced.map(|last| Seen::Deleted(self.minimal(&key, &last))));
             }
             None => {
-                self.objects.insert(key.into(), Last::of(&o.metadata, self.listing));
+                self.objects.insert(key.into(), Last::of(&body, self.listing));
             }
         }
-        out.push(wrap(to_value(o)));
+        out.push(wrap(body));
         out
     }
 
@@ -410,23 +425,9 @@ impl Known {
 }
 
 /// `namespace/name` (`/name` for cluster-scoped objects).
-fn key(meta: &ObjectMeta) -> String {
-    format!("{}/{}", meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or(""))
-}
-
-/// The object as JSON in its usual key order, moving its fields instead of serialising the
-/// whole object again.
-fn to_value(o: DynamicObject) -> Value {
-    let mut body = serde_json::Map::new();
-    if let Some(t) = o.types {
-        body.insert("apiVersion".into(), Value::String(t.api_version));
-        body.insert("kind".into(), Value::String(t.kind));
-    }
-    body.insert("metadata".into(), serde_json::to_value(&o.metadata).unwrap_or(Value::Null));
-    if let Value::Object(data) = o.data {
-        body.extend(data);
-    }
-    Value::Object(body)
+fn key(body: &Value) -> String {
+    let text = |k: &str| body.get("metadata").and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("");
+    format!("{}/{}", text("namespace"), text("name"))
 }
 
 #[cfg(test)]
@@ -435,7 +436,7 @@ mod tests {
     use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
 
     /// An object `ns/name` with a uid and a resourceVersion.
-    fn obj(name: &str, uid: &str, rv: &str) -> DynamicObject {
+    fn obj(name: &str, uid: &str, rv: &str) -> RawObject {
         serde_json::from_value(json!({
             "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
             "metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": rv},
@@ -465,11 +466,11 @@ mod tests {
         Known::new("kopf.dev/v1".into(), "KopfExample".into())
     }
 
-    fn run(known: &mut Known, events: Vec<watcher::Event<DynamicObject>>) -> Vec<String> {
+    fn run(known: &mut Known, events: Vec<watcher::Event<RawObject>>) -> Vec<String> {
         events.into_iter().flat_map(|e| short(&known.apply(e))).collect()
     }
 
-    fn listing(objects: Vec<DynamicObject>) -> Vec<watcher::Event<DynamicObject>> {
+    fn listing(objects: Vec<RawObject>) -> Vec<watcher::Event<RawObject>> {
         std::iter::once(Init).chain(objects.into_iter().map(InitApply)).chain(std::iter::once(InitDone)).collect()
     }
 
@@ -477,7 +478,7 @@ mod tests {
     fn the_first_listing_is_delivered_and_a_relist_delivers_only_what_changed() {
         let (a1, a2, b1, c1) = (obj("a", "ua", "1"), obj("a", "ua", "2"), obj("b", "ub", "1"), obj("c", "uc", "1"));
         let a_again = obj("a", "ua-2", "7");
-        type Case = (&'static str, Vec<watcher::Event<DynamicObject>>, Vec<&'static str>);
+        type Case = (&'static str, Vec<watcher::Event<RawObject>>, Vec<&'static str>);
         let cases: Vec<Case> = vec![
             ("first listing", listing(vec![a1.clone(), b1.clone()]), vec!["Listed a@1", "Listed b@1"]),
             (
@@ -541,7 +542,7 @@ mod tests {
     #[test]
     fn an_object_missing_from_a_relist_is_delivered_with_a_minimal_body() {
         let mut k = known();
-        let full: DynamicObject = serde_json::from_value(json!({
+        let full: RawObject = serde_json::from_value(json!({
             "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
             "metadata": {
                 "name": "a", "namespace": "ns", "uid": "ua", "resourceVersion": "5",
@@ -608,8 +609,8 @@ mod tests {
             serde_json::json!({"metadata": {"name": "b", "namespace": "ns"}, "data": {"k": "v"}}),
         ];
         for want in cases {
-            let o: DynamicObject = serde_json::from_value(want.clone()).unwrap();
-            let got = to_value(o);
+            let o: RawObject = serde_json::from_str(&want.to_string()).unwrap();
+            let got = o.into_body();
             assert_eq!(got, want);
             let keys: Vec<&String> = got.as_object().unwrap().keys().collect();
             let metadata_at = keys.iter().position(|k| *k == "metadata").unwrap();

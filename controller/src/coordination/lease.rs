@@ -99,7 +99,8 @@ impl Record {
     pub fn parse(body: &Value) -> Record {
         let spec = &body["spec"];
         let view = body
-            .pointer("/metadata/annotations")
+            .get("metadata")
+            .and_then(|m| m.get("annotations"))
             .and_then(|a| a.get(VIEW_ANNOTATION))
             .and_then(Value::as_str)
             .and_then(|s| serde_json::from_str::<Vec<String>>(s).ok())
@@ -110,7 +111,7 @@ impl Record {
             acquired: time(&spec["acquireTime"]),
             renewed: time(&spec["renewTime"]),
             transitions: spec["leaseTransitions"].as_i64().unwrap_or(0).max(0),
-            resource_version: body.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(String::from),
+            resource_version: body.get("metadata").and_then(|m| m.get("resourceVersion")).and_then(Value::as_str).map(String::from),
             view,
         }
     }

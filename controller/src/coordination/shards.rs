@@ -40,7 +40,7 @@ pub fn members(leases: &[Value], now: DateTime<Utc>, forget: std::time::Duration
     let mut dead = Vec::new();
     for body in leases {
         let record = Record::parse(body);
-        let name = body.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let name = body.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
         match (&record.holder, record.is_held(now)) {
             (Some(holder), true) => {
                 live.insert(holder.clone(), record.view.clone());

@@ -70,7 +70,7 @@ pub fn prepare(owner: &Value, mut child: Value, index: usize, copy_labels: bool)
             m.remove("generateName");
         }
     }
-    if copy_labels && let Some(labels) = owner.pointer("/metadata/labels").and_then(Value::as_object) {
+    if copy_labels && let Some(labels) = owner.get("metadata").and_then(|m| m.get("labels")).and_then(Value::as_object) {
         for (k, v) in labels {
             let m = &mut child["metadata"];
             if m["labels"].get(k).is_none() {

@@ -41,7 +41,7 @@ fn key_of(body: &Value) -> String {
 }
 
 fn rv_of(body: &Value) -> Option<u64> {
-    body.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|s| s.parse().ok())
+    body.get("metadata").and_then(|m| m.get("resourceVersion")).and_then(Value::as_str).and_then(|s| s.parse().ok())
 }
 
 /// Keeps in `latest` the newer of it and `incoming`: an event older than the body a write

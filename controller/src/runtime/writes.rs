@@ -54,7 +54,8 @@ impl ResourceContext {
         for attempt in 0..3 {
             let mut main = w.main.clone();
             if let Some(want) = w.finalizer {
-                let mut list: Vec<Value> = current.pointer("/metadata/finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
+                let mut list: Vec<Value> =
+                    current.get("metadata").and_then(|m| m.get("finalizers")).and_then(Value::as_array).cloned().unwrap_or_default();
                 list.retain(|f| f.as_str() != Some(self.storage.finalizer.as_str()));
                 if want {
                     list.push(Value::String(self.storage.finalizer.clone()));

@@ -66,10 +66,10 @@ pub fn essence(body: &Value, rules: &EssenceRules) -> Value {
         }
     }
     let mut meta = Map::new();
-    if let Some(labels) = body.pointer("/metadata/labels").and_then(Value::as_object).filter(|m| !m.is_empty()) {
+    if let Some(labels) = body.get("metadata").and_then(|m| m.get("labels")).and_then(Value::as_object).filter(|m| !m.is_empty()) {
         meta.insert("labels".into(), Value::Object(labels.clone()));
     }
-    if let Some(annotations) = body.pointer("/metadata/annotations").and_then(Value::as_object) {
+    if let Some(annotations) = body.get("metadata").and_then(|m| m.get("annotations")).and_then(Value::as_object) {
         let kept: Map<String, Value> = annotations
             .iter()
             .filter(|(k, _)| k.as_str() != KUBECTL_LAST_APPLIED && !rules.own_prefixes.iter().any(|p| k.starts_with(p.as_str())))
@@ -91,6 +91,50 @@ pub fn essence(body: &Value, rules: &EssenceRules) -> Value {
         remove_path(&mut out, path);
     }
     Value::Object(out)
+}
+
+/// Whether `essence(body, rules) == *stored`, found in one walk over the body without building
+/// the essence: the noop decision of a relist, for every object, should not copy each one.
+/// Rules with extra or ignored fields (rare) build the essence.
+pub fn matches(body: &Value, rules: &EssenceRules, stored: &Value) -> bool {
+    if !rules.extra_fields.is_empty() || !rules.ignored_fields.is_empty() {
+        return essence(body, rules) == *stored;
+    }
+    let Some(stored) = stored.as_object() else { return false };
+    // Keys the essence would have; it must have no others.
+    let mut keys = 0;
+    for (k, v) in body.as_object().into_iter().flatten() {
+        if matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status") {
+            continue;
+        }
+        keys += 1;
+        if stored.get(k) != Some(v) {
+            return false;
+        }
+    }
+    let labels = body.get("metadata").and_then(|m| m.get("labels")).and_then(Value::as_object).filter(|m| !m.is_empty());
+    let kept = |k: &String| k != KUBECTL_LAST_APPLIED && !rules.own_prefixes.iter().any(|p| k.starts_with(p.as_str()));
+    let annotations = body.get("metadata").and_then(|m| m.get("annotations")).and_then(Value::as_object);
+    let kept_annotations = annotations.map_or(0, |a| a.keys().filter(|k| kept(k)).count());
+    if labels.is_some() || kept_annotations > 0 {
+        keys += 1;
+        let Some(meta) = stored.get("metadata").and_then(Value::as_object) else { return false };
+        if meta.len() != usize::from(labels.is_some()) + usize::from(kept_annotations > 0) {
+            return false;
+        }
+        if let Some(labels) = labels
+            && meta.get("labels").and_then(Value::as_object) != Some(labels)
+        {
+            return false;
+        }
+        if let Some(annotations) = annotations.filter(|_| kept_annotations > 0) {
+            let Some(theirs) = meta.get("annotations").and_then(Value::as_object) else { return false };
+            if theirs.len() != kept_annotations || annotations.iter().any(|(k, v)| kept(k) && theirs.get(k) != Some(v)) {
+                return false;
+            }
+        }
+    }
+    stored.len() == keys
 }
 
 /// Encodes an essence as the stored diffbase: compact JSON and a newline (Kopf's format).
@@ -144,6 +188,50 @@ mod tests {
         r.ignored_fields = vec![parse_path("spec.replicas"), parse_path("spec.nothing.here")];
         let body = json!({"spec": {"replicas": 3, "image": "x"}, "status": {"phase": "Up", "other": 1}});
         assert_eq!(essence(&body, &r), json!({"spec": {"image": "x"}, "status": {"phase": "Up"}}));
+    }
+
+    #[test]
+    fn matching_a_stored_essence_agrees_with_building_the_essence() {
+        let bodies = [
+            json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "n"}, "spec": {"a": 1}, "status": {"s": 1}}),
+            json!({"metadata": {"labels": {"l": "1"}, "annotations": {"x": "1", "bosun.dev/h": "p"}}, "spec": {"a": [1, 2]}}),
+            json!({"metadata": {"labels": {}, "annotations": {"bosun.dev/last-handled-configuration": "{}"}}, "data": {"k": "v"}}),
+            json!({"metadata": {"annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "y": "2"}}}),
+            json!({"metadata": {"labels": {"l": "2"}}, "spec": null, "extra": "e"}),
+            json!({"metadata": {"name": "n"}}),
+            json!("not an object"),
+        ];
+        let stored = [
+            json!({"spec": {"a": 1}}),
+            json!({"spec": {"a": 2}}),
+            json!({"spec": {"a": 1}, "data": 1}),
+            json!({"metadata": {"labels": {"l": "1"}, "annotations": {"x": "1"}}, "spec": {"a": [1, 2]}}),
+            json!({"metadata": {"labels": {"l": "1"}}, "spec": {"a": [1, 2]}}),
+            json!({"metadata": {"labels": {"l": "1"}, "annotations": {"x": "1", "z": "3"}}, "spec": {"a": [1, 2]}}),
+            json!({"metadata": {"labels": {"l": "1"}, "annotations": {"x": "1"}, "other": 1}, "spec": {"a": [1, 2]}}),
+            json!({"data": {"k": "v"}}),
+            json!({"metadata": {"annotations": {"y": "2"}}}),
+            json!({"metadata": {}, "data": {"k": "v"}}),
+            json!({"metadata": {"labels": {"l": "2"}}, "spec": null, "extra": "e"}),
+            json!({"metadata": {"labels": {"l": "2"}}, "extra": "e"}),
+            json!({}),
+            json!([]),
+        ];
+        let mut with_fields = rules();
+        with_fields.extra_fields = vec![parse_path("status.s")];
+        let mut agreed = 0;
+        for r in [rules(), with_fields] {
+            for body in &bodies {
+                // Each body's own essence matches; every other stored value as building it says.
+                let own = essence(body, &r);
+                assert!(matches(body, &r, &own), "{body} should match its own essence {own}");
+                for old in &stored {
+                    assert_eq!(matches(body, &r, old), essence(body, &r) == *old, "{body} against {old}");
+                    agreed += usize::from(matches(body, &r, old));
+                }
+            }
+        }
+        assert!(agreed >= 6, "the cases should include matches ({agreed})");
     }
 
     #[test]

@@ -60,7 +60,8 @@ fn tries(retries: u32) -> String {
 /// fields hold it.
 fn diffbase_written(body: &Value, storage: &Storage) -> Option<DateTime<Utc>> {
     let key = format!("f:{}/{DIFFBASE}", storage.prefix);
-    body.pointer("/metadata/managedFields")?
+    body.get("metadata")
+        .and_then(|m| m.get("managedFields"))?
         .as_array()?
         .iter()
         .filter(|m| {

@@ -74,6 +74,12 @@ pub fn annotation_key_v2(prefix: &str, id: &str) -> String {
 
 /// Every key Kopf reads and writes for `id`: the V2 key, then the V1 key if it differs.
 pub fn kopf_keys(prefix: &str, id: &str) -> Vec<String> {
+    // The usual case, read for every object in every cycle: a short ASCII id that needs no
+    // replacing is its own name part, and both keys are `prefix/id`.
+    let slash = usize::from(!prefix.is_empty());
+    if prefix.is_ascii() && id.is_ascii() && prefix.len() + slash + id.len() <= NAME_MAX && !id.contains(['/', '<', '>']) {
+        return vec![if prefix.is_empty() { id.to_string() } else { format!("{prefix}/{id}") }];
+    }
     let (v2, v1) = (annotation_key_v2(prefix, id), annotation_key_v1(prefix, id));
     if v1 == v2 { vec![v2] } else { vec![v2, v1] }
 }
@@ -171,6 +177,7 @@ mod tests {
         for (id, v1, v2) in cases {
             assert_eq!(annotation_key_v1(&prefix, id), format!("{prefix}{v1}"), "{id}");
             assert_eq!(annotation_key_v2(&prefix, id), format!("{prefix}{v2}"), "{id}");
+            assert_eq!(kopf_keys(&prefix, id), vec![format!("{prefix}{v2}"), format!("{prefix}{v1}")], "{id}");
         }
     }
 
@@ -178,5 +185,7 @@ mod tests {
     fn keys_without_a_prefix_have_no_slash() {
         assert_eq!(annotation_key_v1("", "a/b"), "a.b");
         assert_eq!(annotation_key_v2("", "a/b"), "a.b");
+        assert_eq!(kopf_keys("", "a/b"), vec!["a.b"]);
+        assert_eq!(kopf_keys("", "ab"), vec!["ab"]);
     }
 }

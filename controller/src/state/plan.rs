@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::causes::{Observation, Reason, detect};
 use super::diff::{DiffItem, diff};
-use super::essence::{EssenceRules, decode_diffbase, encode_diffbase, essence};
+use super::essence::{EssenceRules, decode_diffbase, encode_diffbase, essence, matches as essence_matches};
 use super::outcomes::{Answer, Attempt, Verdict, attempt_of, precheck, record_attempt, record_limit_failure};
 use super::patches::{check_merge_patch, compose_over, split_status};
 use super::progress::{ProgressRecord, annotation_key, format_time};
@@ -176,7 +176,7 @@ pub struct Cycle {
 
 /// The object's `metadata.deletionTimestamp` is set.
 pub fn deletion_requested(body: &Value) -> bool {
-    body.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null())
+    body.get("metadata").and_then(|m| m.get("deletionTimestamp")).is_some_and(|v| !v.is_null())
 }
 
 /// The Warning event posted for a permanent failure.
@@ -295,12 +295,13 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
         return Start::AddFinalizer(Writes { finalizer: Some(true), ..Writes::none() }, vec![line]);
     }
     let (stored, ids) = subject.read_state(body);
-    let new_essence = essence_known.unwrap_or_else(|| essence(body, subject.rules));
     let base = stored_base(stored.diffbase.as_deref());
+    // The essence is built only when needed: comparing with a stored one walks the body.
+    let mut new_essence = essence_known;
     let changed = match &base {
         Stored::Nothing => true,
-        Stored::Essence(old) => *old != new_essence,
-        Stored::Digest(d) => *d != digest_diffbase(&new_essence),
+        Stored::Essence(old) => new_essence.as_ref().map_or_else(|| !essence_matches(body, subject.rules, old), |e| old != e),
+        Stored::Digest(d) => *d != digest_diffbase(new_essence.get_or_insert_with(|| essence(body, subject.rules))),
     };
     let mut reason = detect(Observation {
         deleted_event: false,
@@ -319,6 +320,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
     if matches!(reason, Reason::Free | Reason::Noop) && !releases_finalizer {
         return Start::Idle(Vec::new());
     }
+    let new_essence = new_essence.unwrap_or_else(|| essence(body, subject.rules));
     let old_essence = match (&base, reason) {
         (Stored::Essence(old), Reason::Update) => Some(old),
         _ => None,

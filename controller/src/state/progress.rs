@@ -68,7 +68,8 @@ impl ProgressRecord {
 
 /// Formats a time as Kopf does: ISO-8601 UTC with microseconds.
 pub fn format_time(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string()
+    // `2026-11-23T17:00:00.123456+00:00`, without parsing a strftime pattern each time.
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, false)
 }
 
 /// Parses a time written by Bosun or any Kopf version (with or without a zone).

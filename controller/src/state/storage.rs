@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::keys::{annotation_key_v1, annotation_key_v2};
+use super::keys::kopf_keys;
 use super::progress::ProgressRecord;
 
 /// Where new state is written.
@@ -82,7 +82,8 @@ const DRS_MARK: &str = "-ofDRS";
 /// Deployment's annotations to its ReplicaSets, so their own state needs other keys.
 fn collision_mark(body: &Value) -> &'static str {
     let owned_by_deployment = body
-        .pointer("/metadata/ownerReferences")
+        .get("metadata")
+        .and_then(|m| m.get("ownerReferences"))
         .and_then(Value::as_array)
         .is_some_and(|owners| owners.iter().any(|o| o.get("kind").and_then(Value::as_str) == Some("Deployment")));
     if body.get("kind").and_then(Value::as_str) == Some("ReplicaSet") && owned_by_deployment { DRS_MARK } else { "" }
@@ -157,9 +158,7 @@ impl Storage {
     /// The annotation keys under which `name` (a handler id, the diffbase, the touch) may be
     /// found on `body`, in the order they are read: the V2 key, then the V1 key if it differs.
     pub fn annotation_keys(&self, body: &Value, name: &str) -> Vec<String> {
-        let marked = format!("{name}{}", collision_mark(body));
-        let (v2, v1) = (annotation_key_v2(&self.prefix, &marked), annotation_key_v1(&self.prefix, &marked));
-        if v1 == v2 { vec![v2] } else { vec![v2, v1] }
+        kopf_keys(&self.prefix, &format!("{name}{}", collision_mark(body)))
     }
 
     /// The annotation keys that are written for `name`: both versions for Kopf (so that Kopf
@@ -173,7 +172,7 @@ impl Storage {
     }
 
     fn annotations<'a>(&self, body: &'a Value) -> Option<&'a Map<String, Value>> {
-        body.pointer("/metadata/annotations").and_then(Value::as_object)
+        body.get("metadata").and_then(|m| m.get("annotations")).and_then(Value::as_object)
     }
 
     fn status_state<'a>(&self, body: &'a Value) -> Option<&'a Value> {
@@ -210,7 +209,8 @@ impl Storage {
 
     /// Whether the object carries our finalizer.
     pub fn has_finalizer(&self, body: &Value) -> bool {
-        body.pointer("/metadata/finalizers")
+        body.get("metadata")
+            .and_then(|m| m.get("finalizers"))
             .and_then(Value::as_array)
             .is_some_and(|f| f.iter().any(|v| v.as_str() == Some(self.finalizer.as_str())))
     }

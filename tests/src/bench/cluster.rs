@@ -19,8 +19,8 @@ use super::procs::Proc;
 /// The namespace the bench's objects live in.
 pub const NAMESPACE: &str = "default";
 
-/// Nanoseconds since the epoch: the one clock the bench, its handler server and Kopf's
-/// handler (`time.time_ns()`) all read.
+/// Nanoseconds since the epoch: the one clock the bench and every operator's handler
+/// (`SystemTime` in Rust, `time.time_ns()` in Python) read.
 pub fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
@@ -108,10 +108,11 @@ pub async fn create_all(clients: &[kube::Client], names: &[String], deadline: Du
 }
 
 /// Watches KopfExamples and notes when each first shows `status.create_fn` (the handler's
-/// result stored by the operator).
+/// result stored by the operator), and when each first showed a finalizer.
 pub struct Handled {
     seen: Arc<Mutex<HashMap<String, u64>>>,
     added: Arc<Mutex<HashMap<String, u64>>>,
+    finalized: Arc<Mutex<HashMap<String, u64>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -122,8 +123,9 @@ impl Handled {
         let api: kube::Api<DynamicObject> = kube::Api::all_with(client, &ApiResource::from_gvk_with_plural(&gvk, "kopfexamples"));
         let seen: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
         let added: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+        let finalized: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let (s, a) = (seen.clone(), added.clone());
+        let (s, a, f) = (seen.clone(), added.clone(), finalized.clone());
         let task = tokio::spawn(async move {
             let mut ready = Some(ready_tx);
             let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
@@ -133,6 +135,9 @@ impl Handled {
                         let name = o.metadata.name.unwrap_or_default();
                         if o.data.pointer("/status/create_fn").is_some() {
                             s.lock().unwrap().entry(name.clone()).or_insert_with(now_ns);
+                        }
+                        if o.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+                            f.lock().unwrap().entry(name.clone()).or_insert_with(now_ns);
                         }
                         a.lock().unwrap().entry(name).or_insert_with(now_ns);
                     }
@@ -147,7 +152,7 @@ impl Handled {
             }
         });
         tokio::time::timeout(Duration::from_secs(30), ready_rx).await.context("the bench's watch did not list within 30 s")??;
-        Ok(Handled { seen, added, task })
+        Ok(Handled { seen, added, finalized, task })
     }
 
     /// When each of `names` was seen handled (those seen so far).
@@ -159,6 +164,11 @@ impl Handled {
     /// When the bench's watch first saw `name` at all (its ADDED event), if it did.
     pub fn added(&self, name: &str) -> Option<u64> {
         self.added.lock().unwrap().get(name).copied()
+    }
+
+    /// When the bench's watch first saw `name` with a finalizer, if it did.
+    pub fn finalized(&self, name: &str) -> Option<u64> {
+        self.finalized.lock().unwrap().get(name).copied()
     }
 
     /// How many of `names` are handled.

@@ -2,22 +2,22 @@
 //! returning `{"message": "hello world"}`, optionally a `delete_fn`) recording, per object
 //! name, when its call arrived:
 //! - Bosun: the real `bosun run` binary as a child process, talking over gRPC to a handler
-//!   server written with the SDK that runs inside the bench process;
+//!   server written with the Rust SDK (`bench-handler`), a second child process (its CPU and
+//!   memory count with the controller's);
 //! - Bosun (Python): the same `bosun run`, with the handler in Bosun's Python SDK served by
 //!   `python -m bosun` as a second child process (its CPU and memory count with the
 //!   controller's);
-//! - Kopf: `kopf run --standalone -A` from a venv the bench makes, as a child process.
+//! - Kopf: `kopf run --standalone -A` from a venv the bench makes, as a child process;
+//! - kube-rs: the reference, a bare controller on `kube::runtime::Controller`
+//!   (`bench-kube-rs`), as a child process.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
-use bosun_sdk::{Cause, HandlerError, Operator};
-use serde_json::{Value, json};
+use bosun_sdk::Operator;
 
-use super::cluster::{DevCluster, now_ns};
+use super::cluster::DevCluster;
 use super::procs::{Proc, Usage};
 
 /// Which operator.
@@ -29,6 +29,8 @@ pub enum Flavor {
     BosunPython,
     /// Kopf.
     Kopf,
+    /// The reference: a bare kube-rs controller.
+    KubeRs,
 }
 
 impl Flavor {
@@ -38,6 +40,7 @@ impl Flavor {
             Flavor::Bosun => "Bosun",
             Flavor::BosunPython => "Bosun-Python",
             Flavor::Kopf => "Kopf",
+            Flavor::KubeRs => "kube-rs",
         }
     }
 }
@@ -49,31 +52,15 @@ pub struct Programs {
     pub bosun: PathBuf,
     /// The `bosun-devcluster` binary.
     pub devcluster: PathBuf,
+    /// The Rust SDK's handler server of the bench (`bench-handler`).
+    pub handler: PathBuf,
+    /// The bare kube-rs controller (`bench-kube-rs`).
+    pub kube_rs: PathBuf,
     /// The venv holding Kopf (made by [`ensure_kopf`]) and, with `--python`, Bosun's Python
     /// SDK (installed by [`ensure_python_sdk`]).
     pub venv: PathBuf,
     /// The controller's `--max-workers`.
     pub max_workers: usize,
-}
-
-/// First call time per object name, and the number of calls.
-#[derive(Default)]
-struct Recorder {
-    first: Mutex<HashMap<String, u64>>,
-    calls: AtomicU64,
-}
-
-impl Recorder {
-    fn record(&self, name: &str) {
-        let t = now_ns();
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.first.lock().unwrap().entry(name.to_string()).or_insert(t);
-    }
-}
-
-enum Calls {
-    InProcess(Arc<Recorder>),
-    File(PathBuf),
 }
 
 /// An operator running against a dev cluster.
@@ -82,35 +69,30 @@ pub struct UnderTest {
     pub flavor: Flavor,
     /// The controller process (`bosun` or Kopf's Python).
     pub proc: Proc,
-    /// A handler server in a process of its own (the Python SDK's).
+    /// The handler server, in a process of its own (Bosun's).
     pub handler: Option<Proc>,
-    calls: Calls,
-    server: Option<ServerTask>,
+    /// Where the handler notes `NAME TIME_NS` per `create_fn` call.
+    record: PathBuf,
 }
 
-/// An SDK handler server in the bench process; aborted when dropped.
+/// An SDK handler server in the bench process (the replicas workload's); it stops when dropped.
 pub struct ServerTask {
     /// Where it listens: `http://127.0.0.1:PORT`.
     pub addr: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl ServerTask {
-    /// Serves `operator` on a free loopback port until stopped or dropped.
+    /// Serves `operator` on a free loopback port until dropped.
     pub async fn start(operator: Operator) -> Result<ServerTask> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = format!("http://{}", listener.local_addr()?);
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            let stopped = async move {
-                let _ = rx.await;
-            };
-            if let Err(e) = operator.serve_with_listener(listener, stopped).await {
+            if let Err(e) = operator.serve_with_listener(listener, std::future::pending()).await {
                 eprintln!("bench: the SDK handler server failed: {e}");
             }
         });
-        Ok(ServerTask { addr, stop: Some(tx), task })
+        Ok(ServerTask { addr, task })
     }
 }
 
@@ -127,6 +109,7 @@ impl UnderTest {
             Flavor::Bosun => start_bosun(programs, cluster, with_delete, dir).await,
             Flavor::BosunPython => start_bosun_python(programs, cluster, with_delete, dir).await,
             Flavor::Kopf => start_kopf(programs, cluster, with_delete, dir),
+            Flavor::KubeRs => start_kube_rs(programs, cluster, with_delete, dir),
         }
     }
 
@@ -139,6 +122,12 @@ impl UnderTest {
             used.peak_rss += h.peak_rss;
         }
         Ok(used)
+    }
+
+    /// The CPU seconds of the handler server's own process so far (0 when the handlers run in
+    /// the controller's process, as Kopf's and kube-rs's do).
+    pub fn handler_cpu_s(&self) -> Result<f64> {
+        Ok(self.handler.as_ref().map(Proc::usage).transpose()?.map_or(0.0, |u| u.cpu_s))
     }
 
     /// The resident set size of the operator's processes together, now.
@@ -155,18 +144,12 @@ impl UnderTest {
 
     /// When `create_fn` was first called for each object, by name.
     pub fn first_calls(&self) -> Result<HashMap<String, u64>> {
-        match &self.calls {
-            Calls::InProcess(r) => Ok(r.first.lock().unwrap().clone()),
-            Calls::File(path) => Ok(read_record(path)?.0),
-        }
+        Ok(read_record(&self.record)?.0)
     }
 
     /// How many times `create_fn` was called in all.
     pub fn calls(&self) -> Result<u64> {
-        match &self.calls {
-            Calls::InProcess(r) => Ok(r.calls.load(Ordering::Relaxed)),
-            Calls::File(path) => Ok(read_record(path)?.1),
-        }
+        Ok(read_record(&self.record)?.1)
     }
 
     /// Stops the controller, then the handler server.
@@ -175,29 +158,18 @@ impl UnderTest {
         if let Some(handler) = self.handler {
             handler.stop(std::time::Duration::from_secs(5)).await;
         }
-        if let Some(mut server) = self.server {
-            if let Some(tx) = server.stop.take() {
-                let _ = tx.send(());
-            }
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut server.task).await;
-        }
     }
 }
 
 async fn start_bosun(programs: &Programs, cluster: &DevCluster, with_delete: bool, dir: &Path) -> Result<UnderTest> {
-    let recorder = Arc::new(Recorder::default());
-    let rec = recorder.clone();
-    let mut operator = Operator::new()
-        .server_name("bench")
-        .on_create("kopf.dev/v1/kopfexamples", move |cause: Cause| {
-            rec.record(cause.name());
-            async { Ok::<_, HandlerError>(json!({"message": "hello world"})) }
-        })
-        .id("create_fn");
+    let record = empty_record(dir, "handler-calls.txt")?;
+    let address = format!("unix://{}", dir.join("handlers.sock").display());
+    let mut server = tokio::process::Command::new(&programs.handler);
+    server.env("BOSUN_LISTEN", &address).env("BENCH_RECORD", &record).env_remove("RUST_LOG");
     if with_delete {
-        operator = operator.on_delete("kopf.dev/v1/kopfexamples", |_: Cause| async { Ok::<_, HandlerError>(Value::Null) }).id("delete_fn");
+        server.arg("--delete");
     }
-    let server = ServerTask::start(operator).await?;
+    let (handler, _) = Proc::spawn("the Rust handler server", server, &dir.join("handler.log"), false)?;
     // A profiling aid: BENCH_WRAP="perf record -g -o /tmp/perf.data --" runs the controller
     // under that command (the CPU and memory figures are then the wrapper's).
     let wrap: Vec<String> = std::env::var("BENCH_WRAP").unwrap_or_default().split_whitespace().map(String::from).collect();
@@ -209,9 +181,29 @@ async fn start_bosun(programs: &Programs, cluster: &DevCluster, with_delete: boo
         }
         None => tokio::process::Command::new(&programs.bosun),
     };
-    bosun_args(&mut cmd, programs, cluster, &server.addr);
+    // The controller waits for the server itself; starting both at once keeps both startups
+    // in the measured time, as for the other flavors.
+    bosun_args(&mut cmd, programs, cluster, &address);
     let (proc, _) = Proc::spawn("the Bosun controller", cmd, &dir.join("bosun.log"), false)?;
-    Ok(UnderTest { flavor: Flavor::Bosun, proc, handler: None, calls: Calls::InProcess(recorder), server: Some(server) })
+    Ok(UnderTest { flavor: Flavor::Bosun, proc, handler: Some(handler), record })
+}
+
+/// An empty file in `dir` for a handler to note its calls in.
+fn empty_record(dir: &Path, name: &str) -> Result<PathBuf> {
+    let record = dir.join(name);
+    std::fs::write(&record, "").with_context(|| format!("cannot create {}", record.display()))?;
+    Ok(record)
+}
+
+fn start_kube_rs(programs: &Programs, cluster: &DevCluster, with_delete: bool, dir: &Path) -> Result<UnderTest> {
+    let record = empty_record(dir, "kube-rs-calls.txt")?;
+    let mut cmd = tokio::process::Command::new(&programs.kube_rs);
+    cmd.env("KUBECONFIG", &cluster.kubeconfig).env("BENCH_RECORD", &record).env_remove("RUST_LOG");
+    if with_delete {
+        cmd.arg("--delete");
+    }
+    let (proc, _) = Proc::spawn("the kube-rs controller", cmd, &dir.join("kube-rs.log"), false)?;
+    Ok(UnderTest { flavor: Flavor::KubeRs, proc, handler: None, record })
 }
 
 /// `bosun run`'s arguments: the dev cluster, and `handler` as the handler server.
@@ -261,8 +253,7 @@ fn python_operator(sdk: &str, with_delete: bool) -> String {
 async fn start_bosun_python(programs: &Programs, cluster: &DevCluster, with_delete: bool, dir: &Path) -> Result<UnderTest> {
     let file = dir.join("python_handlers.py");
     std::fs::write(&file, python_operator("bosun", with_delete))?;
-    let record = dir.join("python-calls.txt");
-    std::fs::write(&record, "")?;
+    let record = empty_record(dir, "python-calls.txt")?;
     let socket = dir.join("handlers.sock");
     let address = format!("unix://{}", socket.display());
     let mut server = tokio::process::Command::new(programs.venv.join("bin/python"));
@@ -273,21 +264,20 @@ async fn start_bosun_python(programs: &Programs, cluster: &DevCluster, with_dele
     let mut cmd = tokio::process::Command::new(&programs.bosun);
     bosun_args(&mut cmd, programs, cluster, &address);
     let (proc, _) = Proc::spawn("the Bosun controller", cmd, &dir.join("bosun.log"), false)?;
-    Ok(UnderTest { flavor: Flavor::BosunPython, proc, handler: Some(handler), calls: Calls::File(record), server: None })
+    Ok(UnderTest { flavor: Flavor::BosunPython, proc, handler: Some(handler), record })
 }
 
 fn start_kopf(programs: &Programs, cluster: &DevCluster, with_delete: bool, dir: &Path) -> Result<UnderTest> {
     let file = dir.join("kopf_operator.py");
     std::fs::write(&file, python_operator("kopf", with_delete))?;
-    let record = dir.join("kopf-calls.txt");
-    std::fs::write(&record, "")?;
+    let record = empty_record(dir, "kopf-calls.txt")?;
     let mut cmd = tokio::process::Command::new(programs.venv.join("bin/kopf"));
     cmd.arg("run").arg("--standalone").arg("-A").arg(&file).env("KUBECONFIG", &cluster.kubeconfig).env("BENCH_RECORD", &record);
     let (proc, _) = Proc::spawn("Kopf", cmd, &dir.join("kopf.log"), false)?;
-    Ok(UnderTest { flavor: Flavor::Kopf, proc, handler: None, calls: Calls::File(record), server: None })
+    Ok(UnderTest { flavor: Flavor::Kopf, proc, handler: None, record })
 }
 
-/// Reads Kopf's record: first call per name, and the number of calls.
+/// Reads a record of calls: first call per name, and the number of calls.
 fn read_record(path: &Path) -> Result<(HashMap<String, u64>, u64)> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut first = HashMap::new();

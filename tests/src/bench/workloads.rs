@@ -4,8 +4,9 @@
 //! - live: the operator runs (warmed up on one object); the objects are created by parallel
 //!   clients; latency from each create's response to its handler call, API writes per
 //!   object, CPU per object;
-//! - restart: the operator handled the objects and starts again over them; time and CPU until
-//!   it is quiet, its idle RSS, and that it handles and writes nothing again.
+//! - restart: the operator handles N objects created live (CPU per object, idle RSS after),
+//!   then starts again over them; time and CPU until it is quiet, its idle RSS, and that it
+//!   handles and writes nothing again.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -35,8 +36,11 @@ pub struct Backlog {
     pub objects: usize,
     /// Seconds from the operator's start until the last object showed its result.
     pub seconds: f64,
-    /// Operator CPU seconds (utime + stime) from start to then.
+    /// Operator CPU seconds (utime + stime) from start to then: the controller's and the
+    /// handler server's when it is a process of its own.
     pub cpu_s: f64,
+    /// Of which the handler server's.
+    pub handler_cpu_s: f64,
     /// Peak RSS in bytes.
     pub peak_rss: u64,
     /// Peak number of open sockets.
@@ -53,6 +57,11 @@ impl Backlog {
     /// CPU milliseconds per object.
     pub fn cpu_ms_per_object(&self) -> f64 {
         self.cpu_s * 1000.0 / self.objects.max(1) as f64
+    }
+
+    /// The controller's CPU milliseconds per object (the handler server's left out).
+    pub fn controller_cpu_ms_per_object(&self) -> f64 {
+        (self.cpu_s - self.handler_cpu_s) * 1000.0 / self.objects.max(1) as f64
     }
 }
 
@@ -73,8 +82,10 @@ pub struct Live {
     pub write_errors: u64,
     /// Event writes per object.
     pub event_writes_per_object: f64,
-    /// Operator CPU ms per object over the workload.
+    /// Operator CPU ms per object over the workload (controller and handler server).
     pub cpu_ms_per_object: f64,
+    /// Of which the handler server's.
+    pub handler_cpu_ms_per_object: f64,
     /// Peak RSS in bytes (whole run).
     pub peak_rss: u64,
     /// Peak number of open sockets.
@@ -85,24 +96,34 @@ pub struct Live {
     pub create_seconds: f64,
     /// Seconds from the first create's response to the last object showing its result.
     pub handled_seconds: f64,
-    /// CPU seconds over the workload of the dev cluster and of the bench itself (its
-    /// clients, watch and, for Bosun, the handler server): with the operator's, how busy
-    /// the machine was.
+    /// CPU seconds over the workload of the dev cluster: with the operator's and the bench's
+    /// own (its clients and watch), how busy the machine was.
     pub cluster_cpu_s: f64,
     /// The bench process's CPU seconds over the workload.
     pub bench_cpu_s: f64,
-    /// The operator's CPU seconds over the workload.
+    /// The operator's CPU seconds over the workload (controller and handler server).
     pub operator_cpu_s: f64,
     /// CPU seconds of every other process on the machine over the workload (other work
     /// running beside the bench makes the figures noisy).
     pub others_cpu_s: f64,
 }
 
-/// Restart figures: the operator handled N objects, stopped, and started again over them.
+/// Restart figures: the operator handled N objects created live, stopped, and started again
+/// over them.
 #[derive(Debug, Clone, Default)]
 pub struct Restart {
-    /// Objects handled before the restart.
+    /// Objects handled before the restart (the warm-up object not counted).
     pub objects: usize,
+    /// The first run: seconds from the first create's response to the last object showing
+    /// its result.
+    pub live_handled_s: f64,
+    /// The first run: CPU seconds of the operator's processes (controller and handler server)
+    /// from just before the creates until its writes stopped.
+    pub live_cpu_s: f64,
+    /// Of which the handler server's.
+    pub live_handler_cpu_s: f64,
+    /// The first run: RSS of the operator's processes 5 s after its writes stopped.
+    pub live_idle_rss: u64,
     /// Seconds from the second start until the operator went quiet: when its CPU last rose
     /// before a whole second in which it and the API server used (almost) none.
     pub quiet_s: f64,
@@ -119,6 +140,16 @@ pub struct Restart {
 }
 
 impl Restart {
+    /// The first run's handler server CPU milliseconds per object created live.
+    pub fn live_handler_cpu_ms_per_object(&self) -> f64 {
+        self.live_handler_cpu_s * 1000.0 / self.objects.max(1) as f64
+    }
+
+    /// The first run's CPU milliseconds per object created live.
+    pub fn live_cpu_ms_per_object(&self) -> f64 {
+        self.live_cpu_s * 1000.0 / self.objects.max(1) as f64
+    }
+
     /// CPU milliseconds per object until quiet.
     pub fn cpu_ms_per_object(&self) -> f64 {
         self.cpu_s * 1000.0 / self.objects.max(1) as f64
@@ -175,15 +206,33 @@ async fn populated(
     Ok((cluster, client, names, handled))
 }
 
-/// The restart workload: N objects handled by a first run (not measured); the operator
-/// stopped gracefully and started afresh; time and CPU until it is quiet, its RSS once idle,
-/// and what it did again (nothing should be handled or written).
+/// The restart workload: N objects created live by the parallel clients and handled by a first
+/// run of the operator (ready once it handled a warm-up object): its CPU per object and its RSS
+/// once idle; then the operator stopped gracefully and started afresh: time and CPU until it is
+/// quiet, its RSS once idle, and what it did again (nothing should be handled or written).
 pub async fn restart(flavor: Flavor, programs: &Programs, params: Params, dir: &Path) -> Result<Restart> {
-    let (cluster, client, names, handled) = populated(programs, params, "restart", dir).await?;
+    let cluster = fresh_cluster(programs, dir).await?;
+    let client = cluster.client()?;
+    let clients = (0..params.clients).map(|_| cluster.client()).collect::<Result<Vec<_>>>()?;
+    let handled = Handled::start(cluster.client()?).await?;
     std::fs::create_dir_all(dir.join("first"))?;
     let first = UnderTest::start(flavor, programs, &cluster, false, &dir.join("first")).await?;
-    wait("the objects to be handled before the restart", params.deadline, &cluster, &first, || progress(&handled, &first, &names)).await?;
+    let warmup = names("warmup", 1);
+    create_all(&clients[..1], &warmup, params.deadline).await?;
+    wait("the warm-up object to be handled", params.deadline, &cluster, &first, || progress(&handled, &first, &warmup)).await?;
     settle(&cluster, &client).await?;
+    let (cpu_before, handler_before) = (first.usage()?.cpu_s, first.handler_cpu_s()?);
+    let names = names("restart", params.objects);
+    let created = create_all(&clients, &names, params.deadline).await?;
+    drop(clients);
+    wait("the objects to be handled before the restart", params.deadline, &cluster, &first, || progress(&handled, &first, &names)).await?;
+    let first_created = created.values().min().copied().unwrap_or_default();
+    let live_handled_s = handled.times(&names).into_iter().max().unwrap_or_default().saturating_sub(first_created) as f64 / 1e9;
+    settle(&cluster, &client).await?;
+    let (live_cpu_s, live_handler_cpu_s) = (first.usage()?.cpu_s - cpu_before, first.handler_cpu_s()? - handler_before);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    first.check_alive()?;
+    let live_idle_rss = first.rss()?;
     first.stop().await;
     drop(handled);
     let before = cluster.counters(&client).await?;
@@ -198,6 +247,10 @@ pub async fn restart(flavor: Flavor, programs: &Programs, params: Params, dir: &
     let after = cluster.counters(&client).await?.since(&before);
     let out = Restart {
         objects: names.len(),
+        live_handled_s,
+        live_cpu_s,
+        live_handler_cpu_s,
+        live_idle_rss,
         quiet_s,
         cpu_s,
         idle_rss,
@@ -303,6 +356,7 @@ pub async fn backlog(flavor: Flavor, programs: &Programs, params: Params, dir: &
     let sockets = SocketSampler::start(op.proc.pid);
     wait("the backlog to be handled", params.deadline, &cluster, &op, || progress(&handled, &op, &names)).await?;
     let used = op.usage()?;
+    let handler_cpu_s = op.handler_cpu_s()?;
     let ours = used.cpu_s + cluster.proc.usage()?.cpu_s - cluster_before + usage(std::process::id())?.cpu_s - bench_before;
     let others_cpu_s = (machine_busy_s() - machine_before - ours).max(0.0);
     let last = handled.times(&names).into_iter().max().context("no object handled")?;
@@ -311,6 +365,7 @@ pub async fn backlog(flavor: Flavor, programs: &Programs, params: Params, dir: &
         objects: names.len(),
         seconds: last.saturating_sub(t0) as f64 / 1e9,
         cpu_s: used.cpu_s,
+        handler_cpu_s,
         peak_rss: op.usage()?.peak_rss,
         peak_sockets: sockets.peak(),
         writes_per_object: after.kex_writes as f64 / names.len() as f64,
@@ -337,7 +392,7 @@ pub async fn live(flavor: Flavor, programs: &Programs, params: Params, with_dele
     create_all(&clients[..1], &warmup, params.deadline).await?;
     wait("the warm-up object to be handled", params.deadline, &cluster, &op, || progress(&handled, &op, &warmup)).await?;
     let before = settle(&cluster, &client).await?;
-    let cpu_before = op.usage()?.cpu_s;
+    let (cpu_before, handler_before) = (op.usage()?.cpu_s, op.handler_cpu_s()?);
     let cluster_before = cluster.proc.usage()?.cpu_s;
     let bench_before = usage(std::process::id())?.cpu_s;
     let machine_before = machine_busy_s();
@@ -377,6 +432,7 @@ pub async fn live(flavor: Flavor, programs: &Programs, params: Params, with_dele
         write_errors: after.kex_write_errors,
         event_writes_per_object: after.event_writes as f64 / n,
         cpu_ms_per_object: (used.cpu_s - cpu_before) * 1000.0 / n,
+        handler_cpu_ms_per_object: (op.handler_cpu_s()? - handler_before) * 1000.0 / n,
         peak_rss: used.peak_rss,
         peak_sockets: sockets.peak(),
         calls: op.calls()?,
@@ -396,14 +452,16 @@ pub async fn live(flavor: Flavor, programs: &Programs, params: Params, with_dele
     Ok(out)
 }
 
-/// Writes `name,created_ns,watched_ns,called_ns,handled_ns` per object (`watched`: when the
-/// bench's own watch saw it added), for a closer look.
+/// Writes `name,created_ns,watched_ns,finalized_ns,called_ns,handled_ns` per object
+/// (`watched`: when the bench's own watch saw it added; `finalized`: saw it with a finalizer,
+/// 0 without), for a closer look.
 fn timeline(path: &Path, names: &[String], created: &HashMap<String, u64>, calls: &HashMap<String, u64>, handled: &Handled) -> Result<()> {
-    let mut out = String::from("name,created_ns,watched_ns,called_ns,handled_ns\n");
+    let mut out = String::from("name,created_ns,watched_ns,finalized_ns,called_ns,handled_ns\n");
     for n in names {
         let h = handled.times(std::slice::from_ref(n)).first().copied().unwrap_or_default();
-        let (c, w, k) = (created.get(n).copied(), handled.added(n), calls.get(n).copied());
-        out.push_str(&format!("{n},{},{},{},{h}\n", c.unwrap_or_default(), w.unwrap_or_default(), k.unwrap_or_default()));
+        let (c, w, f, k) = (created.get(n), handled.added(n), handled.finalized(n), calls.get(n));
+        let or0 = |t: Option<u64>| t.unwrap_or_default();
+        out.push_str(&format!("{n},{},{},{},{},{h}\n", or0(c.copied()), or0(w), or0(f), or0(k.copied())));
     }
     Ok(std::fs::write(path, out)?)
 }

@@ -51,10 +51,15 @@ struct Args {
     /// the replica count; fails when an object is handled twice or a share is uneven.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=16))]
     replicas: Option<u16>,
-    /// Objects of the restart workload (handled, then the operator starts again over them).
+    /// Objects of the restart workload (created live and handled, then the operator starts
+    /// again over them).
     #[arg(long, default_value_t = 10_000)]
     restart_objects: usize,
-    /// Do not (re)build the `bosun` and `bosun-devcluster` binaries first.
+    /// Leave out the reference, a bare kube-rs controller (and the bars against it).
+    #[arg(long)]
+    no_kube_rs: bool,
+    /// Do not (re)build the `bosun`, `bosun-devcluster`, `bench-handler` and `bench-kube-rs`
+    /// binaries first.
     #[arg(long)]
     no_build: bool,
 }
@@ -108,13 +113,15 @@ async fn run(args: &Args) -> Result<bool> {
     let programs = Programs {
         bosun: bin_dir.join("bosun"),
         devcluster: bin_dir.join("bosun-devcluster"),
+        handler: bin_dir.join("bench-handler"),
+        kube_rs: bin_dir.join("bench-kube-rs"),
         venv: target.join("bench-venv"),
         max_workers: args.max_workers,
     };
-    for p in [&programs.bosun, &programs.devcluster] {
+    for p in [&programs.bosun, &programs.devcluster, &programs.handler, &programs.kube_rs] {
         if !p.exists() {
             bail!(
-                "{} is missing: cargo build {}-p bosun-controller -p bosun-devcluster --bins",
+                "{} is missing: cargo build {}-p bosun-controller -p bosun-devcluster -p bosun-tests --bins",
                 p.display(),
                 if release { "--release " } else { "" }
             );
@@ -132,6 +139,7 @@ async fn run(args: &Args) -> Result<bool> {
     }
     let restart = Params { objects: args.restart_objects, ..params };
     let bosun = side(Flavor::Bosun, &programs, params, restart, &work, &args.only).await;
+    let kube_rs = if args.no_kube_rs { None } else { Some(side(Flavor::KubeRs, &programs, params, restart, &work, &args.only).await) };
     let kopf = match kopf_version {
         Some(v) => Some((v, side(Flavor::Kopf, &programs, params, restart, &work, &args.only).await)),
         None => None,
@@ -145,6 +153,7 @@ async fn run(args: &Args) -> Result<bool> {
         bosun,
         kopf,
         python,
+        kube_rs,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&results.json())?);
@@ -184,7 +193,7 @@ async fn replicas(programs: &bench::ops::Programs, params: Params, n: usize, wor
     Ok(pass)
 }
 
-/// Builds the two binaries the bench runs, with the cargo that runs the bench.
+/// Builds the binaries the bench runs, with the cargo that runs the bench.
 fn build(release: bool) -> Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -199,14 +208,20 @@ fn build(release: bool) -> Result<()> {
         "bosun-devcluster",
         "--bin",
         "bosun-devcluster",
+        "-p",
+        "bosun-tests",
+        "--bin",
+        "bench-handler",
+        "--bin",
+        "bench-kube-rs",
     ]);
     if release {
         cmd.arg("--release");
     }
-    eprintln!("bench: building bosun and bosun-devcluster");
+    eprintln!("bench: building bosun, bosun-devcluster, bench-handler and bench-kube-rs");
     let status = cmd.status().context("cannot run cargo (use --no-build with binaries built already)")?;
     if !status.success() {
-        bail!("building bosun and bosun-devcluster failed ({status})");
+        bail!("building the bench's programs failed ({status})");
     }
     Ok(())
 }

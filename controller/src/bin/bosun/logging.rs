@@ -109,7 +109,11 @@ pub fn render(format: LogFormat, record: &Record<'_>) -> String {
                 } else {
                     record.target
                 };
-                let time = record.time.format("%Y-%m-%d %H:%M:%S,%3f");
+                // Kopf's time format, parsed once rather than for every line.
+                static TIME: std::sync::LazyLock<Vec<chrono::format::Item<'static>>> = std::sync::LazyLock::new(|| {
+                    chrono::format::StrftimeItems::new("%Y-%m-%d %H:%M:%S,%3f").parse().expect("a valid strftime pattern")
+                });
+                let time = record.time.format_with_items(TIME.iter());
                 text.push_str(&format!("[{time}] {logger:<20.20} [{:<8.8}] ", level_name(record.level)));
             }
             if let Some(o) = &object {

@@ -133,7 +133,7 @@ pub async fn shards(args: ShardsArgs) -> anyhow::Result<()> {
         let scope = WatchScope { namespace: None, label_selector: None, inactivity_timeout: Duration::from_secs(60) };
         let mut uids = Vec::new();
         list_all(&cluster, &resource, &scope, |seen: Seen| {
-            if let Some(uid) = seen.body().pointer("/metadata/uid").and_then(Value::as_str) {
+            if let Some(uid) = seen.body().get("metadata").and_then(|m| m.get("uid")).and_then(Value::as_str) {
                 uids.push(uid.to_string());
             }
         })
@@ -149,7 +149,7 @@ pub async fn shards(args: ShardsArgs) -> anyhow::Result<()> {
     for item in &items {
         let record = lease::Record::parse(item);
         let holder = record.holder.clone().unwrap_or_else(|| "(released)".into());
-        let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let name = item.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
         let age = record.renewed.map(|t| format!("{}s ago", (now - t).num_seconds().max(0))).unwrap_or_else(|| "never".into());
         let state = if record.is_held(now) { "" } else { " (expired)" };
         let mut row = format!("{:<48} {:<28} {:>8}", format!("{holder}{state}"), name, age);

@@ -1,6 +1,7 @@
 //! Table tests of the storage: places, key versions, Kopf's exact writes, odd inputs.
 
 use super::*;
+use crate::state::keys::{annotation_key_v1, annotation_key_v2};
 
 fn rec(purpose: &str) -> ProgressRecord {
     ProgressRecord { purpose: Some(purpose.into()), retries: Some(1), ..Default::default() }
