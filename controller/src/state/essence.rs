@@ -55,6 +55,12 @@ fn remove_path(root: &mut Map<String, Value>, path: &[String]) {
     cur.remove(last);
 }
 
+/// Whether the essence keeps the annotation `key`: not kubectl's last-applied configuration,
+/// not an operator's own.
+fn kept_annotation(key: &str, rules: &EssenceRules) -> bool {
+    key != KUBECTL_LAST_APPLIED && !rules.own_prefixes.iter().any(|p| key.starts_with(p.as_str()))
+}
+
 /// Computes the essence of `body`.
 pub fn essence(body: &Value, rules: &EssenceRules) -> Value {
     let mut out = Map::new();
@@ -70,11 +76,8 @@ pub fn essence(body: &Value, rules: &EssenceRules) -> Value {
         meta.insert("labels".into(), Value::Object(labels.clone()));
     }
     if let Some(annotations) = body.get("metadata").and_then(|m| m.get("annotations")).and_then(Value::as_object) {
-        let kept: Map<String, Value> = annotations
-            .iter()
-            .filter(|(k, _)| k.as_str() != KUBECTL_LAST_APPLIED && !rules.own_prefixes.iter().any(|p| k.starts_with(p.as_str())))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let kept: Map<String, Value> =
+            annotations.iter().filter(|(k, _)| kept_annotation(k, rules)).map(|(k, v)| (k.clone(), v.clone())).collect();
         if !kept.is_empty() {
             meta.insert("annotations".into(), Value::Object(kept));
         }
@@ -113,7 +116,7 @@ pub fn matches(body: &Value, rules: &EssenceRules, stored: &Value) -> bool {
         }
     }
     let labels = body.get("metadata").and_then(|m| m.get("labels")).and_then(Value::as_object).filter(|m| !m.is_empty());
-    let kept = |k: &String| k != KUBECTL_LAST_APPLIED && !rules.own_prefixes.iter().any(|p| k.starts_with(p.as_str()));
+    let kept = |k: &String| kept_annotation(k, rules);
     let annotations = body.get("metadata").and_then(|m| m.get("annotations")).and_then(Value::as_object);
     let kept_annotations = annotations.map_or(0, |a| a.keys().filter(|k| kept(k)).count());
     if labels.is_some() || kept_annotations > 0 {
