@@ -14,6 +14,7 @@ pub mod coordination;
 pub mod engines;
 pub mod logs;
 pub mod metrics;
+pub mod object;
 pub mod rbac;
 pub mod runtime;
 pub mod state;

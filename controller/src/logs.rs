@@ -22,7 +22,7 @@ impl ObjectRef {
 /// Kopf's prefix of object lines: `[namespace/name]`, `[name]`.
 impl std::fmt::Display for ObjectRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "[{}]", self.path())
+        if self.namespace.is_empty() { write!(f, "[{}]", self.name) } else { write!(f, "[{}/{}]", self.namespace, self.name) }
     }
 }
 

@@ -31,10 +31,12 @@ impl Extractor for Metadata<'_> {
 /// The span a call runs in: `rpc` (`Handle`, `Daemon`, `Activity`) of `handler`, a child of
 /// the controller's span when the call carries its context.
 pub(crate) fn call_span(rpc: &str, handler: &str, metadata: &MetadataMap) -> tracing::Span {
-    let span = tracing::info_span!("handler", otel.name = %format!("{rpc} {handler}"), otel.kind = "server", handler = %handler);
-    let parent = TraceContextPropagator::new().extract(&Metadata(metadata));
+    let span = tracing::info_span!("handler", otel.name = %format_args!("{rpc} {handler}"), otel.kind = "server", handler = %handler);
     // A call without a context (or no OpenTelemetry layer at all) leaves the span a root.
-    let _ = span.set_parent(parent);
+    if metadata.contains_key("traceparent") {
+        let parent = TraceContextPropagator::new().extract(&Metadata(metadata));
+        let _ = span.set_parent(parent);
+    }
     span
 }
 

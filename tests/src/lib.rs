@@ -5,6 +5,7 @@
 
 pub mod conformance;
 pub mod faults;
+pub mod record;
 pub mod tools;
 
 use std::collections::HashMap;

@@ -27,14 +27,9 @@ pub struct Regarding {
 impl Regarding {
     /// Reads the reference out of an object body.
     pub fn of(body: &Value) -> Regarding {
-        let s = |p: &str| body.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
-        Regarding {
-            api_version: s("/apiVersion"),
-            kind: s("/kind"),
-            namespace: s("/metadata/namespace"),
-            name: s("/metadata/name"),
-            uid: s("/metadata/uid"),
-        }
+        let top = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let meta = |k: &str| crate::object::meta_str(body, k).to_string();
+        Regarding { api_version: top("apiVersion"), kind: top("kind"), namespace: meta("namespace"), name: meta("name"), uid: meta("uid") }
     }
 }
 

@@ -152,13 +152,15 @@ impl Cluster {
 
     /// Sends one request, retrying 429, 5xx and network failures; decodes the JSON answer.
     pub async fn call(&self, method: Method, path: &str, content_type: Option<&str>, body: Option<Vec<u8>>) -> Result<Value, Error> {
+        // Shared by the attempts: a retry re-sends it without a copy.
+        let body = Bytes::from(body.unwrap_or_default());
         let mut attempt = 0;
         loop {
             let mut req = Request::builder().method(method.clone()).uri(path).header(http::header::ACCEPT, "application/json");
             if let Some(ct) = content_type {
                 req = req.header(http::header::CONTENT_TYPE, ct);
             }
-            let req = req.body(kube::client::Body::from(body.clone().unwrap_or_default())).expect("valid request parts");
+            let req = req.body(kube::client::Body::from(body.clone())).expect("valid request parts");
             let permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
             let outcome = match self.client.send(req).await {
                 Ok(res) => {

@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 
+use crate::object;
 use kube::api::{ApiResource, ObjectMeta};
 use kube::core::{DynamicResourceScope, Resource};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -23,7 +24,7 @@ pub struct RawObject {
 impl RawObject {
     /// Wraps a body.
     pub fn new(body: Value) -> RawObject {
-        let field = |k: &str| body.get("metadata").and_then(|m| m.get(k)).and_then(Value::as_str).map(String::from);
+        let field = |k: &str| object::meta(&body, k).and_then(Value::as_str).map(String::from);
         let meta = ObjectMeta {
             name: field("name"),
             namespace: field("namespace"),
@@ -42,6 +43,11 @@ impl RawObject {
     /// The body, taken.
     pub fn into_body(self) -> Value {
         self.body
+    }
+
+    /// The copied metadata fields and the body, taken.
+    pub fn into_parts(self) -> (ObjectMeta, Value) {
+        (self.meta, self.body)
     }
 }
 

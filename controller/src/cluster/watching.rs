@@ -15,13 +15,15 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use kube::api::{Api, ListParams};
+use kube::Resource;
+use kube::api::{Api, ListParams, ObjectMeta};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
 use super::raw::RawObject;
 use super::{Cluster, ResolvedResource};
 use crate::logs::Logger;
+use crate::object;
 
 /// The first wait before asking whether a gone resource is back; it doubles up to
 /// [`GONE_POLL_MAX`].
@@ -259,9 +261,8 @@ struct Last {
 
 impl Last {
     fn of(body: &Value, listing: u32) -> Last {
-        let meta = body.get("metadata");
-        let field = |k: &str| meta.and_then(|m| m.get(k));
-        let text = |k: &str| field(k).and_then(Value::as_str).unwrap_or("").into();
+        let field = |k: &str| object::meta(body, k);
+        let text = |k: &str| object::meta_str(body, k).into();
         Last {
             uid: text("uid"),
             resource_version: text("resourceVersion"),
@@ -366,7 +367,7 @@ impl Known {
             }
             watcher::Event::Apply(o) => self.upsert(o, false, Seen::Upsert),
             watcher::Event::Delete(o) => {
-                self.objects.remove(key(o.body()).as_str());
+                self.objects.remove(key(o.meta()).as_str());
                 vec![Seen::Deleted(o.into_body())]
             }
             watcher::Event::InitDone => {
@@ -382,10 +383,9 @@ impl Known {
     /// Remembers an applied object; returns it (unless a listing repeats it unchanged),
     /// after a `Deleted` for an object of the same name with another uid.
     fn upsert(&mut self, o: RawObject, skip_unchanged: bool, wrap: fn(Value) -> Seen) -> Vec<Seen> {
-        let body = o.into_body();
-        let key = key(&body);
-        let text = |k: &str| body.get("metadata").and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("");
-        let (uid, rv) = (text("uid"), text("resourceVersion"));
+        let (meta, body) = o.into_parts();
+        let key = key(&meta);
+        let (uid, rv) = (meta.uid.as_deref().unwrap_or(""), meta.resource_version.as_deref().unwrap_or(""));
         let mut out = Vec::new();
         match self.objects.get_mut(key.as_str()) {
             Some(last) if &*last.uid == uid => {
@@ -425,9 +425,8 @@ impl Known {
 }
 
 /// `namespace/name` (`/name` for cluster-scoped objects).
-fn key(body: &Value) -> String {
-    let text = |k: &str| body.get("metadata").and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or("");
-    format!("{}/{}", text("namespace"), text("name"))
+fn key(meta: &ObjectMeta) -> String {
+    format!("{}/{}", meta.namespace.as_deref().unwrap_or(""), meta.name.as_deref().unwrap_or(""))
 }
 
 #[cfg(test)]

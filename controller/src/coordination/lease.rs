@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use crate::object;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 
@@ -98,9 +99,7 @@ impl Record {
     /// hand is judged, never a panic).
     pub fn parse(body: &Value) -> Record {
         let spec = &body["spec"];
-        let view = body
-            .get("metadata")
-            .and_then(|m| m.get("annotations"))
+        let view = object::meta(body, "annotations")
             .and_then(|a| a.get(VIEW_ANNOTATION))
             .and_then(Value::as_str)
             .and_then(|s| serde_json::from_str::<Vec<String>>(s).ok())
@@ -111,7 +110,7 @@ impl Record {
             acquired: time(&spec["acquireTime"]),
             renewed: time(&spec["renewTime"]),
             transitions: spec["leaseTransitions"].as_i64().unwrap_or(0).max(0),
-            resource_version: body.get("metadata").and_then(|m| m.get("resourceVersion")).and_then(Value::as_str).map(String::from),
+            resource_version: object::meta(body, "resourceVersion").and_then(Value::as_str).map(String::from),
             view,
         }
     }

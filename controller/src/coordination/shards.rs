@@ -26,6 +26,7 @@ use super::{Authority, Claims, Ownership};
 use crate::clock::Clock;
 use crate::cluster::{Api, content};
 use crate::logs::Logger;
+use crate::object;
 
 /// The name of a member's Lease: the group, then a hash of the identity (identities such as
 /// `user@host/time/rnd` are not valid object names).
@@ -40,7 +41,7 @@ pub fn members(leases: &[Value], now: DateTime<Utc>, forget: std::time::Duration
     let mut dead = Vec::new();
     for body in leases {
         let record = Record::parse(body);
-        let name = body.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
+        let name = object::meta_str(body, "name");
         match (&record.holder, record.is_held(now)) {
             (Some(holder), true) => {
                 live.insert(holder.clone(), record.view.clone());

@@ -19,6 +19,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::context::ResourceContext;
+use crate::object;
 use crate::state::outcomes::later;
 use crate::state::registry::Handler;
 
@@ -81,7 +82,7 @@ impl Background {
         let gone: Vec<String> = entry.running.keys().filter(|id| !matching.iter().any(|h| &h.id == *id)).cloned().collect();
         let stopped: Vec<(AbortHandle, Arc<Handler>)> = gone.iter().filter_map(|id| entry.running.remove(id)).collect();
         if may_start {
-            let uid = super::context::meta_str(body, "uid");
+            let uid = object::meta_str(body, "uid");
             for h in matching {
                 if !entry.running.contains_key(&h.id) {
                     // Each holds a turn while it runs: a handover of the object waits for it.
@@ -163,12 +164,12 @@ impl Background {
         let mut objects = self.objects.lock();
         let gone: Vec<String> = objects
             .iter()
-            .filter(|(_, o)| !authority.owns(super::context::meta_str(&o.latest.borrow().0, "uid")))
+            .filter(|(_, o)| !authority.owns(object::meta_str(&o.latest.borrow().0, "uid")))
             .map(|(key, _)| key.clone())
             .collect();
         for key in &gone {
             if let Some(o) = objects.remove(key) {
-                let uid = super::context::meta_str(&o.latest.borrow().0, "uid").to_string();
+                let uid = object::meta_str(&o.latest.borrow().0, "uid").to_string();
                 for (task, h) in o.running.values() {
                     let wind_down = h.daemon.cancellation_timeout;
                     if h.kind == pb::HandlerKind::Daemon && !wind_down.is_zero() {

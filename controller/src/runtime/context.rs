@@ -13,6 +13,7 @@ pub use crate::clock::Clock;
 use crate::cluster::{Api, ResolvedResource, events};
 use crate::engines::dispatch::{CallFailure, Outages, Servers};
 use crate::logs::{Logger, ObjectRef};
+use crate::object;
 use crate::state::essence::EssenceRules;
 use crate::state::plan::Subject;
 use crate::state::registry::Handler;
@@ -62,19 +63,14 @@ pub struct ResourceContext {
     pub clock: Clock,
 }
 
-/// A string field of the object's metadata ("" when absent).
-pub fn meta_str<'a>(body: &'a Value, key: &str) -> &'a str {
-    body.get("metadata").and_then(|m| m.get(key)).and_then(Value::as_str).unwrap_or("")
-}
-
 /// The object's `[namespace/name]`.
 pub fn object_ref(body: &Value) -> ObjectRef {
-    ObjectRef { namespace: meta_str(body, "namespace").to_string(), name: meta_str(body, "name").to_string() }
+    ObjectRef { namespace: object::meta_str(body, "namespace").to_string(), name: object::meta_str(body, "name").to_string() }
 }
 
 /// The object's `namespace/name`, the key of its queue and tasks.
 pub fn object_key(body: &Value) -> String {
-    format!("{}/{}", meta_str(body, "namespace"), meta_str(body, "name"))
+    format!("{}/{}", object::meta_str(body, "namespace"), object::meta_str(body, "name"))
 }
 
 /// JSON bytes of a value.
@@ -145,7 +141,8 @@ impl ResourceContext {
 
     /// Posts events about `body` (or the object each names); failures are logged.
     pub async fn post_events(&self, body: &Value, list: impl Iterator<Item = &pb::Event>) {
-        let regarding = events::Regarding::of(body);
+        // Most cycles post none: the object's reference is read only for one that does.
+        let mut regarding = None;
         for e in list {
             let target = match &e.regarding {
                 Some(r) => events::Regarding {
@@ -155,7 +152,7 @@ impl ResourceContext {
                     name: r.name.clone(),
                     uid: r.uid.clone(),
                 },
-                None => regarding.clone(),
+                None => regarding.get_or_insert_with(|| events::Regarding::of(body)).clone(),
             };
             if let Err(err) = events::post(&*self.api, &target, &e.r#type, &e.reason, &e.message).await {
                 self.log.warn(Some(&object_ref(body)), &format!("Failed to post an event: {err}"));

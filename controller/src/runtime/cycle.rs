@@ -8,10 +8,11 @@ use bosun_proto::v1 as pb;
 use serde_json::Value;
 
 use super::background::{Background, is_background};
-use super::context::{ResourceContext, meta_str, object_key, object_ref, to_json};
+use super::context::{ResourceContext, object_key, object_ref, to_json};
 use super::writes::WriteError;
 use crate::engines::dispatch::CallFailure;
 use crate::logs::{Line, ObjectRef};
+use crate::object;
 use crate::state::causes::Reason;
 use crate::state::diff::DiffOp;
 use crate::state::essence::essence;
@@ -46,7 +47,7 @@ impl ResourceContext {
     /// Runs one cycle for `body` (`deleted`: the watch said DELETED).
     pub async fn process(self: &Arc<Self>, background: &Background, body: &Value, deleted: bool) -> CycleEnd {
         let obj = object_ref(body);
-        let uid = meta_str(body, "uid").to_string();
+        let uid = object::meta_str(body, "uid").to_string();
         let key = object_key(body);
         if deleted {
             background.stop(&key);
@@ -54,9 +55,9 @@ impl ResourceContext {
             // reported DELETED; if it still carries our finalizer, release it, or its real
             // deletion would wait for a controller that no longer sees it.
             if self.selector_pushed && self.storage.has_finalizer(body) {
-                let path = self.resource.object_path(meta_str(body, "namespace"), meta_str(body, "name"));
+                let path = self.resource.object_path(object::meta_str(body, "namespace"), object::meta_str(body, "name"));
                 if let Ok(current) = self.api.get(&path).await
-                    && meta_str(&current, "uid") == uid
+                    && object::meta_str(&current, "uid") == uid
                 {
                     return Box::pin(self.process(background, &current, false)).await;
                 }
@@ -98,7 +99,7 @@ impl ResourceContext {
         // The cause and each handler are spans: log lines within carry them (`--log-format json`).
         let span = tracing::info_span!(
             "cycle",
-            otel.name = %format!("{} {}", cycle.reason.purpose(), obj.path()),
+            otel.name = %format_args!("{} {}", cycle.reason.purpose(), obj.path()),
             namespace = %obj.namespace,
             name = %obj.name,
             cause = cycle.reason.purpose(),
@@ -107,8 +108,7 @@ impl ResourceContext {
         crate::engines::trace_context::record_trace_id(&span);
         let handling = async {
             while let Some(inv) = cycle.next_call() {
-                let handler =
-                    tracing::info_span!("handler", otel.name = %format!("handler {}", inv.id), otel.kind = "client", handler = %inv.id);
+                let handler = tracing::info_span!("handler", otel.name = %format_args!("handler {}", inv.id), otel.kind = "client", handler = %inv.id);
                 handler.in_scope(|| self.lines(&obj, cycle.take_lines()));
                 let mut reply = self.call(&cycle, &inv, body, &uid).instrument(handler.clone()).await;
                 if let Ok(answer) = &mut reply

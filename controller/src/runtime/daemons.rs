@@ -18,6 +18,7 @@ use super::background::Latest;
 use super::context::{ResourceContext, object_ref, to_json};
 use crate::engines::human;
 use crate::logs::ObjectRef;
+use crate::object;
 use crate::state::outcomes::{Answer, Attempt, DaemonNext, attempt_of, daemon_next};
 use crate::state::plan::Writes;
 use crate::state::registry::Handler;
@@ -50,14 +51,14 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
         }
         let body = latest.borrow().0.clone();
         let obj = object_ref(&body);
-        let memo = ctx.memos.lock().get(crate::runtime::context::meta_str(&body, "uid")).cloned().unwrap_or_default();
+        let memo = ctx.memos.lock().get(object::meta_str(&body, "uid")).cloned().unwrap_or_default();
         let req = pb::DaemonRequest { handler_id: h.id.clone(), resource: Some(ctx.pb_resource()), object: to_json(&body), retry, memo };
         ctx.log.debug(Some(&obj), &format!("Daemon '{}' is starting.", h.id));
         // Each run of the daemon is a span (`daemon watch_fn`, the object): the call carries
         // it to the handler server, and the writes of its messages are its children.
         let span = tracing::info_span!(
             "daemon",
-            otel.name = %format!("daemon {} {}", h.id, obj.path()),
+            otel.name = %format_args!("daemon {} {}", h.id, obj.path()),
             namespace = %obj.namespace,
             name = %obj.name,
             handler = %h.id,

@@ -25,9 +25,10 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
-use super::context::{ResourceContext, meta_str, object_key};
+use super::context::{ResourceContext, object_key};
 use super::queues::Queues;
 use crate::cluster::watching::Seen;
+use crate::object;
 use crate::state::registry::Handler;
 
 /// Index calls in flight per resource: a listing of many objects must not open as many calls.
@@ -203,7 +204,7 @@ impl Indexer {
         if self.ctx.indexers.is_empty() {
             return;
         }
-        let uid = meta_str(seen.body(), "uid").to_string();
+        let uid = object::meta_str(seen.body(), "uid").to_string();
         let ops = {
             let mut all = self.held.lock();
             let mut held = all.remove(&uid).unwrap_or_default();

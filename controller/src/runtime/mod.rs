@@ -31,6 +31,7 @@ use crate::cluster::{Cluster, discovery};
 use crate::coordination::{Authority, Coordinator, Ownership, Replicas, identity, peering};
 use crate::engines::dispatch::{HandlerClient, Server, Servers};
 use crate::logs::Logger;
+use crate::object;
 use crate::state::essence::{EssenceRules, parse_path};
 use crate::state::registry::{self, Handler};
 use crate::state::storage::{Storage, StorageKind};
@@ -506,7 +507,7 @@ impl ResourceJob {
                         // Index handlers see every object (their index serves all); spies and
                         // the other handlers only the objects that are ours now.
                         indexer.observe(&seen);
-                        if authority.owns(context::meta_str(seen.body(), "uid")) {
+                        if authority.owns(object::meta_str(seen.body(), "uid")) {
                             spies.observe(&seen);
                         }
                         router.deliver(seen)
@@ -587,7 +588,7 @@ async fn follow_authority(
 /// unless its namespace is one the namespace patterns (a scope watching all of them for
 /// globs or negations) do not serve.
 fn in_scope(seen: Seen, resource: &discovery::ResolvedResource, patterns: Option<&[String]>) -> Option<Seen> {
-    let served = patterns.is_none_or(|p| namespaces::serves(p, context::meta_str(seen.body(), "namespace")));
+    let served = patterns.is_none_or(|p| namespaces::serves(p, object::meta_str(seen.body(), "namespace")));
     served.then(|| with_type_meta(seen, resource))
 }
 

@@ -7,8 +7,9 @@
 use bosun_proto::v1 as pb;
 use serde_json::{Value, json};
 
-use super::context::{ResourceContext, meta_str};
+use super::context::ResourceContext;
 use crate::cluster::content;
+use crate::object;
 
 /// Why owned objects could not be created.
 #[derive(Debug, thiserror::Error)]
@@ -59,18 +60,18 @@ pub fn prepare(owner: &Value, mut child: Value, index: usize, copy_labels: bool)
         child["metadata"] = json!({});
     }
     let meta = &mut child["metadata"];
-    if meta["namespace"].as_str().is_none_or(str::is_empty) && !meta_str(owner, "namespace").is_empty() {
-        meta["namespace"] = json!(meta_str(owner, "namespace"));
+    if meta["namespace"].as_str().is_none_or(str::is_empty) && !object::meta_str(owner, "namespace").is_empty() {
+        meta["namespace"] = json!(object::meta_str(owner, "namespace"));
     }
     if meta["name"].as_str().is_none_or(str::is_empty) {
         let kind = child["kind"].as_str().unwrap_or_default().to_lowercase();
         let suffix = if index == 0 { String::new() } else { format!("-{index}") };
-        child["metadata"]["name"] = json!(format!("{}-{kind}{suffix}", meta_str(owner, "name")));
+        child["metadata"]["name"] = json!(format!("{}-{kind}{suffix}", object::meta_str(owner, "name")));
         if let Some(m) = child["metadata"].as_object_mut() {
             m.remove("generateName");
         }
     }
-    if copy_labels && let Some(labels) = owner.get("metadata").and_then(|m| m.get("labels")).and_then(Value::as_object) {
+    if copy_labels && let Some(labels) = object::meta(owner, "labels").and_then(Value::as_object) {
         for (k, v) in labels {
             let m = &mut child["metadata"];
             if m["labels"].get(k).is_none() {
@@ -81,8 +82,8 @@ pub fn prepare(owner: &Value, mut child: Value, index: usize, copy_labels: bool)
     let reference = json!({
         "apiVersion": owner["apiVersion"],
         "kind": owner["kind"],
-        "name": meta_str(owner, "name"),
-        "uid": meta_str(owner, "uid"),
+        "name": object::meta_str(owner, "name"),
+        "uid": object::meta_str(owner, "uid"),
         "controller": true,
         "blockOwnerDeletion": true,
     });
@@ -119,7 +120,7 @@ impl ResourceContext {
                 .resolve(&*self.api, &selector)
                 .await?
                 .ok_or_else(|| AdoptError::NotServed { kind: kind.into(), api_version: api_version.into() })?;
-            let (ns, name) = (meta_str(&child, "namespace").to_string(), meta_str(&child, "name").to_string());
+            let (ns, name) = (object::meta_str(&child, "namespace").to_string(), object::meta_str(&child, "name").to_string());
             let path = resource.object_path(&ns, &name);
             let created = if o.apply {
                 let apply_path = format!("{path}?fieldManager=bosun&force=true");
@@ -131,7 +132,7 @@ impl ResourceContext {
                         let existing = self.api.get(&path).await?;
                         let ours = existing["metadata"]["ownerReferences"]
                             .as_array()
-                            .is_some_and(|refs| refs.iter().any(|r| r["uid"].as_str() == Some(meta_str(owner, "uid"))));
+                            .is_some_and(|refs| refs.iter().any(|r| r["uid"].as_str() == Some(object::meta_str(owner, "uid"))));
                         if !ours {
                             return Err(AdoptError::NotOurs { kind: kind.into(), namespace: ns, name });
                         }
@@ -143,7 +144,7 @@ impl ResourceContext {
                     }
                 }
             };
-            uids.push(meta_str(&created, "uid").to_string());
+            uids.push(object::meta_str(&created, "uid").to_string());
         }
         Ok(uids)
     }

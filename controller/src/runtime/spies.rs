@@ -19,6 +19,7 @@ use tokio_util::task::TaskTracker;
 use super::context::{ResourceContext, object_key};
 use super::queues::Queues;
 use crate::cluster::watching::Seen;
+use crate::object;
 
 type Item = (&'static str, Value);
 
@@ -33,7 +34,7 @@ pub struct Spies {
 /// The watch event type Kopf reports: none for the listing, ADDED for an object not seen
 /// before, MODIFIED after, DELETED.
 pub fn event_type(seen: &Seen, known: &mut HashSet<String>) -> &'static str {
-    let uid = super::context::meta_str(seen.body(), "uid").to_string();
+    let uid = object::meta_str(seen.body(), "uid").to_string();
     match seen {
         Seen::Listed(_) => {
             known.insert(uid);

@@ -22,6 +22,7 @@ use crate::cluster::watching::Seen;
 use crate::cluster::{Api, Error, ResolvedResource};
 use crate::engines::dispatch::{CallFailure, DaemonStream, HandlerClient, Outages};
 use crate::logs::Logger;
+use crate::object;
 use crate::state::essence::EssenceRules;
 use crate::state::registry::Handler;
 use crate::state::storage::{Storage, StorageKind};
@@ -81,7 +82,7 @@ impl FakeApi {
                 json_patch::patch(&mut next, &p).map_err(|e| fail(422, &e.to_string()))?;
             }
             _ => {
-                if let Some(rv) = body.get("metadata").and_then(|m| m.get("resourceVersion")).and_then(Value::as_str)
+                if let Some(rv) = object::meta(&body, "resourceVersion").and_then(Value::as_str)
                     && rv != current["metadata"]["resourceVersion"]
                 {
                     return Err(fail(409, "the object has been modified"));
@@ -97,8 +98,8 @@ impl FakeApi {
         }
         let rv: u64 = current["metadata"]["resourceVersion"].as_str().unwrap_or("1").parse().unwrap_or(1);
         next["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
-        let deleting = next.get("metadata").and_then(|m| m.get("deletionTimestamp")).is_some();
-        let no_finalizers = next.get("metadata").and_then(|m| m.get("finalizers")).and_then(Value::as_array).is_none_or(|f| f.is_empty());
+        let deleting = object::meta(&next, "deletionTimestamp").is_some();
+        let no_finalizers = object::meta(&next, "finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty());
         *self.writes.lock() += 1;
         *guard = if deleting && no_finalizers { None } else { Some(next.clone()) };
         Ok(next)

@@ -10,9 +10,10 @@ use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
 use super::background::Background;
-use super::context::{ResourceContext, meta_str, object_ref};
+use super::context::{ResourceContext, object_ref};
 use super::queues::{IDLE, Mailbox, Mailboxes};
 use crate::cluster::watching::Seen;
+use crate::object;
 use crate::state::plan::{Next, deletion_requested};
 
 /// Kopf's throttling of framework-level failures per object: Fibonacci seconds up to 610.
@@ -41,7 +42,7 @@ fn key_of(body: &Value) -> String {
 }
 
 fn rv_of(body: &Value) -> Option<u64> {
-    body.get("metadata").and_then(|m| m.get("resourceVersion")).and_then(Value::as_str).and_then(|s| s.parse().ok())
+    object::meta(body, "resourceVersion").and_then(Value::as_str).and_then(|s| s.parse().ok())
 }
 
 /// Keeps in `latest` the newer of it and `incoming`: an event older than the body a write
@@ -77,7 +78,7 @@ impl Router {
         }
         // Objects that are not ours now (paused, another replica's) are left to their owner;
         // when ours again they are listed anew. Forget a deleted one all the same.
-        let uid = meta_str(seen.body(), "uid");
+        let uid = object::meta_str(seen.body(), "uid");
         if !self.ctx.authority.owns(uid) {
             if matches!(seen, Seen::Deleted(_)) {
                 self.ctx.seen.lock().remove(uid);
@@ -172,7 +173,7 @@ impl Router {
             }
             // Ours still? A cycle begins only through the authority, which counts it until it
             // ends, so that a handover to another replica waits for it.
-            let uid = meta_str(body, "uid");
+            let uid = object::meta_str(body, "uid");
             let turn = if deleted { None } else { self.ctx.authority.begin(uid) };
             if !deleted && turn.is_none() {
                 self.ctx.log.debug(Some(&object_ref(body)), "Not ours now (paused, or another replica's); left to its owner.");

@@ -5,8 +5,9 @@
 
 use serde_json::{Value, json};
 
-use super::context::{ResourceContext, meta_str};
+use super::context::ResourceContext;
 use crate::cluster::{self, content};
+use crate::object;
 use crate::state::patches::compose;
 use crate::state::plan::{CallOutcome, Writes};
 use crate::state::storage::is_empty_patch;
@@ -41,7 +42,7 @@ impl From<cluster::Error> for WriteError {
 
 impl ResourceContext {
     fn path_of(&self, body: &Value) -> String {
-        self.resource.object_path(meta_str(body, "namespace"), meta_str(body, "name"))
+        self.resource.object_path(object::meta_str(body, "namespace"), object::meta_str(body, "name"))
     }
 
     /// Writes the main patch (with the finalizer change, guarded by the resourceVersion),
@@ -50,17 +51,20 @@ impl ResourceContext {
     pub async fn write(&self, body: &Value, w: &Writes) -> Result<Option<Value>, WriteError> {
         let path = self.path_of(body);
         let mut written = None;
-        let mut current = body.clone();
+        // The body the finalizer change is made against: re-read after a conflict.
+        let mut current = std::borrow::Cow::Borrowed(body);
         for attempt in 0..3 {
             let mut main = w.main.clone();
             if let Some(want) = w.finalizer {
-                let mut list: Vec<Value> =
-                    current.get("metadata").and_then(|m| m.get("finalizers")).and_then(Value::as_array).cloned().unwrap_or_default();
+                let mut list: Vec<Value> = object::meta(&current, "finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
                 list.retain(|f| f.as_str() != Some(self.storage.finalizer.as_str()));
                 if want {
                     list.push(Value::String(self.storage.finalizer.clone()));
                 }
-                compose(&mut main, &json!({"metadata": {"finalizers": list, "resourceVersion": meta_str(&current, "resourceVersion")}}));
+                compose(
+                    &mut main,
+                    &json!({"metadata": {"finalizers": list, "resourceVersion": object::meta_str(&current, "resourceVersion")}}),
+                );
             }
             if is_empty_patch(&main) {
                 break;
@@ -71,7 +75,7 @@ impl ResourceContext {
                     break;
                 }
                 Err(e) if e.code() == Some(409) && w.finalizer.is_some() && attempt < 2 => {
-                    current = self.api.get(&path).await?;
+                    current = std::borrow::Cow::Owned(self.api.get(&path).await?);
                 }
                 Err(e) => return Err(e.into()),
             }

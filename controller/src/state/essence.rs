@@ -5,6 +5,7 @@
 //! configuration); paths of field handlers on `status.*` are added back; ignored fields
 //! are dropped. The stored diffbase is this essence as compact JSON plus a newline.
 
+use crate::object;
 use serde_json::{Map, Value};
 
 const KUBECTL_LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -72,10 +73,10 @@ pub fn essence(body: &Value, rules: &EssenceRules) -> Value {
         }
     }
     let mut meta = Map::new();
-    if let Some(labels) = body.get("metadata").and_then(|m| m.get("labels")).and_then(Value::as_object).filter(|m| !m.is_empty()) {
+    if let Some(labels) = object::meta(body, "labels").and_then(Value::as_object).filter(|m| !m.is_empty()) {
         meta.insert("labels".into(), Value::Object(labels.clone()));
     }
-    if let Some(annotations) = body.get("metadata").and_then(|m| m.get("annotations")).and_then(Value::as_object) {
+    if let Some(annotations) = object::meta(body, "annotations").and_then(Value::as_object) {
         let kept: Map<String, Value> =
             annotations.iter().filter(|(k, _)| kept_annotation(k, rules)).map(|(k, v)| (k.clone(), v.clone())).collect();
         if !kept.is_empty() {
@@ -115,9 +116,9 @@ pub fn matches(body: &Value, rules: &EssenceRules, stored: &Value) -> bool {
             return false;
         }
     }
-    let labels = body.get("metadata").and_then(|m| m.get("labels")).and_then(Value::as_object).filter(|m| !m.is_empty());
+    let labels = object::meta(body, "labels").and_then(Value::as_object).filter(|m| !m.is_empty());
     let kept = |k: &String| kept_annotation(k, rules);
-    let annotations = body.get("metadata").and_then(|m| m.get("annotations")).and_then(Value::as_object);
+    let annotations = object::meta(body, "annotations").and_then(Value::as_object);
     let kept_annotations = annotations.map_or(0, |a| a.keys().filter(|k| kept(k)).count());
     if labels.is_some() || kept_annotations > 0 {
         keys += 1;

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::progress::{ProgressRecord, parse_time};
 use super::storage::Storage;
+use crate::object;
 
 /// The diffbase's name in annotations and in the status stanza.
 const DIFFBASE: &str = "last-handled-configuration";
@@ -60,8 +61,7 @@ fn tries(retries: u32) -> String {
 /// fields hold it.
 fn diffbase_written(body: &Value, storage: &Storage) -> Option<DateTime<Utc>> {
     let key = format!("f:{}/{DIFFBASE}", storage.prefix);
-    body.get("metadata")
-        .and_then(|m| m.get("managedFields"))?
+    object::meta(body, "managedFields")?
         .as_array()?
         .iter()
         .filter(|m| {
@@ -76,7 +76,7 @@ fn diffbase_written(body: &Value, storage: &Storage) -> Option<DateTime<Utc>> {
 
 /// The report on `body` as the controller with these storage settings sees it at `now`.
 pub fn explain(body: &Value, storage: &Storage, now: DateTime<Utc>) -> String {
-    let meta = |k: &str| body.pointer(&format!("/metadata/{k}")).and_then(Value::as_str).unwrap_or("");
+    let meta = |k: &str| object::meta_str(body, k);
     let kind = body.get("kind").and_then(Value::as_str).unwrap_or("object");
     let at = crate::logs::ObjectRef { namespace: meta("namespace").into(), name: meta("name").into() }.path();
     let mut out = vec![format!("{kind} {at} (uid {}, resourceVersion {})", meta("uid"), meta("resourceVersion"))];

@@ -24,6 +24,7 @@ use super::progress::{ProgressRecord, annotation_key, format_time};
 use super::registry::{Handler, check_id};
 use super::storage::{ANNOTATIONS_LIMIT, ObjectState, Storage, StorageKind};
 use crate::logs::{Level, Line};
+use crate::object;
 
 /// A diffbase larger than this is stored as a digest when the state lives in status (the
 /// API server refuses requests over 3 MiB and etcd objects over 1.5 MiB).
@@ -176,7 +177,7 @@ pub struct Cycle {
 
 /// The object's `metadata.deletionTimestamp` is set.
 pub fn deletion_requested(body: &Value) -> bool {
-    body.get("metadata").and_then(|m| m.get("deletionTimestamp")).is_some_and(|v| !v.is_null())
+    object::meta(body, "deletionTimestamp").is_some_and(|v| !v.is_null())
 }
 
 /// The Warning event posted for a permanent failure.

@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::causes::Reason;
 use super::diff::{DiffItem, touches};
 use super::essence::{get_path, parse_path};
+use crate::object;
 
 /// A problem with what a handler server registered.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -294,7 +295,7 @@ impl Handler {
 
     /// Whether the object's labels, annotations and field value satisfy the filters.
     pub fn matches_object(&self, body: &Value) -> bool {
-        let meta = |what: &str, key: &str| body.get("metadata").and_then(|m| m.get(what)).and_then(|m| m.get(key));
+        let meta = |what: &str, key: &str| object::meta(body, what).and_then(|m| m.get(key));
         self.filters.labels.iter().all(|(k, c)| c.matches(meta("labels", k)))
             && self.filters.annotations.iter().all(|(k, c)| c.matches(meta("annotations", k)))
             && self.filters.value.as_ref().is_none_or(|(path, c)| c.matches(get_path(body, path).filter(|v| !v.is_null())))

@@ -26,6 +26,7 @@ use serde_json::{Map, Value, json};
 
 use super::keys::kopf_keys;
 use super::progress::ProgressRecord;
+use crate::object;
 
 /// Where new state is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,9 +82,7 @@ const DRS_MARK: &str = "-ofDRS";
 /// Kopf's mark for the keys on ReplicaSets owned by Deployments: Kubernetes copies a
 /// Deployment's annotations to its ReplicaSets, so their own state needs other keys.
 fn collision_mark(body: &Value) -> &'static str {
-    let owned_by_deployment = body
-        .get("metadata")
-        .and_then(|m| m.get("ownerReferences"))
+    let owned_by_deployment = object::meta(body, "ownerReferences")
         .and_then(Value::as_array)
         .is_some_and(|owners| owners.iter().any(|o| o.get("kind").and_then(Value::as_str) == Some("Deployment")));
     if body.get("kind").and_then(Value::as_str) == Some("ReplicaSet") && owned_by_deployment { DRS_MARK } else { "" }
@@ -172,7 +171,7 @@ impl Storage {
     }
 
     fn annotations<'a>(&self, body: &'a Value) -> Option<&'a Map<String, Value>> {
-        body.get("metadata").and_then(|m| m.get("annotations")).and_then(Value::as_object)
+        object::meta(body, "annotations").and_then(Value::as_object)
     }
 
     fn status_state<'a>(&self, body: &'a Value) -> Option<&'a Value> {
@@ -209,8 +208,7 @@ impl Storage {
 
     /// Whether the object carries our finalizer.
     pub fn has_finalizer(&self, body: &Value) -> bool {
-        body.get("metadata")
-            .and_then(|m| m.get("finalizers"))
+        object::meta(body, "finalizers")
             .and_then(Value::as_array)
             .is_some_and(|f| f.iter().any(|v| v.as_str() == Some(self.finalizer.as_str())))
     }

@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use bosun_controller::cluster::{Cluster, apply};
+use bosun_tests::record::now_ns;
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -18,12 +19,6 @@ use super::procs::Proc;
 
 /// The namespace the bench's objects live in.
 pub const NAMESPACE: &str = "default";
-
-/// Nanoseconds since the epoch: the one clock the bench and every operator's handler
-/// (`SystemTime` in Rust, `time.time_ns()` in Python) read.
-pub fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
-}
 
 /// `bosun-devcluster` running as a child process.
 pub struct DevCluster {

@@ -144,12 +144,12 @@ impl UnderTest {
 
     /// When `create_fn` was first called for each object, by name.
     pub fn first_calls(&self) -> Result<HashMap<String, u64>> {
-        Ok(read_record(&self.record)?.0)
+        Ok(bosun_tests::record::read(&self.record)?.0)
     }
 
     /// How many times `create_fn` was called in all.
     pub fn calls(&self) -> Result<u64> {
-        Ok(read_record(&self.record)?.1)
+        Ok(bosun_tests::record::read(&self.record)?.1)
     }
 
     /// Stops the controller, then the handler server.
@@ -275,21 +275,6 @@ fn start_kopf(programs: &Programs, cluster: &DevCluster, with_delete: bool, dir:
     cmd.arg("run").arg("--standalone").arg("-A").arg(&file).env("KUBECONFIG", &cluster.kubeconfig).env("BENCH_RECORD", &record);
     let (proc, _) = Proc::spawn("Kopf", cmd, &dir.join("kopf.log"), false)?;
     Ok(UnderTest { flavor: Flavor::Kopf, proc, handler: None, record })
-}
-
-/// Reads a record of calls: first call per name, and the number of calls.
-fn read_record(path: &Path) -> Result<(HashMap<String, u64>, u64)> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut first = HashMap::new();
-    let mut calls = 0;
-    for line in text.lines() {
-        // A line being written may be incomplete: only whole lines count.
-        let Some((name, t)) = line.split_once(' ') else { continue };
-        let Ok(t) = t.trim().parse::<u64>() else { continue };
-        calls += 1;
-        first.entry(name.to_string()).or_insert(t);
-    }
-    Ok((first, calls))
 }
 
 /// Runs a command to its end; its trimmed stdout, or an error with all it printed.

@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use bosun_sdk::{Cause, HandlerError, Operator};
+use bosun_tests::record::now_ns;
 use serde_json::{Value, json};
 
-use super::cluster::{DevCluster, Handled, create_all, names, now_ns};
+use super::cluster::{DevCluster, Handled, create_all, names};
 use super::ops::{Programs, ServerTask, bosun_args};
 use super::procs::Proc;
 use super::workloads::{Params, fresh_cluster, percentile, poll};

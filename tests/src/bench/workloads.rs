@@ -13,8 +13,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use bosun_tests::record::now_ns;
 
-use super::cluster::{Counters, DevCluster, Handled, create_all, names, now_ns};
+use super::cluster::{Counters, DevCluster, Handled, create_all, names};
 use super::ops::{Flavor, Programs, UnderTest};
 use super::procs::{SocketSampler, machine_busy_s, usage};
 

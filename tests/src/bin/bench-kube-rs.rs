@@ -6,10 +6,10 @@
 //! do. It reads `KUBECONFIG`, watches all namespaces and changes none of kube-rs's defaults
 //! (its reflector cache included): the floor a hand-written Rust controller sets.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::Duration;
 
+use bosun_tests::record::Recorder;
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
@@ -23,7 +23,7 @@ const FINALIZER: &str = "bench.bosun.dev/kube-rs";
 struct Ctx {
     client: kube::Client,
     resource: ApiResource,
-    record: Mutex<std::fs::File>,
+    record: Recorder,
     with_delete: bool,
 }
 
@@ -32,12 +32,11 @@ type Error = finalizer::Error<kube::Error>;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let with_delete = std::env::args().skip(1).any(|a| a == "--delete");
-    let record_path = std::env::var_os("BENCH_RECORD").ok_or_else(|| anyhow::anyhow!("BENCH_RECORD is not set"))?;
-    let record = std::fs::OpenOptions::new().append(true).create(true).open(record_path)?;
+    let record = Recorder::from_env()?;
     let client = kube::Client::try_default().await?;
     let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kopf.dev", "v1", "KopfExample"), "kopfexamples");
     let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
-    let ctx = Arc::new(Ctx { client, resource: resource.clone(), record: Mutex::new(record), with_delete });
+    let ctx = Arc::new(Ctx { client, resource: resource.clone(), record, with_delete });
     Controller::new_with(api, watcher::Config::default(), resource)
         .shutdown_on_signal()
         .run(reconcile, |_, _, _| Action::requeue(Duration::from_secs(1)), ctx)
@@ -67,9 +66,7 @@ async fn create_fn(api: &Api<DynamicObject>, obj: &DynamicObject, ctx: &Ctx) -> 
         return Ok(Action::await_change());
     }
     let name = obj.name_any();
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    // A failed note only loses a latency sample; the bench then waits for it and says so.
-    let _ = writeln!(ctx.record.lock().unwrap_or_else(|e| e.into_inner()), "{name} {now}");
+    ctx.record.note(&name);
     let patch = json!({"status": {"create_fn": {"message": "hello world"}}});
     api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     Ok(Action::await_change())

@@ -8,6 +8,7 @@
 //! - `json`: one object per line with Kopf's keys (`timestamp`, `severity`, `message`,
 //!   `object`) and `cause`, `handler`, `trace_id` and any other field beside them.
 
+use std::fmt::Write as _;
 use std::io::Write as _;
 
 use bosun_controller::logs::ObjectRef;
@@ -114,14 +115,14 @@ pub fn render(format: LogFormat, record: &Record<'_>) -> String {
                     chrono::format::StrftimeItems::new("%Y-%m-%d %H:%M:%S,%3f").parse().expect("a valid strftime pattern")
                 });
                 let time = record.time.format_with_items(TIME.iter());
-                text.push_str(&format!("[{time}] {logger:<20.20} [{:<8.8}] ", level_name(record.level)));
+                let _ = write!(text, "[{time}] {logger:<20.20} [{:<8.8}] ", level_name(record.level));
             }
             if let Some(o) = &object {
-                text.push_str(&format!("{o} "));
+                let _ = write!(text, "{o} ");
             }
             text.push_str(&message);
             for (k, v) in extras {
-                text.push_str(&format!(" {k}={v}"));
+                let _ = write!(text, " {k}={v}");
             }
             text
         }

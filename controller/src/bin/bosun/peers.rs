@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use bosun_controller::cluster::watching::{Seen, WatchScope, list_all};
 use bosun_controller::cluster::{Api, Cluster, discovery};
 use bosun_controller::coordination::{identity, lease, peering, shards};
+use bosun_controller::object;
 use clap::Args;
 use serde_json::Value;
 
@@ -133,7 +134,7 @@ pub async fn shards(args: ShardsArgs) -> anyhow::Result<()> {
         let scope = WatchScope { namespace: None, label_selector: None, inactivity_timeout: Duration::from_secs(60) };
         let mut uids = Vec::new();
         list_all(&cluster, &resource, &scope, |seen: Seen| {
-            if let Some(uid) = seen.body().get("metadata").and_then(|m| m.get("uid")).and_then(Value::as_str) {
+            if let Some(uid) = object::meta(seen.body(), "uid").and_then(Value::as_str) {
                 uids.push(uid.to_string());
             }
         })
@@ -149,7 +150,7 @@ pub async fn shards(args: ShardsArgs) -> anyhow::Result<()> {
     for item in &items {
         let record = lease::Record::parse(item);
         let holder = record.holder.clone().unwrap_or_else(|| "(released)".into());
-        let name = item.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
+        let name = object::meta_str(item, "name");
         let age = record.renewed.map(|t| format!("{}s ago", (now - t).num_seconds().max(0))).unwrap_or_else(|| "never".into());
         let state = if record.is_held(now) { "" } else { " (expired)" };
         let mut row = format!("{:<48} {:<28} {:>8}", format!("{holder}{state}"), name, age);
