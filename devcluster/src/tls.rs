@@ -66,35 +66,47 @@ pub fn serving_names(addr: SocketAddr) -> Vec<String> {
 }
 
 const CA_NAME: &str = "bosun-devcluster-ca";
+const SERVER_NAME: &str = "kube-apiserver";
 
-fn ca_params() -> Result<CertificateParams, rcgen::Error> {
+fn ca_params(ca_name: &str) -> Result<CertificateParams, rcgen::Error> {
     let mut params = CertificateParams::new(Vec::<String>::new())?;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, CA_NAME);
+    params.distinguished_name.push(DnType::CommonName, ca_name);
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     Ok(params)
 }
 
-/// A serving certificate for `names`, signed by the CA key.
-fn issue(ca_key: &KeyPair, names: &[String]) -> Result<(String, String), rcgen::Error> {
+/// A serving certificate of `server_name` for `names`, signed by the key of CA `ca_name`.
+fn issue(ca_key: &KeyPair, ca_name: &str, server_name: &str, names: &[String]) -> Result<(String, String), rcgen::Error> {
     let key = KeyPair::generate()?;
     let mut params = CertificateParams::new(names.to_vec())?;
-    params.distinguished_name.push(DnType::CommonName, "kube-apiserver");
+    params.distinguished_name.push(DnType::CommonName, server_name);
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.use_authority_key_identifier_extension = true;
-    let issuer = Issuer::new(ca_params()?, ca_key);
+    let issuer = Issuer::new(ca_params(ca_name)?, ca_key);
     let cert = params.signed_by(&key, &issuer)?;
     Ok((cert.pem(), key.serialize_pem()))
 }
 
 impl Tls {
-    /// A new CA and a serving certificate for `names`.
+    /// A new CA and a serving certificate of the API server for `names`.
     pub fn generate(names: &[String]) -> Result<Tls, Error> {
+        Tls::generate_for(CA_NAME, SERVER_NAME, names)
+    }
+
+    /// A new CA (common name `ca_name`) and a serving certificate of `server_name` for
+    /// `names` (DNS names and IP addresses), as another server (an admission webhook) needs.
+    pub fn generate_for(ca_name: &str, server_name: &str, names: &[String]) -> Result<Tls, Error> {
         let ca_key = KeyPair::generate()?;
-        let ca = ca_params()?.self_signed(&ca_key)?;
-        let (cert_pem, key_pem) = issue(&ca_key, names)?;
+        let ca = ca_params(ca_name)?.self_signed(&ca_key)?;
+        let (cert_pem, key_pem) = issue(&ca_key, ca_name, server_name, names)?;
         Ok(Tls { ca_pem: ca.pem(), ca_key_pem: ca_key.serialize_pem(), cert_pem, key_pem, names: names.to_vec() })
+    }
+
+    /// The serving certificate, PEM-encoded.
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
     }
 
     /// The certificates kept in `dir` (made there on first use), or new ones without a dir.
@@ -111,7 +123,7 @@ impl Tls {
                         return Ok(Tls { ca_pem, ca_key_pem, cert_pem, key_pem, names: names.to_vec() });
                     }
                     _ => {
-                        let (cert_pem, key_pem) = issue(&ca_key, names)?;
+                        let (cert_pem, key_pem) = issue(&ca_key, CA_NAME, SERVER_NAME, names)?;
                         Tls { ca_pem, ca_key_pem, cert_pem, key_pem, names: names.to_vec() }
                     }
                 }
@@ -154,6 +166,23 @@ impl Tls {
     }
 }
 
+/// Whether the serving certificate `cert_pem` is valid for `name` (a DNS name or an IP
+/// address) under the CA `ca_pem`, as a TLS client checks it; why not, otherwise.
+pub fn verify(ca_pem: &str, cert_pem: &str, name: &str) -> Result<(), String> {
+    use tokio_rustls::rustls::client::WebPkiServerVerifier;
+    use tokio_rustls::rustls::client::danger::ServerCertVerifier as _;
+    use tokio_rustls::rustls::pki_types::{ServerName, UnixTime};
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(ca.map_err(|e| format!("the CA is not PEM: {e}"))?).map_err(|e| format!("the CA is not a certificate: {e}"))?;
+    }
+    let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider).build().map_err(|e| e.to_string())?;
+    let cert = CertificateDer::from_pem_slice(cert_pem.as_bytes()).map_err(|e| format!("the certificate is not PEM: {e}"))?;
+    let server = ServerName::try_from(name.to_string()).map_err(|e| format!("{name:?} is not a server name: {e}"))?;
+    verifier.verify_server_cert(&cert, &[], &server, &[], UnixTime::now()).map(|_| ()).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,6 +203,21 @@ mod tests {
                 assert!(!names.contains(&n.to_string()), "{addr}: {n} not in {names:?}");
             }
         }
+    }
+
+    #[test]
+    fn the_serving_certificate_validates_for_its_names_only_and_under_its_own_ca_only() {
+        let names: Vec<String> = ["bosun.ops.svc", "localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
+        let tls = Tls::generate_for("test-ca", "test-server", &names).unwrap();
+        let other = Tls::generate_for("test-ca", "test-server", &names).unwrap();
+        for name in &names {
+            assert_eq!(verify(&tls.ca_pem, tls.cert_pem(), name), Ok(()), "{name}");
+        }
+        for name in ["bosun.other.svc", "10.0.0.1", "bosun"] {
+            assert!(verify(&tls.ca_pem, tls.cert_pem(), name).is_err(), "{name} is not named");
+        }
+        assert!(verify(&other.ca_pem, tls.cert_pem(), "localhost").is_err(), "another CA of the same name did not sign it");
+        assert!(verify("garbage", tls.cert_pem(), "localhost").is_err());
     }
 
     #[test]

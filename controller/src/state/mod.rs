@@ -1,6 +1,7 @@
 //! Pure logic of the handling cycle: causes, essence, diff, progress, storage, the handler
 //! registry and what attempts mean. No I/O and no async here; everything is table-tested.
 
+pub mod admission;
 pub mod causes;
 pub mod diff;
 pub mod essence;

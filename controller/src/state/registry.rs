@@ -36,6 +36,9 @@ pub enum Error {
     /// An option holds a value that is no duration.
     #[error("handler '{0}' has an invalid option: {1}")]
     BadOption(String, super::outcomes::BadSeconds),
+    /// An admission handler names an operation the API server does not have.
+    #[error("admission handler '{0}' names the operation {1:?}; use CREATE, UPDATE, DELETE or CONNECT")]
+    BadOperation(String, String),
 }
 
 /// Why a string cannot be a handler id.
@@ -166,7 +169,26 @@ pub struct Handler {
     pub timer: Timer,
     /// For daemons: their own delays.
     pub daemon: Daemon,
+    /// For validating and mutating handlers: what they review.
+    pub admission: Admission,
 }
+
+/// What a validating or mutating handler reviews, and how its failure counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Admission {
+    /// Operations reviewed (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`); empty means all.
+    pub operations: Vec<String>,
+    /// Subresources reviewed (`status`, `scale`); empty means the main resource only.
+    pub subresources: Vec<String>,
+    /// It has side effects: not called for dry runs (`sideEffects: NoneOnDryRun`).
+    pub side_effects: bool,
+    /// A failing, slow or unreachable handler denies the request (`failurePolicy: Fail`);
+    /// otherwise the request passes without it (`Ignore`).
+    pub fail_closed: bool,
+}
+
+/// The operations an admission webhook can review.
+pub const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
 
 /// A daemon's own delays (Kopf's `initial_delay`, `cancellation_timeout`, `backoff`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -253,6 +275,23 @@ impl Handler {
                 backoff: secs(Some(d.backoff_seconds), "daemon.backoff_seconds")?.filter(|d| !d.is_zero()).unwrap_or(backoff),
             },
         };
+        let a = spec.admission.clone().unwrap_or_default();
+        let mut operations: Vec<String> = Vec::new();
+        for op in &a.operations {
+            let op = op.trim().to_ascii_uppercase();
+            if op != "*" && !OPERATIONS.contains(&op.as_str()) {
+                return Err(Error::BadOperation(spec.id.clone(), op));
+            }
+            if !operations.contains(&op) {
+                operations.push(op);
+            }
+        }
+        // `*` among them means all, as no operation given does.
+        if operations.iter().any(|o| o == "*") {
+            operations.clear();
+        }
+        let admission =
+            Admission { operations, subresources: a.subresources.clone(), side_effects: a.side_effects, fail_closed: a.fail_closed };
         Ok(Handler {
             id: spec.id.clone(),
             kind,
@@ -275,6 +314,7 @@ impl Handler {
             deleted: o.deleted,
             timer,
             daemon,
+            admission,
         })
     }
 
@@ -428,6 +468,27 @@ mod tests {
         }
         let ok = build(&[vec![spec("a", pb::HandlerKind::Create)], vec![spec("b", pb::HandlerKind::Delete)]]).unwrap();
         assert_eq!(ok.iter().map(|h| (h.id.as_str(), h.server)).collect::<Vec<_>>(), vec![("a", 0), ("b", 1)]);
+    }
+
+    #[test]
+    fn admission_operations_are_checked_and_normalised() {
+        let with = |ops: &[&str]| {
+            let mut s = spec("v", pb::HandlerKind::Validate);
+            s.admission = Some(pb::AdmissionOptions { operations: ops.iter().map(|o| o.to_string()).collect(), ..Default::default() });
+            Handler::from_spec(&s, 0).map(|h| h.admission.operations)
+        };
+        type Case<'a> = (&'a [&'a str], Result<Vec<&'a str>, Error>);
+        let cases: [Case; 5] = [
+            (&[], Ok(vec![])),
+            (&["create", " UPDATE ", "CREATE"], Ok(vec!["CREATE", "UPDATE"])),
+            (&["CREATE", "*"], Ok(vec![])),
+            (&["CONNECT", "DELETE"], Ok(vec!["CONNECT", "DELETE"])),
+            (&["PATCH"], Err(Error::BadOperation("v".into(), "PATCH".into()))),
+        ];
+        for (ops, want) in cases {
+            let want = want.map(|w| w.into_iter().map(String::from).collect::<Vec<_>>());
+            assert_eq!(with(ops), want, "{ops:?}");
+        }
     }
 
     #[test]

@@ -1,0 +1,587 @@
+//! Admission reviews (Kopf's validating and mutating handlers), decided without I/O: which
+//! handlers review a request, and how their answers make the one response the API server
+//! gets. As in Kopf, every matching handler is asked; any denial denies, the first one's
+//! message and code shown; the mutating handlers' merge patches, applied in their order,
+//! become one JSON patch (base64 in the review, as the API server expects). A handler that
+//! cannot answer (unreachable, slow, garbage) denies when it is `fail_closed`, and is
+//! otherwise skipped with a warning.
+
+use base64::Engine as _;
+use bosun_proto::v1 as pb;
+use serde_json::{Map, Value, json};
+
+use super::registry::Handler;
+
+/// Why an AdmissionReview cannot be reviewed at all (the webhook call's own error, not a
+/// denial of the request under review).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadReview {
+    /// Not a JSON object with a `request`.
+    #[error("not an AdmissionReview with a request")]
+    NoRequest,
+    /// A field the API server always sends is missing.
+    #[error("the AdmissionReview request has no {0}")]
+    Missing(&'static str),
+}
+
+/// What an AdmissionReview request asks about: the fields that choose the handlers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The request's uid, repeated in the response.
+    pub uid: String,
+    /// The resource: group ("" for the core group), version and plural.
+    pub group: String,
+    /// The version.
+    pub version: String,
+    /// The plural.
+    pub resource: String,
+    /// The subresource ("" for the main resource).
+    pub sub_resource: String,
+    /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
+    pub operation: String,
+    /// Whether the request is a dry run.
+    pub dry_run: bool,
+    /// The object after the operation (none for DELETE), else before it.
+    pub object: Option<Value>,
+}
+
+impl Request {
+    /// Reads the request out of a whole AdmissionReview.
+    pub fn parse(review: &Value) -> Result<Request, BadReview> {
+        let r = review.get("request").filter(|r| r.is_object()).ok_or(BadReview::NoRequest)?;
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
+        let needed = |k: &'static str, v: Option<&Value>| v.and_then(Value::as_str).map(String::from).ok_or(BadReview::Missing(k));
+        let resource = r.get("resource").ok_or(BadReview::Missing("resource"))?;
+        let present = |k: &str| r.get(k).filter(|v| v.is_object()).cloned();
+        Ok(Request {
+            uid: needed("uid", r.get("uid"))?,
+            group: text(resource.get("group")),
+            version: needed("resource.version", resource.get("version"))?,
+            resource: needed("resource.resource", resource.get("resource"))?,
+            sub_resource: text(r.get("subResource")),
+            operation: needed("operation", r.get("operation"))?,
+            dry_run: r.get("dryRun").and_then(Value::as_bool).unwrap_or(false),
+            object: present("object").or_else(|| present("oldObject")),
+        })
+    }
+}
+
+/// Whether handler `h`, whose resource resolved to `(group, version, plural)`, reviews `req`
+/// as a mutating (else validating) webhook.
+pub fn reviews(h: &Handler, resolved: (&str, &str, &str), mutating: bool, req: &Request) -> bool {
+    let kind = if mutating { pb::HandlerKind::Mutate } else { pb::HandlerKind::Validate };
+    let a = &h.admission;
+    h.kind == kind
+        && resolved == (req.group.as_str(), req.version.as_str(), req.resource.as_str())
+        && (a.operations.is_empty() || a.operations.contains(&req.operation))
+        && if req.sub_resource.is_empty() { a.subresources.is_empty() } else { a.subresources.contains(&req.sub_resource) }
+        && req.object.as_ref().is_none_or(|o| h.matches_object(o))
+}
+
+/// One handler's answer to a review.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// What the handler said.
+    Said(pb::AdmitResponse),
+    /// No usable answer: the handler server is unreachable or too slow, or the call failed.
+    Failed(String),
+}
+
+/// The AdmissionReview sent back for `review` (its request `req`), given each matching
+/// handler's answer, in the handlers' order.
+pub fn respond(review: &Value, req: &Request, answers: &[(&Handler, Answer)]) -> Value {
+    let mut denial: Option<(i32, String)> = None;
+    let mut failure: Option<String> = None;
+    let mut warnings: Vec<String> = Vec::new();
+    let mut mutated = req.object.clone();
+    for (h, answer) in answers {
+        let broken = match answer {
+            Answer::Said(said) => {
+                warnings.extend(said.warnings.iter().cloned());
+                if !said.allowed {
+                    let code = if (400..=599).contains(&said.code) { said.code } else { 400 };
+                    denial.get_or_insert_with(|| (code, said.message.clone()));
+                    continue;
+                }
+                match (h.kind, said.merge_patch.is_empty(), mutated.as_mut()) {
+                    (pb::HandlerKind::Mutate, false, Some(object)) => match serde_json::from_slice::<Value>(&said.merge_patch) {
+                        Ok(patch) if patch.is_object() => {
+                            json_patch::merge(object, &patch);
+                            continue;
+                        }
+                        Ok(_) => "its patch is not a JSON object".to_string(),
+                        Err(e) => format!("its patch is not JSON: {e}"),
+                    },
+                    _ => continue,
+                }
+            }
+            Answer::Failed(why) => why.clone(),
+        };
+        if h.admission.fail_closed {
+            failure.get_or_insert_with(|| format!("Handler '{}' failed: {broken}", h.id));
+        } else {
+            warnings.push(format!("Handler '{}' was skipped: {broken}", h.id));
+        }
+    }
+    let mut response = Map::new();
+    response.insert("uid".into(), json!(req.uid));
+    // The handlers' own denials first (Kopf prefers its AdmissionError to other errors).
+    let denied = denial.or_else(|| failure.map(|message| (500, message)));
+    response.insert("allowed".into(), json!(denied.is_none()));
+    match denied {
+        Some((code, message)) => {
+            response.insert("status".into(), json!({"code": code, "message": message}));
+        }
+        None => {
+            if let (Some(before), Some(after)) = (&req.object, &mutated)
+                && before != after
+            {
+                let patch = serde_json::to_vec(&json_patch::diff(before, after)).expect("a JSON patch serializes");
+                response.insert("patch".into(), json!(base64::engine::general_purpose::STANDARD.encode(patch)));
+                response.insert("patchType".into(), json!("JSONPatch"));
+            }
+        }
+    }
+    if !warnings.is_empty() {
+        response.insert("warnings".into(), json!(warnings));
+    }
+    json!({
+        "apiVersion": review.get("apiVersion").and_then(Value::as_str).unwrap_or("admission.k8s.io/v1"),
+        "kind": "AdmissionReview",
+        "response": response,
+    })
+}
+
+/// Where the API server reaches the controller's admission endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A URL (`https://127.0.0.1:9443`): the dev cluster, or a controller outside the cluster.
+    Url(String),
+    /// A Service in the cluster (`--admission-service NS/NAME`).
+    Service {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Its port.
+        port: u16,
+    },
+}
+
+/// The longest webhook timeout the API server accepts.
+pub const MAX_TIMEOUT_SECONDS: u64 = 30;
+
+/// A webhook's name: the handler id made a DNS subdomain (`/` → `.`, `_` → `-`, other
+/// characters hex-encoded, lower case), then `.suffix`; the API server wants at least three
+/// dot-separated parts.
+pub fn webhook_name(id: &str, suffix: &str) -> String {
+    let mut name = String::new();
+    for c in id.chars() {
+        match c {
+            '/' => name.push('.'),
+            '_' => name.push('-'),
+            c if c.is_ascii_alphanumeric() || c == '-' || c == '.' => name.push(c.to_ascii_lowercase()),
+            c => {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    name.push_str(&format!("{b:02x}"));
+                }
+            }
+        }
+    }
+    if suffix.is_empty() { name } else { format!("{name}.{suffix}") }
+}
+
+/// The path of a handler's endpoint: `/` and its id, percent-encoded.
+pub fn webhook_path(id: &str) -> String {
+    let mut path = String::from("/");
+    for b in id.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => path.push(b as char),
+            b => path.push_str(&format!("%{b:02X}")),
+        }
+    }
+    path
+}
+
+/// The label selector of a handler's label filters that the API server can check itself.
+fn object_selector(h: &Handler) -> Value {
+    use super::registry::ValueCheck;
+    let expressions: Vec<Value> = h
+        .filters
+        .labels
+        .iter()
+        .filter_map(|(key, check)| match check {
+            ValueCheck::Present => Some(json!({"key": key, "operator": "Exists"})),
+            ValueCheck::Absent => Some(json!({"key": key, "operator": "DoesNotExist"})),
+            ValueCheck::Equals(Value::String(v)) => Some(json!({"key": key, "operator": "In", "values": [v]})),
+            ValueCheck::Equals(_) => None,
+        })
+        .collect();
+    if expressions.is_empty() { json!({}) } else { json!({"matchExpressions": expressions}) }
+}
+
+/// The `webhooks` of the controller's Validating- (or `mutating`: Mutating-)
+/// WebhookConfiguration: one per handler of that kind, each with its own path, so that the
+/// API server applies each handler's failure policy and timeout on its own (as Kopf does).
+/// `handlers` come with their resources resolved to (group, version, plural); `ca_bundle`
+/// is the PEM of the CA that signed the serving certificate; requests in
+/// `own_namespace` (the controller's) are not reviewed, so a broken webhook cannot lock
+/// the controller out of its own namespace.
+pub fn webhooks(
+    handlers: &[(&Handler, (&str, &str, &str))],
+    mutating: bool,
+    endpoint: &Endpoint,
+    ca_bundle: &str,
+    suffix: &str,
+    own_namespace: Option<&str>,
+) -> Vec<Value> {
+    let kind = if mutating { pb::HandlerKind::Mutate } else { pb::HandlerKind::Validate };
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_bundle);
+    handlers
+        .iter()
+        .filter(|(h, _)| h.kind == kind)
+        .map(|(h, (group, version, plural))| {
+            let a = &h.admission;
+            let path = webhook_path(&h.id);
+            let client = match endpoint {
+                Endpoint::Url(url) => json!({"url": format!("{}{path}", url.trim_end_matches('/')), "caBundle": ca}),
+                Endpoint::Service { namespace, name, port } => {
+                    json!({"service": {"namespace": namespace, "name": name, "port": port, "path": path}, "caBundle": ca})
+                }
+            };
+            let resources: Vec<String> = if a.subresources.is_empty() {
+                vec![plural.to_string()]
+            } else {
+                a.subresources.iter().map(|s| format!("{plural}/{s}")).collect()
+            };
+            let operations: Vec<&str> = if a.operations.is_empty() { vec!["*"] } else { a.operations.iter().map(String::as_str).collect() };
+            let namespaces = match own_namespace {
+                Some(ns) => json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [ns]}]}),
+                None => json!({}),
+            };
+            let timeout = h.call_timeout.as_secs().clamp(1, MAX_TIMEOUT_SECONDS);
+            let mut hook = json!({
+                "name": webhook_name(&h.id, suffix),
+                "clientConfig": client,
+                "rules": [{
+                    "apiGroups": [group],
+                    "apiVersions": [version],
+                    "resources": resources,
+                    "operations": operations,
+                    "scope": "*",
+                }],
+                "sideEffects": if a.side_effects { "NoneOnDryRun" } else { "None" },
+                "failurePolicy": if a.fail_closed { "Fail" } else { "Ignore" },
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": namespaces,
+                "objectSelector": object_selector(h),
+                "timeoutSeconds": timeout,
+                "admissionReviewVersions": ["v1"],
+            });
+            if mutating {
+                hook["reinvocationPolicy"] = json!("Never");
+            }
+            hook
+        })
+        .collect()
+}
+
+/// The whole webhook configuration object named `name`.
+pub fn configuration(name: &str, mutating: bool, webhooks: Vec<Value>) -> Value {
+    let kind = if mutating { "MutatingWebhookConfiguration" } else { "ValidatingWebhookConfiguration" };
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "bosun"}},
+        "webhooks": webhooks,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::registry::Admission;
+
+    fn handler(id: &str, kind: pb::HandlerKind, admission: Admission) -> Handler {
+        let spec = pb::HandlerSpec {
+            id: id.into(),
+            kind: kind as i32,
+            resource: Some(pb::ResourceSelector { group: "kopf.dev".into(), version: "v1".into(), name: "kopfexamples".into() }),
+            ..Default::default()
+        };
+        Handler { admission, ..Handler::from_spec(&spec, 0).unwrap() }
+    }
+
+    fn review(operation: &str, sub: &str, object: Value) -> Value {
+        json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "u-1",
+                "kind": {"group": "kopf.dev", "version": "v1", "kind": "KopfExample"},
+                "resource": {"group": "kopf.dev", "version": "v1", "resource": "kopfexamples"},
+                "subResource": sub,
+                "operation": operation,
+                "dryRun": false,
+                "object": object,
+                "userInfo": {"username": "admin"},
+            }
+        })
+    }
+
+    fn said(allowed: bool, message: &str, code: i32, patch: &str) -> Answer {
+        Answer::Said(pb::AdmitResponse {
+            allowed,
+            message: message.into(),
+            code,
+            merge_patch: patch.as_bytes().to_vec(),
+            warnings: Vec::new(),
+        })
+    }
+
+    fn decoded_patch(response: &Value) -> Option<Value> {
+        let text = response["response"]["patch"].as_str()?;
+        serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(text).unwrap()).ok()
+    }
+
+    #[test]
+    fn a_review_is_read_or_refused_with_what_is_missing() {
+        let ok = review("CREATE", "", json!({"metadata": {"name": "a"}}));
+        let r = Request::parse(&ok).unwrap();
+        assert_eq!(
+            (r.uid.as_str(), r.group.as_str(), r.resource.as_str(), r.operation.as_str()),
+            ("u-1", "kopf.dev", "kopfexamples", "CREATE")
+        );
+        let mut delete = review("DELETE", "", Value::Null);
+        delete["request"]["oldObject"] = json!({"metadata": {"name": "old"}});
+        assert_eq!(Request::parse(&delete).unwrap().object, Some(json!({"metadata": {"name": "old"}})), "DELETE shows the old object");
+        let without = |k: &str| {
+            let mut r = ok.clone();
+            r["request"].as_object_mut().unwrap().remove(k);
+            r
+        };
+        let cases = [
+            (json!("text"), BadReview::NoRequest),
+            (json!({"request": 1}), BadReview::NoRequest),
+            (without("uid"), BadReview::Missing("uid")),
+            (without("operation"), BadReview::Missing("operation")),
+            (without("resource"), BadReview::Missing("resource")),
+        ];
+        for (input, want) in cases {
+            assert_eq!(Request::parse(&input), Err(want), "{input}");
+        }
+    }
+
+    #[test]
+    fn handlers_review_their_kind_resource_operations_and_subresources() {
+        let ops = |o: &[&str]| Admission { operations: o.iter().map(|s| s.to_string()).collect(), ..Admission::default() };
+        let subs = |s: &[&str]| Admission { subresources: s.iter().map(|s| s.to_string()).collect(), ..Admission::default() };
+        let ours = ("kopf.dev", "v1", "kopfexamples");
+        let object = json!({"metadata": {"name": "a"}});
+        /// Handler kind and options, its resolved resource, a mutating webhook's call,
+        /// operation, subresource: whether the handler reviews the request.
+        type Case<'a> = (pb::HandlerKind, Admission, (&'a str, &'a str, &'a str), bool, &'a str, &'a str, bool);
+        let cases: [Case; 9] = [
+            (pb::HandlerKind::Validate, Admission::default(), ours, false, "CREATE", "", true),
+            (pb::HandlerKind::Validate, Admission::default(), ours, true, "CREATE", "", false),
+            (pb::HandlerKind::Mutate, Admission::default(), ours, true, "UPDATE", "", true),
+            (pb::HandlerKind::Validate, Admission::default(), ("kopf.dev", "v2", "kopfexamples"), false, "CREATE", "", false),
+            (pb::HandlerKind::Validate, ops(&["CREATE"]), ours, false, "UPDATE", "", false),
+            (pb::HandlerKind::Validate, ops(&["CREATE", "UPDATE"]), ours, false, "UPDATE", "", true),
+            (pb::HandlerKind::Validate, Admission::default(), ours, false, "UPDATE", "status", false),
+            (pb::HandlerKind::Validate, subs(&["status"]), ours, false, "UPDATE", "status", true),
+            (pb::HandlerKind::Validate, subs(&["status"]), ours, false, "UPDATE", "", false),
+        ];
+        for (kind, admission, resolved, mutating, op, sub, want) in cases {
+            let h = handler("h", kind, admission.clone());
+            let req = Request::parse(&review(op, sub, object.clone())).unwrap();
+            assert_eq!(reviews(&h, resolved, mutating, &req), want, "{kind:?} {admission:?} {resolved:?} mutating={mutating} {op} {sub:?}");
+        }
+    }
+
+    #[test]
+    fn label_filters_choose_the_objects_reviewed() {
+        let mut spec = pb::HandlerSpec {
+            id: "v".into(),
+            kind: pb::HandlerKind::Validate as i32,
+            resource: Some(pb::ResourceSelector { name: "kopfexamples".into(), ..Default::default() }),
+            ..Default::default()
+        };
+        let filters = spec.filters.get_or_insert_default();
+        filters.labels.insert("app".into(), pb::ValueFilter { check: Some(pb::value_filter::Check::Present(true)) });
+        let h = Handler::from_spec(&spec, 0).unwrap();
+        let with = Request::parse(&review("CREATE", "", json!({"metadata": {"labels": {"app": "x"}}}))).unwrap();
+        let without = Request::parse(&review("CREATE", "", json!({"metadata": {}}))).unwrap();
+        let ours = ("kopf.dev", "v1", "kopfexamples");
+        assert!(reviews(&h, ours, false, &with));
+        assert!(!reviews(&h, ours, false, &without));
+    }
+
+    #[test]
+    fn answers_combine_into_one_response() {
+        let object = json!({"metadata": {"name": "a"}, "spec": {"field": 1}});
+        let v = handler("check", pb::HandlerKind::Validate, Admission::default());
+        let v2 = handler("check2", pb::HandlerKind::Validate, Admission::default());
+        let m = handler("defaults", pb::HandlerKind::Mutate, Admission::default());
+        let m2 = handler("more", pb::HandlerKind::Mutate, Admission::default());
+        let closed = handler("strict", pb::HandlerKind::Validate, Admission { fail_closed: true, ..Admission::default() });
+        let open = handler("lenient", pb::HandlerKind::Mutate, Admission::default());
+        type Want = (bool, Option<(i64, &'static str)>, Option<Value>, Vec<&'static str>);
+        let cases: Vec<(Vec<(&Handler, Answer)>, Want)> = vec![
+            (vec![], (true, None, None, vec![])),
+            (vec![(&v, said(true, "", 0, ""))], (true, None, None, vec![])),
+            (vec![(&v, said(false, "spec.field must be even", 0, ""))], (false, Some((400, "spec.field must be even")), None, vec![])),
+            (vec![(&v, said(false, "no", 403, "")), (&v2, said(false, "also no", 422, ""))], (false, Some((403, "no")), None, vec![])),
+            (vec![(&v, said(false, "odd code", 42, ""))], (false, Some((400, "odd code")), None, vec![])),
+            (
+                vec![(&m, said(true, "", 0, r#"{"spec": {"default": "x"}}"#)), (&m2, said(true, "", 0, r#"{"spec": {"field": null}}"#))],
+                (
+                    true,
+                    None,
+                    Some(json!([{"op": "add", "path": "/spec/default", "value": "x"}, {"op": "remove", "path": "/spec/field"}])),
+                    vec![],
+                ),
+            ),
+            (vec![(&m, said(true, "", 0, r#"{"spec": {"field": 1}}"#))], (true, None, None, vec![])),
+            (
+                vec![(&m, said(true, "", 0, r#"{"spec": {"default": "x"}}"#)), (&v, said(false, "no", 0, ""))],
+                (false, Some((400, "no")), None, vec![]),
+            ),
+            (
+                vec![(&closed, Answer::Failed("the handler server is unreachable".into()))],
+                (false, Some((500, "Handler 'strict' failed: the handler server is unreachable")), None, vec![]),
+            ),
+            (
+                vec![(&open, Answer::Failed("timed out after 10s".into()))],
+                (true, None, None, vec!["Handler 'lenient' was skipped: timed out after 10s"]),
+            ),
+            (
+                vec![(&open, said(true, "", 0, "[1]"))],
+                (true, None, None, vec!["Handler 'lenient' was skipped: its patch is not a JSON object"]),
+            ),
+            (
+                vec![(&closed, Answer::Failed("down".into())), (&v, said(false, "spec says no", 400, ""))],
+                (false, Some((400, "spec says no")), None, vec![]),
+            ),
+        ];
+        let review = review("CREATE", "", object);
+        let req = Request::parse(&review).unwrap();
+        for (answers, (allowed, status, patch, warnings)) in cases {
+            let ids: Vec<&str> = answers.iter().map(|(h, _)| h.id.as_str()).collect();
+            let got = respond(&review, &req, &answers);
+            assert_eq!(got["apiVersion"], "admission.k8s.io/v1");
+            assert_eq!(got["kind"], "AdmissionReview");
+            assert_eq!(got["response"]["uid"], "u-1");
+            assert_eq!(got["response"]["allowed"], allowed, "{ids:?}: {got}");
+            let st = got["response"].get("status").map(|s| (s["code"].as_i64().unwrap(), s["message"].as_str().unwrap()));
+            assert_eq!(st, status, "{ids:?}: {got}");
+            assert_eq!(decoded_patch(&got), patch, "{ids:?}: {got}");
+            assert_eq!(got["response"].get("patchType").is_some(), patch.is_some(), "{ids:?}: {got}");
+            let w: Vec<&str> = got["response"]["warnings"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            assert_eq!(w, warnings, "{ids:?}: {got}");
+        }
+    }
+
+    #[test]
+    fn the_patch_applied_to_the_object_gives_the_mutated_object() {
+        let object = json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"list": [1, 2], "keep": true}});
+        let m = handler("defaults", pb::HandlerKind::Mutate, Admission::default());
+        let patch = r#"{"metadata": {"labels": {"x": null, "y": "2"}}, "spec": {"list": [3], "new": {"deep": 1}}}"#;
+        let review = review("UPDATE", "", object.clone());
+        let req = Request::parse(&review).unwrap();
+        let got = respond(&review, &req, &[(&m, said(true, "", 0, patch))]);
+        let ops: json_patch::Patch = serde_json::from_value(decoded_patch(&got).unwrap()).unwrap();
+        let mut applied = object.clone();
+        json_patch::patch(&mut applied, &ops).unwrap();
+        let mut merged = object;
+        json_patch::merge(&mut merged, &serde_json::from_str(patch).unwrap());
+        assert_eq!(applied, merged);
+    }
+
+    #[test]
+    fn warnings_of_every_handler_are_kept_in_order() {
+        let v = handler("a", pb::HandlerKind::Validate, Admission::default());
+        let v2 = handler("b", pb::HandlerKind::Validate, Admission::default());
+        let warn = |w: &str| Answer::Said(pb::AdmitResponse { allowed: true, warnings: vec![w.into()], ..Default::default() });
+        let review = review("CREATE", "", json!({}));
+        let req = Request::parse(&review).unwrap();
+        let got = respond(&review, &req, &[(&v, warn("first")), (&v2, warn("second"))]);
+        assert_eq!(got["response"]["warnings"], json!(["first", "second"]));
+    }
+
+    #[test]
+    fn webhook_names_are_dns_subdomains() {
+        let cases = [
+            ("validate", "bosun.dev", "validate.bosun.dev"),
+            ("Check_Spec/sub", "bosun.dev", "check-spec.sub.bosun.dev"),
+            ("a b", "x.y", "a20b.x.y"),
+            ("ünï", "", "c3bcnc3af"),
+        ];
+        for (id, suffix, want) in cases {
+            assert_eq!(webhook_name(id, suffix), want);
+        }
+        assert_eq!(webhook_path("check/sub"), "/check/sub");
+        assert_eq!(webhook_path("a b?"), "/a%20b%3F");
+    }
+
+    #[test]
+    fn webhook_configurations_follow_the_handlers_options() {
+        let mut strict = handler(
+            "strict",
+            pb::HandlerKind::Validate,
+            Admission { operations: vec!["CREATE".into()], side_effects: true, fail_closed: true, ..Admission::default() },
+        );
+        strict.call_timeout = std::time::Duration::from_secs(5);
+        strict.filters.labels = vec![
+            ("app".into(), crate::state::registry::ValueCheck::Equals(json!("web"))),
+            ("skip".into(), crate::state::registry::ValueCheck::Absent),
+        ];
+        let status =
+            handler("on-status", pb::HandlerKind::Validate, Admission { subresources: vec!["status".into()], ..Admission::default() });
+        let defaults = handler("defaults", pb::HandlerKind::Mutate, Admission::default());
+        let res = ("kopf.dev", "v1", "kopfexamples");
+        let all = [(&strict, res), (&status, res), (&defaults, res)];
+        let service = Endpoint::Service { namespace: "ops".into(), name: "bosun".into(), port: 443 };
+        let validating = webhooks(&all, false, &service, "PEM", "bosun.dev", Some("ops"));
+        assert_eq!(validating.len(), 2, "the mutating handler is not in the validating configuration");
+        let s = &validating[0];
+        assert_eq!(s["name"], "strict.bosun.dev");
+        assert_eq!(
+            s["clientConfig"],
+            json!({"service": {"namespace": "ops", "name": "bosun", "port": 443, "path": "/strict"}, "caBundle": "UEVN"})
+        );
+        assert_eq!(
+            s["rules"],
+            json!([{"apiGroups": ["kopf.dev"], "apiVersions": ["v1"], "resources": ["kopfexamples"], "operations": ["CREATE"], "scope": "*"}])
+        );
+        assert_eq!(
+            (s["sideEffects"].as_str(), s["failurePolicy"].as_str(), s["timeoutSeconds"].as_u64()),
+            (Some("NoneOnDryRun"), Some("Fail"), Some(5))
+        );
+        assert_eq!(
+            s["namespaceSelector"]["matchExpressions"][0],
+            json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["ops"]})
+        );
+        assert_eq!(
+            s["objectSelector"],
+            json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}, {"key": "skip", "operator": "DoesNotExist"}]})
+        );
+        assert!(s.get("reinvocationPolicy").is_none());
+        let st = &validating[1];
+        assert_eq!(st["rules"][0]["resources"], json!(["kopfexamples/status"]));
+        assert_eq!(st["rules"][0]["operations"], json!(["*"]));
+        assert_eq!(
+            (st["sideEffects"].as_str(), st["failurePolicy"].as_str(), st["timeoutSeconds"].as_u64()),
+            (Some("None"), Some("Ignore"), Some(30))
+        );
+        let dev = Endpoint::Url("https://127.0.0.1:9443/".into());
+        let mutating = webhooks(&all, true, &dev, "PEM", "bosun.dev", None);
+        assert_eq!(mutating.len(), 1);
+        assert_eq!(mutating[0]["clientConfig"]["url"], "https://127.0.0.1:9443/defaults");
+        assert_eq!(mutating[0]["namespaceSelector"], json!({}));
+        assert_eq!(mutating[0]["reinvocationPolicy"], "Never");
+        let whole = configuration("bosun.dev", true, mutating);
+        assert_eq!((whole["kind"].as_str(), whole["metadata"]["name"].as_str()), (Some("MutatingWebhookConfiguration"), Some("bosun.dev")));
+    }
+}
