@@ -1,11 +1,102 @@
-//! The admission webhook endpoint (issue 13): the certificate it serves with. When no
-//! certificate files are given, the controller makes a CA of its own and a serving
-//! certificate for the names the API server reaches it by: the Service's DNS names
-//! (`--admission-service NS/NAME`) or, in development, the loopback names; the CA goes into
-//! the webhook configurations' `caBundle`. The certificates are made by the dev cluster's
-//! `tls` module, which makes its own the same way.
+//! The admission webhook endpoint (issue 13): HTTPS, one path per handler (`POST /<id>` with
+//! an AdmissionReview), each review sent to its handler server through `Admit` and answered
+//! as `state::admission` decides. And the certificate it serves with: when no certificate
+//! files are given, the controller makes a CA of its own and a serving certificate for the
+//! names the API server reaches it by: the Service's DNS names (`--admission-service
+//! NS/NAME`) or, in development, the loopback names; the CA goes into the webhook
+//! configurations' `caBundle`. The certificates are made by the dev cluster's `tls` module,
+//! which makes its own the same way.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use bosun_proto::v1 as pb;
+use serde_json::Value;
 
 pub use bosun_devcluster::tls::{Error as TlsError, Tls};
+
+use super::dispatch::Servers;
+use crate::logs::{Logger, ObjectRef};
+use crate::object;
+use crate::state::admission::{self as decide, Answer, BadReview, Request};
+use crate::state::registry::Handler;
+
+/// Reviews admission requests with the registered validating and mutating handlers.
+pub struct Reviewer {
+    /// The admission handlers, with their resources resolved to (group, version, plural).
+    handlers: Vec<(Handler, (String, String, String))>,
+    servers: Servers,
+    log: Logger,
+}
+
+/// Why a webhook call gets no review (an HTTP error, not a denial).
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The body is no AdmissionReview.
+    #[error("{0}")]
+    Bad(#[from] BadReview),
+    /// No admission handler has this path.
+    #[error("no admission handler is served at /{0}")]
+    Unknown(String),
+}
+
+impl Reviewer {
+    /// A reviewer of `handlers` (the admission ones are kept) on `servers`.
+    pub fn new(handlers: Vec<(Handler, (String, String, String))>, servers: Servers, log: Logger) -> Reviewer {
+        Reviewer { handlers: handlers.into_iter().filter(|(h, _)| h.is_admission()).collect(), servers, log }
+    }
+
+    /// The AdmissionReview answered for `review`, sent to the endpoint of handler `id`.
+    pub async fn review(&self, id: &str, review: &Value) -> Result<Value, Refusal> {
+        let req = Request::parse(review)?;
+        let (h, (group, version, plural)) = self.handlers.iter().find(|(h, _)| h.id == id).ok_or_else(|| Refusal::Unknown(id.into()))?;
+        let mutating = h.kind == pb::HandlerKind::Mutate;
+        // Called for a request the handler does not review (its filters say no): allowed.
+        if !decide::reviews(h, (group, version, plural), mutating, &req) {
+            return Ok(decide::respond(review, &req, &[]));
+        }
+        let obj = req
+            .object
+            .as_ref()
+            .map(|o| ObjectRef { namespace: object::meta_str(o, "namespace").to_string(), name: object::meta_str(o, "name").to_string() });
+        let call = pb::AdmitRequest { handler_id: h.id.clone(), request: serde_json::to_vec(&review["request"]).unwrap_or_default() };
+        let answer = match self.servers[h.server].admit(call, decide::call_deadline(h)).await {
+            Ok(said) => {
+                if said.allowed {
+                    self.log.info(obj.as_ref(), &format!("Handler '{}' succeeded.", h.id));
+                } else {
+                    self.log.info(obj.as_ref(), &format!("Handler '{}' denied the {} request: {}", h.id, req.operation, said.message));
+                }
+                Answer::Said(said)
+            }
+            Err(failure) => {
+                let closed = if h.admission.fail_closed { "the request is denied" } else { "the request passes without it" };
+                self.log.error(obj.as_ref(), &format!("Handler '{}' failed: {failure}; {closed}.", h.id));
+                Answer::Failed(failure.to_string())
+            }
+        };
+        Ok(decide::respond(review, &req, &[(h, answer)]))
+    }
+}
+
+/// The endpoint's routes: `POST /<handler id>`.
+pub fn router(reviewer: Arc<Reviewer>) -> axum::Router {
+    axum::Router::new().route("/{*id}", axum::routing::post(serve_review)).with_state(reviewer)
+}
+
+async fn serve_review(State(reviewer): State<Arc<Reviewer>>, Path(id): Path<String>, body: axum::body::Bytes) -> Response {
+    let review: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("the body is not JSON: {e}")).into_response(),
+    };
+    match reviewer.review(&id, &review).await {
+        Ok(answer) => axum::Json(answer).into_response(),
+        Err(e @ Refusal::Bad(_)) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+        Err(e @ Refusal::Unknown(_)) => (StatusCode::NOT_FOUND, e.to_string()).into_response(),
+    }
+}
 
 /// The names a serving certificate covers: the Service's DNS names, in every form a client
 /// in the cluster may use, and the loopback names (the dev cluster, a controller on a laptop).

@@ -115,6 +115,8 @@ pub trait HandlerClient: Send + Sync {
     fn daemon(&self, req: pb::DaemonRequest) -> BoxFuture<'_, Result<DaemonStream, CallFailure>>;
     /// Runs one activity attempt (startup, cleanup, probe) with a deadline.
     fn activity(&self, req: pb::ActivityRequest, deadline: Duration) -> BoxFuture<'_, Result<pb::ActivityResponse, CallFailure>>;
+    /// Asks a validating or mutating handler to review an admission request, with a deadline.
+    fn admit(&self, req: pb::AdmitRequest, deadline: Duration) -> BoxFuture<'_, Result<pb::AdmitResponse, CallFailure>>;
 }
 
 /// Which handler servers are down, so that an outage is logged once per server (with how
@@ -317,6 +319,15 @@ impl HandlerClient for Server {
             super::trace_context::inject(request.metadata_mut());
             let stream = client.daemon(request).await.map(tonic::Response::into_inner).map_err(|s| classify(&s, Duration::ZERO))?;
             Ok(stream.map(|m| m.map_err(|s| classify(&s, Duration::ZERO))).boxed())
+        })
+    }
+
+    fn admit(&self, req: pb::AdmitRequest, deadline: Duration) -> BoxFuture<'_, Result<pb::AdmitResponse, CallFailure>> {
+        Box::pin(async move {
+            let mut client = HandlerServerClient::new(self.channel.clone())
+                .max_decoding_message_size(64 * 1024 * 1024)
+                .max_encoding_message_size(64 * 1024 * 1024);
+            with_deadline(deadline, |r| client.admit(r), req).await
         })
     }
 

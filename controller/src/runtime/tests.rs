@@ -236,6 +236,10 @@ impl HandlerClient for FakeServer {
         })
     }
 
+    fn admit(&self, _req: pb::AdmitRequest, _d: Duration) -> BoxFuture<'_, Result<pb::AdmitResponse, CallFailure>> {
+        Box::pin(async { Err(CallFailure::Unreachable("the fake server reviews nothing".into())) })
+    }
+
     fn activity(&self, req: pb::ActivityRequest, _d: Duration) -> BoxFuture<'_, Result<pb::ActivityResponse, CallFailure>> {
         Box::pin(async move {
             let n = self.sent.lock().iter().filter(|(i, _, _)| *i == req.handler_id).count();

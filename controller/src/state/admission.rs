@@ -51,10 +51,11 @@ impl Request {
         let r = review.get("request").filter(|r| r.is_object()).ok_or(BadReview::NoRequest)?;
         let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
         let needed = |k: &'static str, v: Option<&Value>| v.and_then(Value::as_str).map(String::from).ok_or(BadReview::Missing(k));
+        let uid = needed("uid", r.get("uid"))?;
         let resource = r.get("resource").ok_or(BadReview::Missing("resource"))?;
         let present = |k: &str| r.get(k).filter(|v| v.is_object()).cloned();
         Ok(Request {
-            uid: needed("uid", r.get("uid"))?,
+            uid,
             group: text(resource.get("group")),
             version: needed("resource.version", resource.get("version"))?,
             resource: needed("resource.resource", resource.get("resource"))?,
@@ -171,6 +172,20 @@ pub enum Endpoint {
 /// The longest webhook timeout the API server accepts.
 pub const MAX_TIMEOUT_SECONDS: u64 = 30;
 
+/// The `timeoutSeconds` of a handler's webhook: its call timeout, within what the API
+/// server accepts.
+pub fn timeout_seconds(h: &Handler) -> u64 {
+    h.call_timeout.as_secs().clamp(1, MAX_TIMEOUT_SECONDS)
+}
+
+/// How long the controller waits for a handler's review: a little less than the webhook's
+/// timeout, so that the API server gets the controller's answer (a denial when the handler
+/// is fail-closed) rather than its own timeout.
+pub fn call_deadline(h: &Handler) -> std::time::Duration {
+    let timeout = std::time::Duration::from_secs(timeout_seconds(h));
+    timeout.saturating_sub(std::time::Duration::from_millis(500)).max(std::time::Duration::from_millis(500)).min(h.call_timeout)
+}
+
 /// A webhook's name: the handler id made a DNS subdomain (`/` → `.`, `_` → `-`, other
 /// characters hex-encoded, lower case), then `.suffix`; the API server wants at least three
 /// dot-separated parts.
@@ -260,7 +275,7 @@ pub fn webhooks(
                 Some(ns) => json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [ns]}]}),
                 None => json!({}),
             };
-            let timeout = h.call_timeout.as_secs().clamp(1, MAX_TIMEOUT_SECONDS);
+            let timeout = timeout_seconds(h);
             let mut hook = json!({
                 "name": webhook_name(&h.id, suffix),
                 "clientConfig": client,
