@@ -1,7 +1,10 @@
-//! Reading an object's JSON body: its metadata fields, looked up in one place. (`Value::pointer`
-//! would do, but it allocates to unescape each segment, and these run for every event.)
+//! Reading an object's JSON body: its metadata fields, looked up in one place (`Value::pointer`
+//! would do, but it allocates to unescape each segment, and these run for every event), and
+//! the names the controller knows an object by.
 
 use serde_json::Value;
+
+use crate::logs::ObjectRef;
 
 /// A field of the object's metadata, if there is one.
 pub fn meta<'a>(body: &'a Value, key: &str) -> Option<&'a Value> {
@@ -11,6 +14,16 @@ pub fn meta<'a>(body: &'a Value, key: &str) -> Option<&'a Value> {
 /// A string field of the object's metadata ("" when absent or not a string).
 pub fn meta_str<'a>(body: &'a Value, key: &str) -> &'a str {
     meta(body, key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The object's `[namespace/name]`, for log lines.
+pub fn object_ref(body: &Value) -> ObjectRef {
+    ObjectRef { namespace: meta_str(body, "namespace").to_string(), name: meta_str(body, "name").to_string() }
+}
+
+/// The object's `namespace/name`, the key of its queue and tasks.
+pub fn object_key(body: &Value) -> String {
+    format!("{}/{}", meta_str(body, "namespace"), meta_str(body, "name"))
 }
 
 #[cfg(test)]

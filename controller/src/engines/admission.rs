@@ -18,7 +18,7 @@ use serde_json::Value;
 pub use bosun_devcluster::tls::{Error as TlsError, Tls};
 
 use super::dispatch::Servers;
-use crate::logs::{Logger, ObjectRef};
+use crate::logs::Logger;
 use crate::object;
 use crate::state::admission::{self as decide, Answer, BadReview, Request};
 use crate::state::registry::Handler;
@@ -57,10 +57,7 @@ impl Reviewer {
         if !decide::reviews(h, (group, version, plural), mutating, &req) {
             return Ok(decide::respond(review, &req, &[]));
         }
-        let obj = req
-            .object
-            .as_ref()
-            .map(|o| ObjectRef { namespace: object::meta_str(o, "namespace").to_string(), name: object::meta_str(o, "name").to_string() });
+        let obj = req.object.as_ref().map(object::object_ref);
         let call = pb::AdmitRequest { handler_id: h.id.clone(), request: serde_json::to_vec(&review["request"]).unwrap_or_default() };
         let answer = match self.servers[h.server].admit(call, decide::call_deadline(h)).await {
             Ok(said) => {

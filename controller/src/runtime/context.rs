@@ -13,7 +13,7 @@ pub use crate::clock::Clock;
 use crate::cluster::{Api, ResolvedResource, events};
 use crate::engines::dispatch::{CallFailure, Outages, Servers};
 use crate::logs::{Logger, ObjectRef};
-use crate::object;
+use crate::object::object_ref;
 use crate::state::essence::EssenceRules;
 use crate::state::plan::Subject;
 use crate::state::registry::Handler;
@@ -61,16 +61,6 @@ pub struct ResourceContext {
     pub stop: tokio::sync::watch::Receiver<bool>,
     /// The clock.
     pub clock: Clock,
-}
-
-/// The object's `[namespace/name]`.
-pub fn object_ref(body: &Value) -> ObjectRef {
-    ObjectRef { namespace: object::meta_str(body, "namespace").to_string(), name: object::meta_str(body, "name").to_string() }
-}
-
-/// The object's `namespace/name`, the key of its queue and tasks.
-pub fn object_key(body: &Value) -> String {
-    format!("{}/{}", object::meta_str(body, "namespace"), object::meta_str(body, "name"))
 }
 
 /// JSON bytes of a value.

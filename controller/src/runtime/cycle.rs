@@ -8,11 +8,11 @@ use bosun_proto::v1 as pb;
 use serde_json::Value;
 
 use super::background::{Background, is_background};
-use super::context::{ResourceContext, object_key, object_ref, to_json};
+use super::context::{ResourceContext, to_json};
 use super::writes::WriteError;
 use crate::engines::dispatch::CallFailure;
 use crate::logs::{Line, ObjectRef};
-use crate::object;
+use crate::object::{self, object_key, object_ref};
 use crate::state::causes::Reason;
 use crate::state::diff::DiffOp;
 use crate::state::essence::essence;
@@ -55,7 +55,7 @@ impl ResourceContext {
             // reported DELETED; if it still carries our finalizer, release it, or its real
             // deletion would wait for a controller that no longer sees it.
             if self.selector_pushed && self.storage.has_finalizer(body) {
-                let path = self.resource.object_path(object::meta_str(body, "namespace"), object::meta_str(body, "name"));
+                let path = self.path_of(body);
                 if let Ok(current) = self.api.get(&path).await
                     && object::meta_str(&current, "uid") == uid
                 {

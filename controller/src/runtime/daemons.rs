@@ -15,10 +15,10 @@ use tokio::sync::watch;
 use tracing::Instrument as _;
 
 use super::background::Latest;
-use super::context::{ResourceContext, object_ref, to_json};
+use super::context::{ResourceContext, to_json};
 use crate::engines::human;
 use crate::logs::ObjectRef;
-use crate::object;
+use crate::object::{self, object_ref};
 use crate::state::outcomes::{Answer, Attempt, DaemonNext, attempt_of, daemon_next};
 use crate::state::plan::Writes;
 use crate::state::registry::Handler;

@@ -25,10 +25,10 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
-use super::context::{ResourceContext, object_key};
+use super::context::ResourceContext;
 use super::queues::Queues;
 use crate::cluster::watching::Seen;
-use crate::object;
+use crate::object::{self, object_key};
 use crate::state::registry::Handler;
 
 /// Index calls in flight per resource: a listing of many objects must not open as many calls.

@@ -16,10 +16,10 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use tokio_util::task::TaskTracker;
 
-use super::context::{ResourceContext, object_key};
+use super::context::ResourceContext;
 use super::queues::Queues;
 use crate::cluster::watching::Seen;
-use crate::object;
+use crate::object::{self, object_key};
 
 type Item = (&'static str, Value);
 

@@ -13,7 +13,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::background::Latest;
-use super::context::{ResourceContext, object_ref, to_json};
+use super::context::{ResourceContext, to_json};
+use crate::object::object_ref;
 use crate::state::outcomes::{Answer, Attempt, TimerNext, attempt_of, timer_next};
 use crate::state::plan::Writes;
 use crate::state::registry::Handler;

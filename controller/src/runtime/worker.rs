@@ -10,10 +10,10 @@ use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
 use super::background::Background;
-use super::context::{ResourceContext, object_ref};
+use super::context::ResourceContext;
 use super::queues::{IDLE, Mailbox, Mailboxes};
 use crate::cluster::watching::Seen;
-use crate::object;
+use crate::object::{self, object_key, object_ref};
 use crate::state::plan::{Next, deletion_requested};
 
 /// Kopf's throttling of framework-level failures per object: Fibonacci seconds up to 610.
@@ -34,11 +34,6 @@ pub struct Router {
     limit: Arc<Semaphore>,
     tasks: TaskTracker,
     stop: tokio::sync::watch::Receiver<bool>,
-}
-
-fn key_of(body: &Value) -> String {
-    let m = &body["metadata"];
-    format!("{}/{}", m["namespace"].as_str().unwrap_or(""), m["name"].as_str().unwrap_or(""))
 }
 
 fn rv_of(body: &Value) -> Option<u64> {
@@ -86,7 +81,7 @@ impl Router {
             }
             return;
         }
-        let key = key_of(seen.body());
+        let key = object_key(seen.body());
         if let Some(mailbox) = self.workers.post(key.clone(), |pending| keep_newest(pending, seen)) {
             let me = self.clone();
             self.tasks.spawn(async move { me.work(key, mailbox).await });

@@ -41,7 +41,8 @@ impl From<cluster::Error> for WriteError {
 }
 
 impl ResourceContext {
-    fn path_of(&self, body: &Value) -> String {
+    /// The object's path on the API server.
+    pub(super) fn path_of(&self, body: &Value) -> String {
         self.resource.object_path(object::meta_str(body, "namespace"), object::meta_str(body, "name"))
     }
 

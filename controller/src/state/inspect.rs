@@ -78,7 +78,7 @@ fn diffbase_written(body: &Value, storage: &Storage) -> Option<DateTime<Utc>> {
 pub fn explain(body: &Value, storage: &Storage, now: DateTime<Utc>) -> String {
     let meta = |k: &str| object::meta_str(body, k);
     let kind = body.get("kind").and_then(Value::as_str).unwrap_or("object");
-    let at = crate::logs::ObjectRef { namespace: meta("namespace").into(), name: meta("name").into() }.path();
+    let at = object::object_ref(body).path();
     let mut out = vec![format!("{kind} {at} (uid {}, resourceVersion {})", meta("uid"), meta("resourceVersion"))];
 
     let state = storage.read(body, storage.recorded_ids(body).iter().map(String::as_str));
