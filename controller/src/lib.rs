@@ -98,6 +98,9 @@ pub struct Settings {
     pub liveness: Option<String>,
     /// Serve `/metrics`, `/healthz` and `/readyz` on this address, e.g. `0.0.0.0:9090`.
     pub metrics_listen: Option<String>,
+    /// How admission webhooks are served and configured, when validating or mutating
+    /// handlers are registered.
+    pub admission: engines::admission::Setup,
 }
 
 impl Default for Settings {
@@ -117,6 +120,7 @@ impl Default for Settings {
             log_sink: None,
             liveness: None,
             metrics_listen: None,
+            admission: engines::admission::Setup::default(),
         }
     }
 }
@@ -130,6 +134,9 @@ pub enum Error {
     /// The handler servers registered something invalid.
     #[error("invalid handler registry: {0}")]
     Registry(#[from] state::registry::Error),
+    /// The admission webhook server could not start.
+    #[error(transparent)]
+    Webhooks(#[from] engines::webhooks::Error),
     /// A startup handler failed for good: the controller does not start watching.
     #[error(transparent)]
     Startup(#[from] runtime::activities::StartupFailed),

@@ -54,6 +54,9 @@ pub struct Needs {
     /// (`coordination::shards`: a Lease per replica, listed by label; get, list, create,
     /// update, and delete of its own and dead members' Leases).
     pub replicas: Replicas,
+    /// The webhook configurations' name, when the controller keeps them for its admission
+    /// handlers (`engines::admission`: get, create, patch, and delete on a clean exit).
+    pub admission: Option<String>,
 }
 
 /// Where a rule applies: everywhere (a ClusterRole) or in one namespace (a Role).
@@ -196,6 +199,13 @@ pub fn grants(needs: &Needs) -> Grants {
     if !crds.is_empty() {
         c.grant(&Scope::Cluster, "apiextensions.k8s.io", "customresourcedefinitions", &["get"], &crds.into_iter().collect::<Vec<_>>());
     }
+    if let Some(name) = &needs.admission {
+        for plural in ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"] {
+            c.grant(&Scope::Cluster, "admissionregistration.k8s.io", plural, &["get", "patch", "delete"], std::slice::from_ref(name));
+            // A create names no object yet: RBAC cannot limit it by name.
+            c.grant(&Scope::Cluster, "admissionregistration.k8s.io", plural, &["create"], &[]);
+        }
+    }
     match &needs.replicas {
         Replicas::Each => {}
         Replicas::LeaderElection(lease) => {
@@ -257,6 +267,7 @@ mod tests {
             namespaces: Namespaces::All,
             peering: None,
             replicas: Replicas::Each,
+            admission: None,
         }
     }
 
@@ -312,6 +323,18 @@ mod tests {
                 "a core resource without status: no CRD, no /status",
                 |n| n.handled[0].resource = res("", "configmaps", true, false),
                 vec!["* core configmaps get,list,watch,patch", "* core events create"],
+            ),
+            (
+                "admission handlers: the webhook configurations of that name",
+                |n| n.admission = Some("auto.bosun.dev".into()),
+                vec![
+                    "* admissionregistration.k8s.io mutatingwebhookconfigurations,validatingwebhookconfigurations create",
+                    "* admissionregistration.k8s.io mutatingwebhookconfigurations,validatingwebhookconfigurations get,patch,delete [auto.bosun.dev]",
+                    "* apiextensions.k8s.io customresourcedefinitions get [kopfexamples.kopf.dev]",
+                    "* core events create",
+                    "* kopf.dev kopfexamples get,list,watch,patch",
+                    "* kopf.dev kopfexamples/status patch",
+                ],
             ),
             (
                 "plain namespace names: a Role in each",

@@ -4,11 +4,11 @@
 //! patch, and a handler server that is down, fail-closed and fail-open.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use base64::Engine as _;
-use bosun_controller::engines::admission::{Reviewer, router, self_signed};
+use bosun_controller::engines::admission::{Reviewer, Reviewers, router};
 use bosun_controller::engines::dispatch::{HandlerClient, Server};
+use bosun_controller::engines::webhooks::{self, Certificate};
 use bosun_controller::logs::Logger;
 use bosun_controller::state::registry::Handler;
 use bosun_proto::v1 as pb;
@@ -64,14 +64,13 @@ fn review(operation: &str, spec: Value) -> Value {
 async fn endpoint(handlers: Vec<Handler>, servers: Vec<Arc<dyn HandlerClient>>) -> (kube::Client, tokio::sync::watch::Sender<bool>) {
     let resolved = ("kopf.dev".to_string(), "v1".to_string(), "kopfexamples".to_string());
     let reviewer = Reviewer::new(handlers.into_iter().map(|h| (h, resolved.clone())).collect(), Arc::new(servers), Logger::default());
-    let tls = self_signed(None).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let loaded = webhooks::load(&Certificate::SelfSigned, None, &[]).unwrap();
+    let ca = loaded.ca_bundle.borrow().clone();
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let limits = bosun_devcluster::serve::Limits { header_read_timeout: Duration::from_secs(10), max_connections: 16 };
-    tokio::spawn(bosun_devcluster::serve::serve(listener, router(Arc::new(reviewer)), Some(tls.acceptor().unwrap()), limits, stopped));
-    let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse().unwrap());
-    config.root_cert = Some(vec![tls.ca_der()]);
+    let local = webhooks::serve("127.0.0.1:0", router(Reviewers::new(reviewer)), loaded, Logger::default(), stopped).await.unwrap();
+    let mut config = kube::Config::new(format!("https://{local}").parse().unwrap());
+    use tokio_rustls::rustls::pki_types::{CertificateDer, pem::PemObject as _};
+    config.root_cert = Some(vec![CertificateDer::from_pem_slice(ca.as_bytes()).unwrap().to_vec()]);
     (kube::Client::try_from(config).unwrap(), stop)
 }
 

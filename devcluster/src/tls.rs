@@ -109,6 +109,11 @@ impl Tls {
         &self.cert_pem
     }
 
+    /// The serving certificate's private key, PEM-encoded.
+    pub fn key_pem(&self) -> &str {
+        &self.key_pem
+    }
+
     /// The certificates kept in `dir` (made there on first use), or new ones without a dir.
     pub fn load_or_generate(dir: Option<&Path>, names: &[String]) -> Result<Tls, Error> {
         let Some(dir) = dir else { return Tls::generate(names) };

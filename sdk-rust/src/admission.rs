@@ -75,6 +75,7 @@ impl Dispatcher {
             pb::HandlerKind::Mutate if allowed && !patch.is_empty() => crate::json::encode(&patch.merge_patch()),
             _ => Vec::new(),
         };
-        Ok(pb::AdmitResponse { allowed, message: ran.message, code: 0, merge_patch, warnings: Vec::new() })
+        let warnings = std::mem::take(&mut cause.outputs.lock().warnings);
+        Ok(pb::AdmitResponse { allowed, message: ran.message, code: ran.code, merge_patch, warnings })
     }
 }

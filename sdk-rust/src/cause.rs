@@ -399,6 +399,12 @@ impl Cause {
         self.data.admission.as_ref()
     }
 
+    /// For admission handlers: whether the request is a dry run (`kubectl --dry-run=server`):
+    /// a handler with side effects must not make them then (Kopf's `dryrun` kwarg).
+    pub fn dry_run(&self) -> bool {
+        self.admission_request().and_then(|r| r.get("dryRun")).and_then(Value::as_bool).unwrap_or(false)
+    }
+
     /// The cause of an admission review: the object (for deletions, the old object) as the body.
     pub(crate) fn from_admission(handler_id: &str, request: Value) -> Self {
         let object = Some(&request["object"]).filter(|o| !o.is_null()).unwrap_or(&request["oldObject"]).clone();

@@ -201,17 +201,20 @@ pub(crate) struct Ran {
     pub(crate) delay_seconds: Option<f64>,
     /// The result as JSON; empty when `null`.
     pub(crate) result: Vec<u8>,
+    /// For admission handlers: the denial's HTTP code (0: unset).
+    pub(crate) code: i32,
 }
 
 /// Runs a handler function once; errors and panics become outcomes.
 pub(crate) async fn run(func: &HandlerFn, cause: &Cause) -> Ran {
-    let failed = |outcome, message| Ran { outcome, message, delay_seconds: None, result: Vec::new() };
+    let failed = |outcome, message| Ran { outcome, message, delay_seconds: None, result: Vec::new(), code: 0 };
     match AssertUnwindSafe(func(cause.clone())).catch_unwind().await {
         Ok(Ok(result)) => Ran {
             outcome: pb::Outcome::Success,
             message: String::new(),
             delay_seconds: None,
             result: if result.is_null() { Vec::new() } else { json::encode(&result) },
+            code: 0,
         },
         Ok(Err(error)) => {
             let message = error.message();
@@ -219,7 +222,7 @@ pub(crate) async fn run(func: &HandlerFn, cause: &Cause) -> Ran {
                 HandlerError::Temporary(e) => {
                     Ran { delay_seconds: e.retry_delay().map(|d| d.as_secs_f64()), ..failed(pb::Outcome::TemporaryError, message) }
                 }
-                HandlerError::Permanent(_) => failed(pb::Outcome::PermanentError, message),
+                HandlerError::Permanent(e) => Ran { code: e.denial_code().unwrap_or(0), ..failed(pb::Outcome::PermanentError, message) },
                 HandlerError::Unexpected(_) => failed(pb::Outcome::UnexpectedError, message),
             }
         }

@@ -50,17 +50,30 @@ impl TemporaryError {
 #[error("{message}")]
 pub struct PermanentError {
     message: String,
+    code: Option<i32>,
 }
 
 impl PermanentError {
     /// A permanent error with this message.
     pub fn new(message: impl Into<String>) -> Self {
-        PermanentError { message: message.into() }
+        PermanentError { message: message.into(), code: None }
+    }
+
+    /// For admission handlers: the HTTP code of the denial (400 unless given; 400–599 are
+    /// passed on), as Kopf's `kopf.AdmissionError(message, code=…)`.
+    pub fn code(mut self, code: i32) -> Self {
+        self.code = Some(code);
+        self
     }
 
     /// The message.
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The denial's HTTP code, if one is given.
+    pub fn denial_code(&self) -> Option<i32> {
+        self.code
     }
 }
 

@@ -240,6 +240,7 @@ mod tests {
             message: String::new(),
             delay_seconds: None,
             result: if result.is_null() { Vec::new() } else { serde_json::to_vec(&result).unwrap() },
+            code: 0,
         }
     }
 

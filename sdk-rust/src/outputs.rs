@@ -70,6 +70,8 @@ pub(crate) struct Outputs {
     pub(crate) memo: Option<Value>,
     pub(crate) subhandlers: Vec<SubhandlerRecord>,
     pub(crate) owned: Vec<OwnedRecord>,
+    /// For admission handlers: warnings shown to the client (`kubectl` prints them).
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Outputs {
@@ -129,6 +131,12 @@ impl Cause {
     /// Logs at info level.
     pub fn info(&self, message: impl Into<String>) {
         self.log(Level::Info, message.into());
+    }
+
+    /// For admission handlers: a warning the API server passes to the client, which
+    /// `kubectl` prints as `Warning: …` (Kopf's `warnings` kwarg).
+    pub fn admission_warning(&self, message: impl Into<String>) {
+        self.outputs.lock().warnings.push(message.into());
     }
 
     /// Logs a warning.

@@ -1,11 +1,9 @@
-//! The admission webhook endpoint (issue 13): HTTPS, one path per handler (`POST /<id>` with
-//! an AdmissionReview), each review sent to its handler server through `Admit` and answered
-//! as `state::admission` decides. And the certificate it serves with: when no certificate
-//! files are given, the controller makes a CA of its own and a serving certificate for the
-//! names the API server reaches it by: the Service's DNS names (`--admission-service
-//! NS/NAME`) or, in development, the loopback names; the CA goes into the webhook
-//! configurations' `caBundle`. The certificates are made by the dev cluster's `tls` module,
-//! which makes its own the same way.
+//! Admission (issue 13): the endpoint the API server sends AdmissionReviews to, one path per
+//! handler (`POST /<id>`), each review sent to its handler server through `Admit` and
+//! answered as `state::admission` decides; and the Validating/MutatingWebhookConfiguration
+//! that tells the API server about it, kept up to date as handler servers register other
+//! handlers and as certificate files rotate, and removed on a clean exit when asked
+//! (`--admission-cleanup`). The HTTPS server and its certificate are in `engines::webhooks`.
 
 use std::sync::Arc;
 
@@ -15,12 +13,15 @@ use axum::response::{IntoResponse, Response};
 use bosun_proto::v1 as pb;
 use serde_json::Value;
 
-pub use bosun_devcluster::tls::{Error as TlsError, Tls};
+use parking_lot::RwLock;
+use tokio::sync::watch;
 
 use super::dispatch::Servers;
+use super::webhooks;
+use crate::cluster::{Cluster, discovery};
 use crate::logs::Logger;
 use crate::object;
-use crate::state::admission::{self as decide, Answer, BadReview, Request};
+use crate::state::admission::{self as decide, Answer, BadReview, Endpoint, Request, Write};
 use crate::state::registry::Handler;
 
 /// Reviews admission requests with the registered validating and mutating handlers.
@@ -78,12 +79,28 @@ impl Reviewer {
     }
 }
 
-/// The endpoint's routes: `POST /<handler id>`.
-pub fn router(reviewer: Arc<Reviewer>) -> axum::Router {
-    axum::Router::new().route("/{*id}", axum::routing::post(serve_review)).with_state(reviewer)
+/// The reviewer in service, replaced when the handler servers register other handlers.
+pub struct Reviewers(RwLock<Arc<Reviewer>>);
+
+impl Reviewers {
+    /// Serving `reviewer` first.
+    pub fn new(reviewer: Reviewer) -> Arc<Reviewers> {
+        Arc::new(Reviewers(RwLock::new(Arc::new(reviewer))))
+    }
+
+    /// Serves `reviewer` from the next request on.
+    pub fn replace(&self, reviewer: Reviewer) {
+        *self.0.write() = Arc::new(reviewer);
+    }
 }
 
-async fn serve_review(State(reviewer): State<Arc<Reviewer>>, Path(id): Path<String>, body: axum::body::Bytes) -> Response {
+/// The endpoint's routes: `POST /<handler id>`.
+pub fn router(reviewers: Arc<Reviewers>) -> axum::Router {
+    axum::Router::new().route("/{*id}", axum::routing::post(serve_review)).with_state(reviewers)
+}
+
+async fn serve_review(State(reviewers): State<Arc<Reviewers>>, Path(id): Path<String>, body: axum::body::Bytes) -> Response {
+    let reviewer = reviewers.0.read().clone();
     let review: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return (StatusCode::BAD_REQUEST, format!("the body is not JSON: {e}")).into_response(),
@@ -95,52 +112,227 @@ async fn serve_review(State(reviewer): State<Arc<Reviewer>>, Path(id): Path<Stri
     }
 }
 
-/// The names a serving certificate covers: the Service's DNS names, in every form a client
-/// in the cluster may use, and the loopback names (the dev cluster, a controller on a laptop).
-pub fn serving_names(service: Option<(&str, &str)>) -> Vec<String> {
-    let mut names = Vec::new();
-    if let Some((namespace, name)) = service {
-        names.extend([
-            name.to_string(),
-            format!("{name}.{namespace}"),
-            format!("{name}.{namespace}.svc"),
-            format!("{name}.{namespace}.svc.cluster.local"),
-        ]);
-    }
-    names.extend(["localhost", "127.0.0.1", "::1"].map(String::from));
-    names
+/// How the controller serves admission (the `--admission-*` flags).
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// Where to listen. Default: `0.0.0.0:9443` with a Service, else `127.0.0.1:0` (a free
+    /// port on loopback: the dev cluster, or a controller on a laptop).
+    pub listen: Option<String>,
+    /// The URL the API server calls, when it is not the Service nor the listen address: a
+    /// tunnel, or the laptop's address as the cluster sees it.
+    pub url: Option<String>,
+    /// The Service in front of the controller: namespace, name, port.
+    pub service: Option<(String, String, u16)>,
+    /// Where the serving certificate comes from.
+    pub certificate: webhooks::Certificate,
+    /// The name of both webhook configurations, and the suffix of their webhooks' names
+    /// (as Kopf's `settings.admission.managed`).
+    pub configuration: String,
+    /// Create and keep the configurations up to date; without it they are someone else's
+    /// (a Helm chart, cert-manager's CA injector), and the controller only serves.
+    pub manage: bool,
+    /// Remove the configurations when the controller stops cleanly.
+    pub cleanup: bool,
+    /// Requests in this namespace (the controller's own) are not sent to the webhooks, so
+    /// that a broken controller cannot lock itself out.
+    pub own_namespace: Option<String>,
 }
 
-/// A new CA and a serving certificate for `serving_names(service)`.
-pub fn self_signed(service: Option<(&str, &str)>) -> Result<Tls, TlsError> {
-    Tls::generate_for("bosun-admission-ca", "bosun-admission", &serving_names(service))
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            listen: None,
+            url: None,
+            service: None,
+            certificate: webhooks::Certificate::SelfSigned,
+            configuration: "auto.bosun.dev".into(),
+            manage: true,
+            cleanup: false,
+            own_namespace: None,
+        }
+    }
+}
+
+/// A handler and its resource resolved to (group, version, plural).
+type Resolved = (Handler, (String, String, String));
+
+/// The admission webhooks in service: the endpoint and the configurations.
+pub struct Admission {
+    reviewers: Arc<Reviewers>,
+    cluster: Cluster,
+    setup: Setup,
+    endpoint: Endpoint,
+    ca_bundle: watch::Receiver<String>,
+    servers: Servers,
+    log: Logger,
+    resolved: tokio::sync::Mutex<Vec<Resolved>>,
+}
+
+impl Admission {
+    /// Serves the endpoint (with no handlers until [`Admission::apply`]) until `stop`; when the
+    /// certificate files change, the configurations get the new CA.
+    pub async fn start(
+        cluster: Cluster,
+        setup: Setup,
+        servers: Servers,
+        log: Logger,
+        stop: watch::Receiver<bool>,
+    ) -> Result<Arc<Admission>, webhooks::Error> {
+        let listen = setup.listen.clone().unwrap_or_else(|| if setup.service.is_some() { "0.0.0.0:9443" } else { "127.0.0.1:0" }.into());
+        let url_host: Vec<String> = setup.url.as_deref().and_then(url_host).into_iter().collect();
+        let service = setup.service.as_ref().map(|(ns, name, _)| (ns.as_str(), name.as_str()));
+        let loaded = webhooks::load(&setup.certificate, service, &url_host)?;
+        let mut ca_bundle = loaded.ca_bundle.subscribe();
+        let reviewers = Reviewers::new(Reviewer::new(Vec::new(), servers.clone(), log.clone()));
+        let local = webhooks::serve(&listen, router(reviewers.clone()), loaded, log.clone(), stop.clone()).await?;
+        let endpoint = match (&setup.url, &setup.service) {
+            (Some(url), _) => Endpoint::Url(url.clone()),
+            (None, Some((namespace, name, port))) => Endpoint::Service { namespace: namespace.clone(), name: name.clone(), port: *port },
+            (None, None) => Endpoint::Url(format!("https://{}", reachable(local))),
+        };
+        let at = match &endpoint {
+            Endpoint::Url(url) => url.clone(),
+            Endpoint::Service { namespace, name, port } => format!("service {namespace}/{name} port {port}"),
+        };
+        log.info(None, &format!("Serving admission webhooks on {local}, called at {at}."));
+        ca_bundle.mark_unchanged();
+        let admission = Arc::new(Admission {
+            reviewers,
+            cluster,
+            setup,
+            endpoint,
+            ca_bundle: ca_bundle.clone(),
+            servers,
+            log,
+            resolved: Default::default(),
+        });
+        if admission.setup.manage {
+            let again = admission.clone();
+            let mut stop = stop;
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        changed = ca_bundle.changed() => if changed.is_err() { return },
+                        _ = stop.wait_for(|s| *s) => return,
+                    }
+                    again.configure().await;
+                }
+            });
+        }
+        Ok(admission)
+    }
+
+    /// Reviews with the admission handlers among `handlers` from now on, and configures the
+    /// API server to call them. A handler whose resource the cluster does not serve is left
+    /// out, with an error.
+    pub async fn apply(&self, handlers: &[Handler]) {
+        let mut resolved: Vec<Resolved> = Vec::new();
+        for h in handlers.iter().filter(|h| h.is_admission()) {
+            match discovery::resolve(&self.cluster, &h.resource).await {
+                Ok(Some(r)) => resolved.push((h.clone(), (r.group, r.version, r.plural))),
+                Ok(None) => self.log.error(
+                    None,
+                    &format!("Handler '{}' reviews `{}`, which the cluster does not serve; it gets no webhook.", h.id, h.resource.name),
+                ),
+                Err(e) => self.log.error(None, &format!("Handler '{}' gets no webhook: its resource cannot be resolved: {e}", h.id)),
+            }
+        }
+        self.reviewers.replace(Reviewer::new(resolved.clone(), self.servers.clone(), self.log.clone()));
+        *self.resolved.lock().await = resolved;
+        if self.setup.manage {
+            self.configure().await;
+        }
+    }
+
+    /// Creates, patches or removes both configurations to match the handlers served.
+    async fn configure(&self) {
+        let resolved = self.resolved.lock().await;
+        let handlers: Vec<(&Handler, (&str, &str, &str))> =
+            resolved.iter().map(|(h, (g, v, p))| (h, (g.as_str(), v.as_str(), p.as_str()))).collect();
+        let ca_bundle = self.ca_bundle.borrow().clone();
+        let name = &self.setup.configuration;
+        for mutating in [false, true] {
+            let hooks = decide::webhooks(&handlers, mutating, &self.endpoint, &ca_bundle, name, self.setup.own_namespace.as_deref());
+            let count = hooks.len();
+            let desired = decide::configuration(name, mutating, hooks);
+            let kind = desired["kind"].as_str().unwrap_or_default().to_string();
+            let path = decide::configuration_path(name, mutating);
+            let existing = match self.cluster.get(&path).await {
+                Ok(found) => Some(found),
+                Err(e) if e.code() == Some(404) => None,
+                Err(e) => {
+                    self.log.error(None, &format!("Cannot read {kind} '{name}': {e}; the admission webhooks are not configured."));
+                    continue;
+                }
+            };
+            let done = match decide::write_for(existing.as_ref(), desired) {
+                Write::Nothing => continue,
+                Write::Create(object) => {
+                    let collection = path.rsplit_once('/').map(|(c, _)| c).unwrap_or_default();
+                    self.cluster.create(collection, &object).await.map(|_| "created")
+                }
+                Write::Patch(patch) => self.cluster.patch(&path, crate::cluster::content::MERGE, &patch).await.map(|_| "updated"),
+                Write::Delete => {
+                    self.cluster.call(http::Method::DELETE, &path, None, None).await.map(|_| "removed (no handlers of its kind)")
+                }
+            };
+            match done {
+                Ok(what) => self.log.info(None, &format!("{kind} '{name}' is {what}: {count} webhook(s).")),
+                Err(e) => self.log.error(None, &format!("Cannot write {kind} '{name}': {e}; the admission webhooks are not configured.")),
+            }
+        }
+    }
+
+    /// Removes the configurations if asked to (`--admission-cleanup`).
+    pub async fn stop(&self) {
+        if !(self.setup.manage && self.setup.cleanup) {
+            return;
+        }
+        let name = &self.setup.configuration;
+        for mutating in [false, true] {
+            let path = decide::configuration_path(name, mutating);
+            match self.cluster.call(http::Method::DELETE, &path, None, None).await {
+                Ok(_) => self.log.info(None, &format!("Removed the admission webhook configuration at {path}.")),
+                Err(e) if e.code() == Some(404) => {}
+                Err(e) => self.log.error(None, &format!("Cannot remove the admission webhook configuration at {path}: {e}")),
+            }
+        }
+    }
+}
+
+/// The host of a URL (`https://host:port/path` → `host`), for the certificate's names.
+fn url_host(url: &str) -> Option<String> {
+    let uri: http::Uri = url.parse().ok()?;
+    uri.host().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string())
+}
+
+/// The address the API server can call for a listen address: loopback for "any".
+fn reachable(local: std::net::SocketAddr) -> String {
+    match local.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => format!("127.0.0.1:{}", local.port()),
+        ip if ip.is_unspecified() => format!("[::1]:{}", local.port()),
+        _ => local.to_string(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bosun_devcluster::tls::verify;
 
     #[test]
-    fn the_generated_chain_validates_for_the_names_given_and_no_others() {
-        /// The Service, the names the chain is valid for, names it is not.
-        type Case<'a> = (Option<(&'a str, &'a str)>, &'a [&'a str], &'a [&'a str]);
-        let cases: [Case; 2] = [
-            (
-                Some(("ops", "bosun")),
-                &["bosun", "bosun.ops", "bosun.ops.svc", "bosun.ops.svc.cluster.local", "localhost", "127.0.0.1", "::1"],
-                &["bosun.other.svc", "other.ops.svc", "10.96.0.1"],
-            ),
-            (None, &["localhost", "127.0.0.1", "::1"], &["bosun.ops.svc", "example.com"]),
+    fn the_called_address_and_the_certificate_names_come_from_the_flags() {
+        let cases = [("0.0.0.0:9443", "127.0.0.1:9443"), ("[::]:9443", "[::1]:9443"), ("10.1.2.3:8443", "10.1.2.3:8443")];
+        for (local, want) in cases {
+            assert_eq!(reachable(local.parse().unwrap()), want, "{local}");
+        }
+        let hosts = [
+            ("https://host.docker.internal:9443", Some("host.docker.internal")),
+            ("https://[fd00::1]:9443/x", Some("fd00::1")),
+            ("https://abc.ngrok.app", Some("abc.ngrok.app")),
+            ("not a url", None),
         ];
-        for (service, valid, invalid) in cases {
-            let tls = self_signed(service).unwrap();
-            for name in valid {
-                assert_eq!(verify(&tls.ca_pem, tls.cert_pem(), name), Ok(()), "{service:?}: {name}");
-            }
-            for name in invalid {
-                assert!(verify(&tls.ca_pem, tls.cert_pem(), name).is_err(), "{service:?}: {name} is not named");
-            }
+        for (url, want) in hosts {
+            assert_eq!(url_host(url).as_deref(), want, "{url}");
         }
     }
 }

@@ -29,6 +29,7 @@ use tokio_util::task::TaskTracker;
 use crate::cluster::watching::{self, Seen, WatchScope};
 use crate::cluster::{Cluster, discovery};
 use crate::coordination::{Authority, Coordinator, Ownership, Replicas, identity, peering};
+use crate::engines::admission::Admission;
 use crate::engines::dispatch::{HandlerClient, Server, Servers};
 use crate::logs::Logger;
 use crate::object;
@@ -122,6 +123,18 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
             servers::Monitor { index, server: server.clone(), outages: outages.clone(), log: log.clone(), described: described_tx.clone() };
         tokio::spawn(monitor.run(stop_rx.clone()));
     }
+    // Admission webhooks: served (and configured) from when the first admission handler is
+    // registered, or from the start with an explicit listen address.
+    let mut admission = None;
+    if settings.admission.listen.is_some() || handlers.iter().any(Handler::is_admission) {
+        let started = Admission::start(cluster.clone(), settings.admission.clone(), clients.clone(), log.clone(), stop_rx.clone());
+        let started = tokio::select! {
+            a = started => a?,
+            _ = &mut shutdown => return Ok(()),
+        };
+        started.apply(&handlers).await;
+        admission = Some(started);
+    }
     let mut served = Served {
         running: HashMap::new(),
         shared: Shared {
@@ -174,6 +187,18 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
                     cleanups = of_kind(&built, pb::HandlerKind::Cleanup);
                     (handlers, described) = (built, next);
                     served.apply(handlers.clone(), &described, reindex).await;
+                    if admission.is_none() && handlers.iter().any(Handler::is_admission) {
+                        let s = &served.shared;
+                        match Admission::start(s.cluster.clone(), settings.admission.clone(), clients.clone(), log.clone(), stop_rx.clone())
+                            .await
+                        {
+                            Ok(started) => admission = Some(started),
+                            Err(e) => log.error(None, &format!("The admission handlers are not served: {e}")),
+                        }
+                    }
+                    if let Some(admission) = &admission {
+                        admission.apply(&handlers).await;
+                    }
                 }
                 Err(e) => log.error(None, &format!("The new handlers of handler server {addr} are refused: {e}; the previous ones stay.")),
             }
@@ -189,6 +214,9 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     log.info(None, "Stop is requested; finishing the cycles in flight.");
     let _ = stop_tx.send(true);
     served.stop_all().await;
+    if let Some(admission) = &admission {
+        admission.stop().await;
+    }
     coordinator.stop().await;
     activities::cleanup(&cleanups.iter().collect::<Vec<_>>(), &clients, &log).await;
     log.info(None, "The controller has stopped.");
@@ -209,15 +237,11 @@ fn of_kind(handlers: &[Handler], kind: pb::HandlerKind) -> Vec<Handler> {
     handlers.iter().filter(|h| h.kind == kind).cloned().collect()
 }
 
-/// A resource's handlers, grouped by selector in registration order; kinds that are not run
-/// here are dropped with a warning.
-fn resource_groups(handlers: Vec<Handler>, log: &Logger) -> Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> {
+/// A resource's handlers, grouped by selector in registration order. Activities and
+/// admission handlers (served by `engines::admission`, not by watching) are not among them.
+fn resource_groups(handlers: Vec<Handler>) -> Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> {
     let mut groups: Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> = Vec::new();
-    for h in handlers.into_iter().filter(|h| !h.is_activity()) {
-        if h.is_admission() {
-            log.warn(None, &format!("Handler '{}' is of a kind this controller does not run yet ({:?}); it is ignored.", h.id, h.kind));
-            continue;
-        }
+    for h in handlers.into_iter().filter(|h| !h.is_activity() && !h.is_admission()) {
         let key = discovery::normalize(&h.resource);
         match groups.iter_mut().find(|(sel, _)| discovery::normalize(sel) == key) {
             Some((_, list)) => list.push(Arc::new(h)),
@@ -286,8 +310,9 @@ impl Served {
     /// changed are served anew (their memory kept), new resources start; so are the resources
     /// with index handlers of server `reindex`, whose indices must be filled again.
     async fn apply(&mut self, handlers: Vec<Handler>, described: &[pb::DescribeResponse], reindex: Option<usize>) {
-        let groups = resource_groups(handlers, &self.shared.log);
-        if groups.is_empty() {
+        let admits = handlers.iter().any(Handler::is_admission);
+        let groups = resource_groups(handlers);
+        if groups.is_empty() && !admits {
             self.shared.log.warn(None, "No resource handlers are registered; nothing to watch.");
         }
         let keys: Vec<ResourceKey> = groups.iter().map(|(sel, _)| discovery::normalize(sel)).collect();

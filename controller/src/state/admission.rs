@@ -313,6 +313,62 @@ pub fn configuration(name: &str, mutating: bool, webhooks: Vec<Value>) -> Value 
     })
 }
 
+/// The API path of the configuration named `name`.
+pub fn configuration_path(name: &str, mutating: bool) -> String {
+    let plural = if mutating { "mutatingwebhookconfigurations" } else { "validatingwebhookconfigurations" };
+    format!("/apis/admissionregistration.k8s.io/v1/{plural}/{name}")
+}
+
+/// What to write to make the stored configuration (`existing`) the `desired` one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// It is as desired, or absent and not needed.
+    Nothing,
+    /// Absent: create it.
+    Create(Value),
+    /// There: a merge patch of its labels and webhooks (the list replaced whole).
+    Patch(Value),
+    /// There, and no handler of its kind is left: remove it.
+    Delete,
+}
+
+/// The write that makes `existing` the `desired` configuration (from [`configuration`]). A
+/// configuration without webhooks is not kept: the API server would call nothing anyway.
+pub fn write_for(existing: Option<&Value>, desired: Value) -> Write {
+    let empty = desired.get("webhooks").and_then(Value::as_array).is_none_or(Vec::is_empty);
+    match (existing, empty) {
+        (None, true) => Write::Nothing,
+        (None, false) => Write::Create(desired),
+        (Some(_), true) => Write::Delete,
+        (Some(found), false) => {
+            let labels = desired.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({}));
+            let stored_labels = found.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({}));
+            let has_labels = labels.as_object().into_iter().flatten().all(|(k, v)| stored_labels.get(k) == Some(v));
+            // The API server fills defaults into what it stores: the same webhooks compare
+            // equal when every field given is stored as given.
+            let same_hooks = match (found.get("webhooks").and_then(Value::as_array), desired["webhooks"].as_array()) {
+                (Some(stored), Some(wanted)) => stored.len() == wanted.len() && stored.iter().zip(wanted).all(|(s, w)| contains(s, w)),
+                _ => false,
+            };
+            if has_labels && same_hooks {
+                Write::Nothing
+            } else {
+                Write::Patch(json!({"metadata": {"labels": labels}, "webhooks": desired["webhooks"]}))
+            }
+        }
+    }
+}
+
+/// Whether `stored` has every field of `given`, with the same values (objects recursively;
+/// lists and scalars exactly).
+fn contains(stored: &Value, given: &Value) -> bool {
+    match (stored, given) {
+        (Value::Object(s), Value::Object(g)) => g.iter().all(|(k, v)| s.get(k).is_some_and(|sv| contains(sv, v))),
+        (Value::Array(s), Value::Array(g)) => s.len() == g.len() && s.iter().zip(g).all(|(a, b)| contains(a, b)),
+        _ => stored == given,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -598,5 +654,36 @@ mod tests {
         assert_eq!(mutating[0]["reinvocationPolicy"], "Never");
         let whole = configuration("bosun.dev", true, mutating);
         assert_eq!((whole["kind"].as_str(), whole["metadata"]["name"].as_str()), (Some("MutatingWebhookConfiguration"), Some("bosun.dev")));
+    }
+
+    #[test]
+    fn configurations_are_created_patched_left_or_removed() {
+        let hook = json!({"name": "v.auto.bosun.dev", "failurePolicy": "Fail", "rules": [{"operations": ["CREATE"]}]});
+        let desired = |hooks: Vec<Value>| configuration("auto.bosun.dev", false, hooks);
+        // As stored: with the API server's defaults filled in.
+        let stored = json!({
+            "metadata": {"name": "auto.bosun.dev", "labels": {"app.kubernetes.io/managed-by": "bosun"}, "resourceVersion": "7"},
+            "webhooks": [{"name": "v.auto.bosun.dev", "failurePolicy": "Fail", "matchPolicy": "Equivalent",
+                          "rules": [{"operations": ["CREATE"], "scope": "*"}]}],
+        });
+        let other_hook = json!({"name": "v.auto.bosun.dev", "failurePolicy": "Ignore", "rules": [{"operations": ["CREATE"]}]});
+        let unlabelled = json!({"metadata": {"name": "auto.bosun.dev"}, "webhooks": stored["webhooks"]});
+        let patch = |hooks: Value| json!({"metadata": {"labels": {"app.kubernetes.io/managed-by": "bosun"}}, "webhooks": hooks});
+        let cases = [
+            ("absent, nothing to serve", None, desired(vec![]), Write::Nothing),
+            ("absent", None, desired(vec![hook.clone()]), Write::Create(desired(vec![hook.clone()]))),
+            ("stored with defaults", Some(&stored), desired(vec![hook.clone()]), Write::Nothing),
+            ("a field changed", Some(&stored), desired(vec![other_hook.clone()]), Write::Patch(patch(json!([other_hook])))),
+            ("one more webhook", Some(&stored), desired(vec![hook.clone(), hook.clone()]), Write::Patch(patch(json!([hook, hook])))),
+            ("our label is gone", Some(&unlabelled), desired(vec![hook.clone()]), Write::Patch(patch(json!([hook])))),
+            ("no handler left", Some(&stored), desired(vec![]), Write::Delete),
+        ];
+        for (name, existing, desired, want) in cases {
+            assert_eq!(write_for(existing, desired), want, "{name}");
+        }
+        assert_eq!(
+            configuration_path("auto.bosun.dev", true),
+            "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/auto.bosun.dev"
+        );
     }
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use bosun_controller::engines::webhooks::Certificate;
 use bosun_controller::{Namespaces, Settings, StorageMode};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -112,6 +113,41 @@ pub struct ControllerArgs {
     /// watch has listed), on this address, e.g. 0.0.0.0:9090 (port 0: any free port, logged).
     #[arg(long, env = "BOSUN_METRICS_LISTEN", value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+    /// Serve the admission webhooks on this address. Default, once validating or mutating
+    /// handlers are registered: 0.0.0.0:9443 with --admission-service, else 127.0.0.1 on a
+    /// free port (the dev cluster and a cluster on this machine reach it there).
+    #[arg(long, env = "BOSUN_ADMISSION_LISTEN", value_name = "ADDR")]
+    pub admission_listen: Option<String>,
+    /// The URL the API server calls the webhooks at, when it is neither the Service nor the
+    /// listen address: a tunnel, or this machine's address as the cluster sees it.
+    #[arg(long, env = "BOSUN_ADMISSION_URL", value_name = "URL", conflicts_with = "admission_service")]
+    pub admission_url: Option<String>,
+    /// The Service in front of the controller's pod that the API server calls the webhooks
+    /// through, NAMESPACE/NAME[:PORT] (port 443 unless given); the self-signed certificate
+    /// names it.
+    #[arg(long, env = "BOSUN_ADMISSION_SERVICE", value_name = "NAMESPACE/NAME[:PORT]", value_parser = parse_service)]
+    pub admission_service: Option<(String, String, u16)>,
+    /// The webhooks' serving certificate (a PEM chain), read again when it changes (as
+    /// cert-manager rotates it); with --admission-key. Without: a self-signed one made at start.
+    #[arg(long, env = "BOSUN_ADMISSION_CERT", value_name = "FILE", requires = "admission_key")]
+    pub admission_cert: Option<PathBuf>,
+    /// The private key of --admission-cert (PEM).
+    #[arg(long, env = "BOSUN_ADMISSION_KEY", value_name = "FILE", requires = "admission_cert")]
+    pub admission_key: Option<PathBuf>,
+    /// The CA the webhook configurations' caBundle carries (default: --admission-cert's file).
+    #[arg(long, env = "BOSUN_ADMISSION_CA", value_name = "FILE", requires = "admission_cert")]
+    pub admission_ca: Option<PathBuf>,
+    /// The name of the Validating- and MutatingWebhookConfiguration the controller keeps, and
+    /// the suffix of their webhooks' names (Kopf's `settings.admission.managed`).
+    #[arg(long, env = "BOSUN_ADMISSION_CONFIGURATION", value_name = "NAME", default_value = "auto.bosun.dev")]
+    pub admission_configuration: String,
+    /// Only serve the webhooks: the configurations are someone else's (a chart).
+    #[arg(long, env = "BOSUN_ADMISSION_UNMANAGED")]
+    pub admission_unmanaged: bool,
+    /// Remove the webhook configurations when the controller stops cleanly (always so on the
+    /// embedded dev cluster).
+    #[arg(long, env = "BOSUN_ADMISSION_CLEANUP")]
+    pub admission_cleanup: bool,
     /// How log lines look, as Kopf's `--log-format`: `plain` (the message), `full` (time,
     /// logger, level and message) or `json` (one object per line with the object, cause,
     /// handler and trace id).
@@ -277,6 +313,19 @@ pub struct DevArgs {
     pub server: HandlerServerArgs,
 }
 
+/// `--admission-service NAMESPACE/NAME[:PORT]`.
+fn parse_service(s: &str) -> Result<(String, String, u16), String> {
+    let (namespace, rest) = s.split_once('/').ok_or("give NAMESPACE/NAME[:PORT]")?;
+    let (name, port) = match rest.split_once(':') {
+        Some((name, port)) => (name, port.parse::<u16>().map_err(|_| format!("{port:?} is not a port number"))?),
+        None => (rest, 443),
+    };
+    if namespace.is_empty() || name.is_empty() || port == 0 {
+        return Err("give NAMESPACE/NAME[:PORT]".into());
+    }
+    Ok((namespace.to_string(), name.to_string(), port))
+}
+
 /// `--storage`: the flag's spelling of [`StorageMode`], which the library keeps free of clap.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Storage {
@@ -333,6 +382,24 @@ impl ControllerArgs {
             log_sink: None,
             liveness: self.liveness.clone(),
             metrics_listen: self.metrics_listen.clone(),
+            admission: bosun_controller::engines::admission::Setup {
+                listen: self.admission_listen.clone(),
+                url: self.admission_url.clone(),
+                service: self.admission_service.clone(),
+                certificate: match (&self.admission_cert, &self.admission_key) {
+                    (Some(cert), Some(key)) => Certificate::Files { cert: cert.clone(), key: key.clone(), ca: self.admission_ca.clone() },
+                    _ => Certificate::SelfSigned,
+                },
+                configuration: self.admission_configuration.clone(),
+                manage: !self.admission_unmanaged,
+                cleanup: self.admission_cleanup,
+                // Requests in the controller's own namespace are not reviewed.
+                own_namespace: self
+                    .admission_service
+                    .as_ref()
+                    .map(|(ns, _, _)| ns.clone())
+                    .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|ns| !ns.trim().is_empty())),
+            },
         }
     }
 
@@ -418,5 +485,28 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         Command::Shards(args) => crate::peers::shards(args).await,
         Command::Inspect(args) => crate::inspect::inspect(args).await,
         Command::Rbac(args) => crate::rbac::rbac(args).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_services_are_read_with_a_default_port() {
+        /// The flag, and the namespace, name and port read or the error.
+        type Case<'a> = (&'a str, Result<(&'a str, &'a str, u16), &'a str>);
+        let cases: [Case; 6] = [
+            ("ops/bosun", Ok(("ops", "bosun", 443))),
+            ("ops/bosun:8443", Ok(("ops", "bosun", 8443))),
+            ("bosun", Err("give NAMESPACE/NAME[:PORT]")),
+            ("/bosun", Err("give NAMESPACE/NAME[:PORT]")),
+            ("ops/bosun:0", Err("give NAMESPACE/NAME[:PORT]")),
+            ("ops/bosun:https", Err("\"https\" is not a port number")),
+        ];
+        for (flag, want) in cases {
+            let want = want.map(|(ns, name, port)| (ns.to_string(), name.to_string(), port)).map_err(String::from);
+            assert_eq!(parse_service(flag), want, "{flag}");
+        }
     }
 }

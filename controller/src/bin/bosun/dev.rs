@@ -41,10 +41,23 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         } else {
             println!("export KUBECONFIG={}", kubeconfig.display());
         }
+        // The embedded cluster outlives no controller: webhooks left configured for a port
+        // nobody serves would refuse the next run's `--apply`.
+        settings.admission.cleanup = true;
         (bosun_controller::cluster::metered::client(cluster.kube_config())?, Some(cluster))
     };
 
     let cluster = Cluster::new(client.clone());
+    if devcluster.is_some() {
+        // Left by a run that was killed: they name a port nobody serves now, and would refuse
+        // the manifests below. The controller configures them again once it serves.
+        for mutating in [false, true] {
+            let path = bosun_controller::state::admission::configuration_path(&settings.admission.configuration, mutating);
+            if cluster.call(http::Method::DELETE, &path, None, None).await.is_ok() {
+                log.info(None, &format!("Removed the admission webhook configuration left at {path}."));
+            }
+        }
+    }
     for path in &args.apply {
         for line in apply::apply_path(&cluster, path).await? {
             log.info(None, &format!("Applied {line}"));

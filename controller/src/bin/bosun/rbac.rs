@@ -117,6 +117,8 @@ pub async fn render(cluster: &Cluster, settings: &bosun_controller::Settings, ou
         namespaces: settings.namespaces.clone(),
         peering: (!settings.standalone).then(|| (family, settings.peering.name.clone())),
         replicas: settings.replicas.clone(),
+        admission: (settings.admission.manage && handlers.iter().any(|h| h.is_admission()))
+            .then(|| settings.admission.configuration.clone()),
     };
     let docs = rbac::manifests(&rbac::grants(&needs), &output.name, (namespace, account));
     let mut out = String::from(
