@@ -4,6 +4,7 @@
 //! patch, and a handler server that is down, fail-closed and fail-open.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine as _;
 use bosun_controller::engines::admission::{Reviewer, Reviewers, router};
@@ -157,4 +158,38 @@ async fn a_handler_server_that_is_down_denies_when_fail_closed_and_is_skipped_ot
     assert_eq!(lenient["response"]["allowed"], true, "{lenient}");
     let warning = lenient["response"]["warnings"][0].as_str().unwrap();
     assert!(warning.starts_with("Handler 'lenient' was skipped: "), "{warning}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_slower_than_the_webhook_timeout_is_answered_in_time_by_its_failure_policy() {
+    // A real handler server whose handlers never answer, with a 1 s call timeout (so the
+    // webhook's `timeoutSeconds` is 1): the endpoint must answer before the API server's
+    // timeout, denying for the fail-closed handler and allowing for the other.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = format!("http://{}", listener.local_addr().unwrap());
+    let op = Operator::new()
+        .on_validate("kopf.dev/v1/kopfexamples", |_cause: Cause| std::future::pending::<Result<Value, HandlerError>>())
+        .id("stuck")
+        .call_timeout(Duration::from_secs(1))
+        .fail_closed()
+        .on_validate("kopf.dev/v1/kopfexamples", |_cause: Cause| std::future::pending::<Result<Value, HandlerError>>())
+        .id("stuck-open")
+        .call_timeout(Duration::from_secs(1));
+    tokio::spawn(op.serve_with_listener(listener, std::future::pending()));
+    let (server, handlers) = described(&addr).await;
+    let (client, _stop) = endpoint(handlers, vec![server]).await;
+    let body = serde_json::to_vec(&review("CREATE", json!({"field": 2}))).unwrap();
+
+    for (path, allowed) in [("/stuck", false), ("/stuck-open", true)] {
+        let started = std::time::Instant::now();
+        let (status, answer) = post(&client, path, body.clone()).await;
+        let took = started.elapsed();
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["response"]["allowed"], allowed, "{path}: {answer}");
+        assert!(took < Duration::from_secs(1), "{path}: answered within the webhook's 1 s timeout, in {took:?}");
+        if !allowed {
+            let message = answer["response"]["status"]["message"].as_str().unwrap();
+            assert!(message.starts_with("Handler 'stuck' failed: "), "{message}");
+        }
+    }
 }
