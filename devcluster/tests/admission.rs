@@ -277,7 +277,9 @@ async fn webhooks_mutate_then_validate_and_are_shown_what_a_real_server_shows_th
 async fn a_denied_delete_keeps_the_object() {
     let wh = Webhook::start().await;
     let validate = wh.hook("validate.example.com", "/validate", rules(json!(["DELETE"]), json!(["widgets"])), json!({}));
-    let dc = cluster(vec![], vec![validate]).await;
+    let selected = json!({"objectSelector": {"matchLabels": {"case": "patched"}}});
+    let mutate = wh.hook("mutate.example.com", "/mutate", rules(json!(["DELETE"]), json!(["widgets"])), selected);
+    let dc = cluster(vec![mutate], vec![validate]).await;
     let (code, _, _) = send(&dc, "POST", WIDGETS, "application/json", Some(widget("keep", json!({"protect": "yes"}), json!({})))).await;
     assert_eq!(code, 201, "a create is not a delete");
     let (code, _, status) = send(&dc, "DELETE", &format!("{WIDGETS}/keep"), "application/json", None).await;
@@ -286,6 +288,16 @@ async fn a_denied_delete_keeps_the_object() {
     assert_eq!(send(&dc, "GET", &format!("{WIDGETS}/keep"), "application/json", None).await.0, 200);
     let d = wh.sent_to("/validate").pop().unwrap();
     assert_eq!((d["operation"].as_str(), d["object"].is_null()), (Some("DELETE"), true));
+
+    // A mutating webhook's patch on a delete has no object to change.
+    let (code, _, _) = send(&dc, "POST", WIDGETS, "application/json", Some(widget("patched", json!({"case": "patched"}), json!({})))).await;
+    assert_eq!(code, 201);
+    let (code, _, status) = send(&dc, "DELETE", &format!("{WIDGETS}/patched"), "application/json", None).await;
+    assert_eq!(code, 500);
+    assert_eq!(
+        status["message"],
+        "Internal error occurred: admission webhook \"mutate.example.com\" attempted to modify the object, which is not supported for this operation"
+    );
 }
 
 /// A port nothing listens on.
@@ -418,6 +430,10 @@ async fn kubectl_prints_the_webhooks_denial() {
     let config = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
                         "metadata": {"name": "test-hooks"}, "webhooks": [validate]})
     .to_string();
+    let mutate = wh.hook("mutate.example.com", "/mutate", rules(json!(["CREATE"]), json!(["widgets"])), json!({}));
+    let mutating = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+                          "metadata": {"name": "test-hooks"}, "webhooks": [mutate]})
+    .to_string();
     let port = refused_port();
     let down = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": "down"},
@@ -433,9 +449,15 @@ async fn kubectl_prints_the_webhooks_denial() {
         }
         support::kubectl_ok(kc, &["apply", "-f", "-"], Some(&config));
         support::kubectl_ok(kc, &["apply", "-f", "-"], Some(&down));
+        support::kubectl_ok(kc, &["apply", "-f", "-"], Some(&mutating));
+        let allowed = r#"{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "ok"}, "spec": {}}"#;
+        let out = support::kubectl_ok(kc, &["apply", "-f", "-"], Some(allowed));
+        // stdout, then stderr
+        assert_eq!(out.trim(), "widget.example.com/ok created\nWarning: mutated by the test webhook", "{out}");
         let denied = r#"{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"forbidden": true}}"#;
         let (ok, out) = support::kubectl(kc, &["apply", "-f", "-"], Some(denied));
         assert!(!ok);
+        println!("kubectl denial output: {out}");
         assert_eq!(
             out.trim(),
             r#"Error from server: error when creating "STDIN": admission webhook "validate.example.com" denied the request: this widget is protected"#
@@ -448,7 +470,7 @@ async fn kubectl_prints_the_webhooks_denial() {
                 "error: failed to create configmap: Internal error occurred: failed calling webhook \"down.example.com\": failed to call webhook: Post \"https://127.0.0.1:{port}/m?timeout=10s\": dial tcp 127.0.0.1:{port}: connect: connection refused"
             )
         );
-        println!("kubectl denial output: {out}");
+        println!("kubectl unreachable webhook output: {out}");
     })
     .await;
 }
@@ -486,7 +508,10 @@ async fn garbage_in_configurations_or_answers_fails_only_that_request() {
         ),
         ("wrong-uid", "failed calling webhook \"wrong-uid.example.com\": received invalid webhook response: expected response.uid="),
         ("bad-config", "failed calling webhook \"bad-config.example.com\": could not get REST client: unable to load root certificates"),
-        ("bad-patch", ""),
+        (
+            "bad-patch",
+            "failed calling webhook \"bad-patch.example.com\": received undecodable patch in webhook response: json: cannot unmarshal object into Go value of type jsonpatch.Patch",
+        ),
         ("unapplicable", ""),
     ];
     for (case, why) in cases {

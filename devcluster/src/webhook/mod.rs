@@ -172,9 +172,24 @@ pub fn mutate(cluster: &Cluster, attrs: &Attributes, object: &mut Value, old: Op
             if !answer.allowed {
                 return Err(review::denial(&hook.name, answer.status.as_ref()));
             }
-            if let Some(patch) = answer.patch.as_deref().filter(|_| present) {
-                apply_patch(object, patch)?;
+            let Some(patch) = answer.patch.as_deref() else { continue };
+            let ops = match decode_patch(patch) {
+                Ok(ops) => ops,
+                Err(why) => {
+                    failed::<()>(hook, format!("received undecodable patch in webhook response: {why}"))?;
+                    continue;
+                }
+            };
+            if ops.0.is_empty() {
+                continue;
             }
+            if !present {
+                return Err(ApiError::internal_error(format!(
+                    "admission webhook {:?} attempted to modify the object, which is not supported for this operation",
+                    hook.name
+                )));
+            }
+            apply_patch(object, &ops)?;
         }
         Ok(())
     })
@@ -222,12 +237,26 @@ pub fn validate(cluster: &Cluster, attrs: &Attributes, object: Option<&Value>, o
     }
 }
 
-/// Apply a mutating webhook's JSONPatch, as the real server does: an undecodable or
-/// inapplicable patch is an internal error.
-fn apply_patch(object: &mut Value, patch: &[u8]) -> ApiResult<()> {
-    let ops: json_patch::Patch = serde_json::from_slice(patch).map_err(|e| ApiError::internal_error(e.to_string()))?;
+/// A mutating webhook's JSONPatch, or why it is none (in the words of Go's decoder for a
+/// JSON value of the wrong type).
+fn decode_patch(patch: &[u8]) -> Result<json_patch::Patch, String> {
+    let value: Value = serde_json::from_slice(patch).map_err(|e| e.to_string())?;
+    let go_type = match &value {
+        Value::Array(_) => return serde_json::from_value(value).map_err(|e| e.to_string()),
+        Value::Object(_) => "object",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Null => return Ok(json_patch::Patch(Vec::new())),
+    };
+    Err(format!("json: cannot unmarshal {go_type} into Go value of type jsonpatch.Patch"))
+}
+
+/// Apply a mutating webhook's JSONPatch, as the real server does: a patch that does not apply
+/// is an internal error.
+fn apply_patch(object: &mut Value, ops: &json_patch::Patch) -> ApiResult<()> {
     let api_version = object.get("apiVersion").cloned();
-    json_patch::patch(object, &ops).map_err(|e| ApiError::internal_error(e.to_string()))?;
+    json_patch::patch(object, ops).map_err(|e| ApiError::internal_error(e.to_string()))?;
     if !object.is_object() {
         return Err(ApiError::internal_error("the patched object is not an object"));
     }
