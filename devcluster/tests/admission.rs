@@ -563,3 +563,27 @@ async fn an_equivalent_match_policy_reviews_another_version_at_the_webhooks_vers
     assert_eq!(r["object"]["apiVersion"], "example.com/v1", "the object at the webhook's version");
     assert!(wh.sent_to("/exact").is_empty(), "an Exact webhook is not");
 }
+
+#[tokio::test]
+async fn a_webhook_asking_for_reinvocation_is_called_again_after_a_later_one_changed_the_object() {
+    let wh = Webhook::start().await;
+    let create = || rules(json!(["CREATE"]), json!(["widgets"]));
+    let dc = cluster(
+        vec![
+            wh.hook("first.example.com", "/first", create(), json!({"reinvocationPolicy": "IfNeeded"})),
+            wh.hook("never.example.com", "/never", create(), json!({})),
+            wh.hook("mutate.example.com", "/mutate", create(), json!({})),
+            wh.hook("after.example.com", "/after", create(), json!({"reinvocationPolicy": "IfNeeded"})),
+        ],
+        vec![],
+    )
+    .await;
+    let (code, _, body) = send(&dc, "POST", WIDGETS, "application/json", Some(widget("r", json!({}), json!({})))).await;
+    assert_eq!(code, 201, "{body}");
+    let first = wh.sent_to("/first");
+    assert_eq!(first.len(), 2, "called again: the object changed after its call");
+    assert_eq!((first[0]["object"]["spec"].clone(), first[1]["object"]["spec"].clone()), (json!({}), json!({"mutatedBy": "webhook"})));
+    assert_eq!(wh.sent_to("/never").len(), 1, "reinvocationPolicy Never");
+    assert_eq!(wh.sent_to("/after").len(), 1, "nothing changed the object after its call");
+    assert_eq!(wh.sent_to("/mutate").len(), 1, "a webhook is not called again for its own change");
+}

@@ -162,45 +162,61 @@ pub fn mutate(cluster: &Cluster, attrs: &Attributes, object: &mut Value, old: Op
     }
     let mut warnings = Vec::new();
     let outcome = blocking(async {
-        for hook in &hooks {
-            let answer = match invoke(hook, attrs, present.then_some(&*object), old, true).await {
-                Ok(Some(a)) => a,
-                Ok(None) => continue,
-                Err(e) => return Err(e),
-            };
-            warnings.extend(answer.warnings.iter().cloned());
-            if !answer.allowed {
-                return Err(review::denial(&hook.name, answer.status.as_ref()));
+        // `reinvocationPolicy: IfNeeded`: a webhook called before a later one changed the
+        // object is called once more after the others, as the real server's second round
+        let (mut invoked, mut again) = (Vec::new(), Vec::new());
+        for (i, hook) in hooks.iter().enumerate() {
+            if call_mutating(hook, attrs, object, present, old, &mut warnings).await? {
+                again.append(&mut invoked);
             }
-            let Some(patch) = answer.patch.as_deref() else { continue };
-            let ops = match decode_patch(patch) {
-                Ok(ops) => ops,
-                Err(why) => {
-                    failed::<()>(hook, format!("received undecodable patch in webhook response: {why}"))?;
-                    continue;
-                }
-            };
-            if ops.0.is_empty() {
-                continue;
+            if hook.str("reinvocationPolicy") == Some("IfNeeded") {
+                invoked.push(i);
             }
-            if !present {
-                return Err(ApiError::internal_error(format!(
-                    "admission webhook {:?} attempted to modify the object, which is not supported for this operation",
-                    hook.name
-                )));
-            }
-            apply_patch(object, &ops)?;
+        }
+        again.sort_unstable();
+        for i in again {
+            call_mutating(&hooks[i], attrs, object, present, old, &mut warnings).await?;
         }
         Ok(())
     })
     .and_then(|r| r);
-    match outcome {
-        Ok(()) => Ok(warnings),
-        Err(mut e) => {
-            e.warnings.splice(0..0, warnings);
-            Err(e)
-        }
+    finish(outcome, warnings)
+}
+
+/// Call one mutating webhook and apply its patch; whether the object changed.
+async fn call_mutating(
+    hook: &Hook,
+    attrs: &Attributes<'_>,
+    object: &mut Value,
+    present: bool,
+    old: Option<&Value>,
+    warnings: &mut Vec<String>,
+) -> ApiResult<bool> {
+    let Some(answer) = invoke(hook, attrs, present.then_some(&*object), old, true).await? else { return Ok(false) };
+    warnings.extend(answer.warnings.iter().cloned());
+    if !answer.allowed {
+        return Err(review::denial(&hook.name, answer.status.as_ref()));
     }
+    let Some(patch) = answer.patch.as_deref() else { return Ok(false) };
+    let ops = match decode_patch(patch) {
+        Ok(ops) => ops,
+        Err(why) => {
+            failed::<()>(hook, format!("received undecodable patch in webhook response: {why}"))?;
+            return Ok(false);
+        }
+    };
+    if ops.0.is_empty() {
+        return Ok(false);
+    }
+    if !present {
+        return Err(ApiError::internal_error(format!(
+            "admission webhook {:?} attempted to modify the object, which is not supported for this operation",
+            hook.name
+        )));
+    }
+    let before = object.clone();
+    apply_patch(object, &ops)?;
+    Ok(*object != before)
 }
 
 /// Call the matching validating webhooks (at once) on the object about to be stored
@@ -228,9 +244,17 @@ pub fn validate(cluster: &Cluster, attrs: &Attributes, object: Option<&Value>, o
         };
         refusal.get_or_insert(e);
     }
-    match refusal {
-        None => Ok(warnings),
-        Some(mut e) => {
+    finish(refusal.map_or(Ok(()), Err), warnings)
+}
+
+/// The webhooks' warnings, each once (as the real server's warning recorder keeps them), with
+/// the outcome: on a refusal they go with the error.
+fn finish(outcome: ApiResult<()>, mut warnings: Vec<String>) -> ApiResult<Vec<String>> {
+    let mut seen = std::collections::HashSet::new();
+    warnings.retain(|w| seen.insert(w.clone()));
+    match outcome {
+        Ok(()) => Ok(warnings),
+        Err(mut e) => {
             e.warnings.splice(0..0, warnings);
             Err(e)
         }
@@ -294,12 +318,6 @@ fn matching(cluster: &Cluster, attrs: &Attributes, table: &str, object: Option<&
     for config in configs {
         for hook in config.value.get("webhooks").and_then(Value::as_array).into_iter().flatten() {
             let name = hook.get("name").and_then(Value::as_str).unwrap_or("").to_string();
-            let selected = rules::namespace_matches(hook, namespace_labels.as_ref())
-                .and_then(|ns| Ok(ns && rules::object_matches(hook, object, old)?))
-                .map_err(ApiError::internal_error)?;
-            if !selected {
-                continue;
-            }
             let target = |version: &'_ str| -> bool {
                 let t = rules::Target {
                     operation: attrs.operation,
@@ -318,6 +336,13 @@ fn matching(cluster: &Cluster, attrs: &Attributes, table: &str, object: Option<&
             } else {
                 None
             };
+            // a selector that cannot be read fails only the requests the rules match
+            let selected = || -> Result<bool, String> {
+                Ok(rules::namespace_matches(hook, namespace_labels.as_ref())? && rules::object_matches(hook, object, old)?)
+            };
+            if version.is_some() && !selected().map_err(ApiError::internal_error)? {
+                continue;
+            }
             if let Some(version) = version {
                 hooks.push(Hook { value: hook.clone(), name, version });
             }
