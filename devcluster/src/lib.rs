@@ -38,6 +38,7 @@ pub mod store;
 pub mod tls;
 pub mod token;
 pub mod validate;
+pub mod webhook;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

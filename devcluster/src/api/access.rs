@@ -44,11 +44,12 @@ impl Refusal {
     }
 }
 
-/// Lets the request through, or says why not: a token the cluster does not accept, something
-/// the caller may not do, or impersonation headers without a user.
-pub fn admit(cluster: &Cluster, method: &Method, uri: &Uri, headers: &HeaderMap) -> Result<(), Refusal> {
+/// Lets the request through, with the user it acts as (none for health checks), or says why
+/// not: a token the cluster does not accept, something the caller may not do, or
+/// impersonation headers without a user.
+pub fn admit(cluster: &Cluster, method: &Method, uri: &Uri, headers: &HeaderMap) -> Result<Option<User>, Refusal> {
     if is_health(uri.path()) {
-        return Ok(());
+        return Ok(None);
     }
     let caller = authenticate(cluster, headers).ok_or(Refusal::Unauthenticated)?;
     let user = match authz::impersonation(headers) {
@@ -62,12 +63,13 @@ pub fn admit(cluster: &Cluster, method: &Method, uri: &Uri, headers: &HeaderMap)
         Err(e) => return Err(internal_error(uri, &e.to_string())),
     };
     if user.is_privileged() {
-        return Ok(());
+        return Ok(Some(user));
     }
     let query = parse_query(uri.query().unwrap_or(""));
     let attrs = Attributes::of_request(method.as_str(), uri.path(), &query)
         .map_err(|e| internal_error(uri, &format!("failed to create RequestInfo: {e}, {uri}")))?;
-    authorize(cluster, &user, &attrs)
+    authorize(cluster, &user, &attrs)?;
+    Ok(Some(user))
 }
 
 /// `/healthz`, `/livez`, `/readyz` and their checks.

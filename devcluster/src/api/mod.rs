@@ -56,13 +56,15 @@ pub struct Ctx {
     pub headers: HeaderMap,
     /// The shape of the answer the client asked for in `Accept`, read once.
     shape: negotiate::Shape,
+    /// Who the request acts as (what admission webhooks are told).
+    pub user: Option<crate::authz::User>,
 }
 
 impl Ctx {
     /// The context of a request with these query parameters and headers.
     pub fn new(query: HashMap<String, String>, headers: HeaderMap) -> Self {
         let shape = negotiate::shape(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-        Ctx { query, headers, shape }
+        Ctx { query, headers, shape, user: None }
     }
 
     /// A query parameter.
@@ -126,12 +128,14 @@ async fn recovering(method: &Method, path: &str, answer: impl std::future::Futur
 
 async fn answer(cluster: Arc<Cluster>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    if let Err(refusal) = access::admit(&cluster, &parts.method, &parts.uri, &parts.headers) {
-        return refusal.into_response();
-    }
+    let user = match access::admit(&cluster, &parts.method, &parts.uri, &parts.headers) {
+        Ok(user) => user,
+        Err(refusal) => return refusal.into_response(),
+    };
     let path = parts.uri.path().to_string();
     let query = parse_query(parts.uri.query().unwrap_or(""));
-    let ctx = Ctx::new(query, parts.headers.clone());
+    let mut ctx = Ctx::new(query, parts.headers.clone());
+    ctx.user = user;
     let segs: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(decode).collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     let method = parts.method.clone();

@@ -6,13 +6,13 @@ use serde_json::Value;
 
 use super::read::object_bytes;
 use super::{Ctx, Target, bytes_response, error, json_response};
-use crate::builtin;
 use crate::cluster::Cluster;
 use crate::ops::{self, Body, DeleteOpts, Propagation, Reply, Subresource, Validation, WriteOpts};
 use crate::patch::Format;
 use crate::registry::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult};
+use crate::{builtin, webhook};
 
 /// `dryRun`: absent, or `All`; anything else is refused before the request is looked at, as
 /// the real server's `Validate{Create,Update,Patch,Delete}Options` refuse it (422 naming the
@@ -32,13 +32,30 @@ pub(super) fn dry_run<'a>(options: &str, values: impl IntoIterator<Item = &'a st
 }
 
 pub(super) fn write_opts(ctx: &Ctx, options: &str) -> ApiResult<WriteOpts> {
+    let dry_run = dry_run(options, ctx.q("dryRun"))?;
+    let mut given = serde_json::Map::new();
+    if dry_run {
+        given.insert("dryRun".into(), serde_json::json!(["All"]));
+    }
+    for k in ["fieldManager", "fieldValidation"] {
+        if let Some(v) = ctx.q(k) {
+            given.insert(k.into(), serde_json::json!(v));
+        }
+    }
     Ok(WriteOpts {
-        dry_run: dry_run(options, ctx.q("dryRun"))?,
+        dry_run,
         manager: ctx.manager(),
         validation: Validation::parse(ctx.q("fieldValidation"))?,
         force: ctx.flag("force"),
         manager_explicit: ctx.q("fieldManager").is_some(),
+        admission: admission(ctx, dry_run, given),
     })
+}
+
+/// The admission context of a client's write (none without a user: not a client's request).
+fn admission(ctx: &Ctx, dry_run: bool, options: serde_json::Map<String, Value>) -> Option<webhook::Context> {
+    let user = ctx.user.as_ref()?;
+    Some(webhook::Context { caller: user.into(), dry_run, options })
 }
 
 fn sub(t: &Target) -> Subresource {
@@ -105,7 +122,22 @@ fn delete_opts(ctx: &Ctx, raw: &[u8]) -> ApiResult<DeleteOpts> {
     } else {
         serde_json::from_slice(raw).map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
     };
-    delete_opts_from(Some(ctx), &body)
+    let mut opts = delete_opts_from(Some(ctx), &body)?;
+    // the DeleteOptions a webhook is shown: the body's, with the query's parameters
+    let mut given: serde_json::Map<String, Value> = body.as_object().cloned().unwrap_or_default();
+    given.remove("kind");
+    given.remove("apiVersion");
+    if opts.dry_run {
+        given.insert("dryRun".into(), serde_json::json!(["All"]));
+    }
+    if let Some(p) = ctx.q("propagationPolicy") {
+        given.insert("propagationPolicy".into(), serde_json::json!(p));
+    }
+    if let Some(s) = ctx.q("gracePeriodSeconds").and_then(|s| s.parse::<i64>().ok()) {
+        given.insert("gracePeriodSeconds".into(), serde_json::json!(s));
+    }
+    opts.admission = admission(ctx, opts.dry_run, given);
+    Ok(opts)
 }
 
 /// DeleteOptions from a body (a DELETE's, or an Eviction's `deleteOptions`) and, for a
@@ -130,6 +162,7 @@ pub(super) fn delete_opts_from(query: Option<&Ctx>, body: &Value) -> ApiResult<D
         propagation,
         uid: body.get("preconditions").and_then(|v| v.get("uid")).and_then(Value::as_str).map(String::from),
         resource_version: body.get("preconditions").and_then(|v| v.get("resourceVersion")).and_then(Value::as_str).map(String::from),
+        admission: None,
     })
 }
 

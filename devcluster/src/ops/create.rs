@@ -7,6 +7,7 @@ use crate::cluster::Cluster;
 use crate::registry::ResourceInfo;
 use crate::status::{ApiError, ApiResult};
 use crate::store::{Write, Written};
+use crate::webhook::{self, Attributes, Operation};
 use crate::{builtin, crd, validate};
 
 /// Create `body` in namespace `ns` ("" for cluster-scoped resources).
@@ -37,6 +38,22 @@ pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value,
     }
     if !info.is_events_v1() {
         warnings = prune_unknown(info, &mut body, opts.validation)?;
+    }
+    // the name the request names: "" when the server is to generate it
+    let request_name = crate::registry::name_of(&body).to_string();
+    if let Some(ctx) = &opts.admission {
+        let attrs = Attributes::new(info, ns, &request_name, "", Operation::Create, ctx);
+        // a real server defaults a custom resource as it decodes it, before admission
+        if let Some(schema) = &info.schema {
+            schema.apply_defaults(&mut body);
+        }
+        warnings.extend(webhook::mutate(cluster, &attrs, &mut body, None)?);
+        // what a webhook added that the kind does not know is dropped, as on a real server (an
+        // events.k8s.io/v1 Event is in the stored core shape by now)
+        if !info.is_events_v1() {
+            check_type(info, &mut body)?;
+            prune_unknown(info, &mut body, super::Validation::Ignore)?;
+        }
     }
     {
         let meta = meta_mut(&mut body);
@@ -106,6 +123,10 @@ pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value,
     super::record_update(info, &mut body, None, opts.manager.as_deref(), None);
     let body = super::normalize_order(body);
     let name = crate::registry::name_of(&body).to_string();
+    if let Some(ctx) = &opts.admission {
+        let attrs = Attributes::new(info, ns, &request_name, "", Operation::Create, ctx);
+        warnings.extend(webhook::validate(cluster, &attrs, Some(&body), None)?);
+    }
     if opts.dry_run {
         let mut body = body;
         if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {

@@ -11,6 +11,7 @@ use crate::registry::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult, Cause, success_status};
 use crate::store::{Write, Written};
+use crate::webhook::{self, Attributes, Operation};
 
 /// `propagationPolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +56,9 @@ pub struct DeleteOpts {
     pub uid: Option<String>,
     /// `preconditions.resourceVersion`.
     pub resource_version: Option<String>,
+    /// A client's request, which admission webhooks are called for (none for the dev
+    /// cluster's own deletes).
+    pub admission: Option<crate::webhook::Context>,
 }
 
 /// Delete one object.
@@ -64,10 +68,16 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
     }
     let table = cluster.table(info);
     let label = info.kind_label();
+    let mut warnings = Vec::new();
     let (written, dry) = table.write(ns, name, |cur| {
         let Some(cur) = cur else { return Err(ApiError::not_found(info, name)) };
         let old = &cur.value;
         check_preconditions(info, &label, name, old, opts)?;
+        if let Some(ctx) = &opts.admission {
+            let attrs = Attributes::new(info, ns, name, "", Operation::Delete, ctx);
+            warnings = webhook::mutate(cluster, &attrs, &mut Value::Null, Some(old))?;
+            warnings.extend(webhook::validate(cluster, &attrs, None, Some(old))?);
+        }
         let uid = old.get("metadata").and_then(|v| v.get("uid")).and_then(Value::as_str).unwrap_or("");
         let mut fins = finalizers(old);
         let policy = opts.propagation.unwrap_or(if info.plural == "jobs" { Propagation::Orphan } else { Propagation::Background });
@@ -149,7 +159,7 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
     if info.builtin && matches!((info.plural.as_str(), name), ("serviceaccounts", "default") | ("configmaps", "kube-root-ca.crt")) {
         cluster.refurnish_namespace(ns);
     }
-    Ok(Reply { code: 200, body, warnings: Vec::new() })
+    Ok(Reply { code: 200, body, warnings })
 }
 
 /// The uid and resourceVersion preconditions of a delete (409 with the real wording).

@@ -63,6 +63,9 @@ pub struct WriteOpts {
     pub force: bool,
     /// Whether `fieldManager` was given explicitly (apply requires it).
     pub manager_explicit: bool,
+    /// A client's request, which admission webhooks are called for (none for the dev
+    /// cluster's own writes).
+    pub admission: Option<crate::webhook::Context>,
 }
 
 /// A write's answer.

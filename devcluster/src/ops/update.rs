@@ -10,6 +10,7 @@ use crate::patch::{self, Format};
 use crate::registry::ResourceInfo;
 use crate::status::{ApiError, ApiResult, Cause};
 use crate::store::{Write, Written};
+use crate::webhook::{self, Attributes, Operation};
 use crate::{apply, builtin, crd};
 
 /// Which endpoint a write goes to.
@@ -156,9 +157,29 @@ fn commit_with(
         if !(info.is_events_v1() && wanted["apiVersion"] == "v1") {
             check_type(info, &mut wanted)?;
         }
+        // a scale write's object is not the Scale a webhook would expect: not sent
+        let admission = opts.admission.as_ref().filter(|_| sub != Subresource::Scale);
+        let sub_name = sub.field_manager_name().unwrap_or("");
+        let mut hook_warnings = Vec::new();
+        if let Some(ctx) = admission {
+            let attrs = Attributes::new(info, ns, name, sub_name, Operation::Update, ctx);
+            // a real server defaults a custom resource as it decodes it, before admission
+            if let Some(schema) = &info.schema {
+                schema.apply_defaults(&mut wanted);
+            }
+            hook_warnings = webhook::mutate(cluster, &attrs, &mut wanted, Some(old))?;
+            if !(info.is_events_v1() && wanted["apiVersion"] == "v1") {
+                check_type(info, &mut wanted)?;
+            }
+        }
         let applied_fields = apply_mode.then(|| wanted.get("metadata").and_then(|v| v.get("managedFields")).cloned()).flatten();
         let (mut new, w) = reconcile(info, ns, name, sub, old, wanted, opts)?;
+        if let Some(ctx) = admission {
+            let attrs = Attributes::new(info, ns, name, sub_name, Operation::Update, ctx);
+            hook_warnings.extend(webhook::validate(cluster, &attrs, Some(&new), Some(old))?);
+        }
         warnings = w;
+        warnings.extend(hook_warnings);
         if let Some(mf) = applied_fields {
             meta_mut(&mut new).insert("managedFields".into(), mf);
             if same_content(&new, old) && same_fields(&new, old) {
