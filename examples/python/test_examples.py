@@ -158,6 +158,34 @@ def indices_16(cluster, runner):
     cluster.wait_until("the index drops the pod", lambda: running_pods(cluster) == [])
 
 
+def kex(name: str, field: str, labels: str = "") -> str:
+    return (f"apiVersion: kopf.dev/v1\nkind: KopfExample\nmetadata:\n  name: {name}\n  namespace: default\n"
+            f"  labels: {{{labels}}}\nspec:\n  field: {field}\n")
+
+
+def admission_17(cluster, runner):
+    runner.wait_for("MutatingWebhookConfiguration 'auto.bosun.dev' is created: 1 webhook(s).")
+
+    def apply(yaml: str, *extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["kubectl", f"--kubeconfig={cluster.kubeconfig}", "apply", "-f", "-", *extra], input=yaml,
+                              text=True, capture_output=True, timeout=60)
+
+    denied = apply(kex("wrong-1", "wrong"))
+    assert denied.returncode != 0, denied.stdout
+    assert ('admission webhook "validate1.auto.bosun.dev" denied the request: '
+            "Meh! I don't like it. Change the field.") in denied.stderr, denied.stderr
+    runner.wait_for("[default/wrong-1] Handler 'validate1' denied the CREATE request: Meh! I don't like it. Change the field.")
+    lazy = apply(kex("lazy-1", "not-allowed"))
+    assert lazy.returncode != 0 and "denied the request: I'm too lazy anyway. Go away!" in lazy.stderr, lazy.stderr
+    dry = apply(kex("dry-1", "wrong"), "--dry-run=server")
+    assert dry.returncode == 0, dry.stderr
+    assert cluster("get", "kex", "dry-1", check=False).returncode != 0, "a dry run stores nothing"
+    good = apply(kex("good-1", "value", "somelabel: somevalue"))
+    assert good.returncode == 0, good.stderr
+    assert "Warning: Accessing as user:" in good.stderr, good.stderr
+    assert cluster.get("kex", "good-1")["spec"]["injected"] == 123
+
+
 def daemons_14(cluster, runner):
     runner.wait_for(f"{OBJECT} => Ping from a sync daemon: field='value', retry=3")
     runner.wait_for(f"{OBJECT} => Ping from an async daemon: field='value'")
@@ -192,6 +220,7 @@ CASES = [
     Case("14-daemons", then=daemons_14, lines=["Simulated failure."]),
     Case("15-timers", lines=[f"{OBJECT} Ping from a sync timer: field='value'", f"{OBJECT} Ping from an async timer: field='value'"]),
     Case("16-indexing", then=indices_16, env={"INDEXING_INTERVAL_SECONDS": "0.5"}),
+    Case("17-admission", create_object=False, then=admission_17),
     Case("99-all-at-once", succeeded=["create_1", "create_2", "create_pod"], deletes=["delete"], tracebacks=True,
          lines=["Starting retried...", "This pod is special for us."], then=update_99, at_exit=["Cleaning up in 3s..."]),
 ]

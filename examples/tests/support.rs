@@ -25,6 +25,7 @@ pub fn binary(name: &str) -> PathBuf {
         "builtins" => env!("CARGO_BIN_EXE_builtins"),
         "filtering" => env!("CARGO_BIN_EXE_filtering"),
         "indexing" => env!("CARGO_BIN_EXE_indexing"),
+        "admission" => env!("CARGO_BIN_EXE_admission"),
         other => panic!("no example binary {other}"),
     })
 }
@@ -135,6 +136,30 @@ impl Run {
     pub async fn restart_server(&mut self, example: &str, env: &[(&str, &str)]) {
         self._child.kill().await.unwrap();
         self._child = spawn_server(example, self.port, self._kubeconfig.path(), env);
+    }
+
+    /// Kills the handler server, and leaves it down.
+    pub async fn stop_server(&mut self) {
+        self._child.kill().await.unwrap();
+    }
+
+    /// Replaces the controller by one with `settings` (the handler server's address is
+    /// filled in): the new one starts, then the old one stops.
+    pub async fn replace_controller(&mut self, settings: Settings) {
+        let settings = Settings { handlers: vec![format!("http://127.0.0.1:{}", self.port)], ..settings };
+        let old = std::mem::replace(&mut self.controller, Controller::start(self.client.clone(), settings));
+        old.stop().await;
+    }
+
+    /// Stops the controller, then runs `check` on the cluster that stays.
+    pub async fn stop_controller_then<F: std::future::Future<Output = ()>>(self, check: impl FnOnce(kube::Client) -> F) {
+        self.controller.stop().await;
+        check(self.client.clone()).await;
+    }
+
+    /// The dev cluster's kubeconfig, for `kubectl`.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self._kubeconfig.path().join("kubeconfig")
     }
 
     /// Stops the controller and starts a new one (a restart: objects are resumed).
