@@ -441,6 +441,17 @@ async fn kubectl_prints_the_webhooks_denial() {
             "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
             "sideEffects": "None", "admissionReviewVersions": ["v1"]}]})
     .to_string();
+    // A webhook that never answers within its 1 s (secrets), and one with unknown side
+    // effects, which a dry run may not call (service accounts).
+    let core = |resource: &str| json!([{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": [resource]}]);
+    let hanging = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "hanging"}, "webhooks": [wh.hook("slow.example.com", "/slow", core("secrets"), json!({"timeoutSeconds": 1}))]})
+    .to_string();
+    let effects = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "effects"},
+        "webhooks": [wh.hook("effects.example.com", "/allow", core("serviceaccounts"), json!({"sideEffects": "Unknown"}))]})
+    .to_string();
+    let slow_url = format!("{}/slow?timeout=1s", wh.url);
     support::with_kubectl(move |kc| {
         support::kubectl_ok(kc, &["apply", "-f", "-"], Some(CRD));
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -471,6 +482,25 @@ async fn kubectl_prints_the_webhooks_denial() {
             )
         );
         println!("kubectl unreachable webhook output: {out}");
+
+        support::kubectl_ok(kc, &["apply", "-f", "-"], Some(&hanging));
+        let (ok, out) = support::kubectl(kc, &["create", "secret", "generic", "s", "--from-literal=a=b"], None);
+        assert!(!ok);
+        assert_eq!(
+            out.trim(),
+            format!(
+                "error: failed to create secret Internal error occurred: failed calling webhook \"slow.example.com\": failed to call webhook: Post \"{slow_url}\": context deadline exceeded"
+            )
+        );
+        println!("kubectl timed-out webhook output: {out}");
+
+        support::kubectl_ok(kc, &["apply", "-f", "-"], Some(&effects));
+        let (ok, out) = support::kubectl(kc, &["create", "serviceaccount", "sa", "--dry-run=server"], None);
+        assert!(!ok);
+        assert!(out.contains(r#"admission webhook "effects.example.com" does not support dry run"#), "{out}");
+        println!("kubectl dry run, side effects Unknown: {out}");
+        // Without the dry run it is called, and allows.
+        support::kubectl_ok(kc, &["create", "serviceaccount", "sa"], None);
     })
     .await;
 }

@@ -133,6 +133,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
             _ = &mut shutdown => return Ok(()),
         };
         started.apply(&handlers).await;
+        warn_of_own_cas(&settings, &log);
         admission = Some(started);
     }
     let mut served = Served {
@@ -192,7 +193,10 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
                         match Admission::start(s.cluster.clone(), settings.admission.clone(), clients.clone(), log.clone(), stop_rx.clone())
                             .await
                         {
-                            Ok(started) => admission = Some(started),
+                            Ok(started) => {
+                                warn_of_own_cas(&settings, &log);
+                                admission = Some(started);
+                            }
                             Err(e) => log.error(None, &format!("The admission handlers are not served: {e}")),
                         }
                     }
@@ -221,6 +225,18 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     activities::cleanup(&cleanups.iter().collect::<Vec<_>>(), &clients, &log).await;
     log.info(None, "The controller has stopped.");
     Ok(())
+}
+
+/// Replicas that share objects run side by side: each would make a CA of its own for the
+/// admission webhooks and publish it over the others' in the same configurations.
+fn warn_of_own_cas(settings: &Settings, log: &Logger) {
+    let shared = !matches!(settings.replicas, Replicas::Each);
+    if shared && settings.admission.manage && settings.admission.certificate == crate::engines::webhooks::Certificate::SelfSigned {
+        log.warn(
+            None,
+            "Each replica makes a CA of its own for the admission webhooks, and they overwrite each other's caBundle: with more than one replica give --admission-cert and --admission-key (cert-manager's Secret).",
+        );
+    }
 }
 
 /// Where peering objects are: one per namespace when only plain namespaces are served (Kopf's
