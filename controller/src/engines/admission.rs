@@ -165,7 +165,9 @@ pub struct Admission {
     ca_bundle: watch::Receiver<String>,
     servers: Servers,
     log: Logger,
-    resolved: tokio::sync::Mutex<Vec<Resolved>>,
+    /// Held while the configurations are written: a registry change and a certificate
+    /// rotation write one after the other, each from the reviewer in service then.
+    configuring: tokio::sync::Mutex<()>,
 }
 
 impl Admission {
@@ -204,7 +206,7 @@ impl Admission {
             ca_bundle: ca_bundle.clone(),
             servers,
             log,
-            resolved: Default::default(),
+            configuring: Default::default(),
         });
         if admission.setup.manage {
             let again = admission.clone();
@@ -237,8 +239,7 @@ impl Admission {
                 Err(e) => self.log.error(None, &format!("Handler '{}' gets no webhook: its resource cannot be resolved: {e}", h.id)),
             }
         }
-        self.reviewers.replace(Reviewer::new(resolved.clone(), self.servers.clone(), self.log.clone()));
-        *self.resolved.lock().await = resolved;
+        self.reviewers.replace(Reviewer::new(resolved, self.servers.clone(), self.log.clone()));
         if self.setup.manage {
             self.configure().await;
         }
@@ -246,9 +247,10 @@ impl Admission {
 
     /// Creates, patches or removes both configurations to match the handlers served.
     async fn configure(&self) {
-        let resolved = self.resolved.lock().await;
+        let _one_at_a_time = self.configuring.lock().await;
+        let reviewer = self.reviewers.0.read().clone();
         let handlers: Vec<(&Handler, (&str, &str, &str))> =
-            resolved.iter().map(|(h, (g, v, p))| (h, (g.as_str(), v.as_str(), p.as_str()))).collect();
+            reviewer.handlers.iter().map(|(h, (g, v, p))| (h, (g.as_str(), v.as_str(), p.as_str()))).collect();
         let ca_bundle = self.ca_bundle.borrow().clone();
         let name = &self.setup.configuration;
         for mutating in [false, true] {

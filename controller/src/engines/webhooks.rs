@@ -7,7 +7,7 @@
 //! chain) is what the webhook configurations carry as `caBundle`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -113,6 +113,26 @@ impl ResolvesServerCert for Current {
 /// The bytes of the certificate, key and CA files.
 type Read = (Vec<u8>, Vec<u8>, Vec<u8>);
 
+/// The certificate, key and CA files' bytes (the certificate's again for the CA without a
+/// CA file).
+fn read(cert: &Path, key: &Path, ca: Option<&Path>) -> Result<Read, String> {
+    let read = |p: &Path| std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()));
+    let cert = read(cert)?;
+    let key = read(key)?;
+    let ca = match ca {
+        Some(ca) => read(ca)?,
+        None => cert.clone(),
+    };
+    Ok((cert, key, ca))
+}
+
+/// The certificate to serve and the `caBundle` of what was read, or why they are not valid.
+fn parse(read: &Read) -> Result<(CertifiedKey, String), String> {
+    let certified = certified(&read.0, &read.1)?;
+    let ca = String::from_utf8(read.2.clone()).map_err(|_| "the CA is not PEM text".to_string())?;
+    Ok((certified, ca))
+}
+
 /// Certificate files, and what was read from them last.
 pub struct Files {
     cert: PathBuf,
@@ -125,27 +145,15 @@ pub struct Files {
 }
 
 impl Files {
-    fn read(&self) -> Result<Read, String> {
-        let read = |p: &PathBuf| std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()));
-        let cert = read(&self.cert)?;
-        let key = read(&self.key)?;
-        let ca = match &self.ca {
-            Some(ca) => read(ca)?,
-            None => cert.clone(),
-        };
-        Ok((cert, key, ca))
-    }
-
     /// Reads the files again; serves the new certificate if they changed and are valid.
     /// `Ok(true)` when it changed; an error (the old certificate stays) when they are not
     /// valid now.
     pub fn check(&mut self) -> Result<bool, String> {
-        let read = self.read()?;
+        let read = read(&self.cert, &self.key, self.ca.as_deref())?;
         if read == self.last {
             return Ok(false);
         }
-        let certified = certified(&read.0, &read.1)?;
-        let ca = String::from_utf8(read.2.clone()).map_err(|_| "the CA is not PEM text".to_string())?;
+        let (certified, ca) = parse(&read)?;
         *self.current.0.write() = Arc::new(certified);
         self.ca_bundle.send_replace(ca);
         self.last = read;
@@ -201,27 +209,22 @@ pub fn load(certificate: &Certificate, service: Option<(&str, &str)>, more_names
             Ok(Loaded { acceptor: acceptor(current), ca_bundle, files: None })
         }
         Certificate::Files { cert, key, ca } => {
-            let (ca_bundle, _) = watch::channel(String::new());
-            // A placeholder until the first check, which must succeed.
-            let placeholder = certified_placeholder().map_err(Error::Certificate)?;
-            let current = Arc::new(Current(RwLock::new(Arc::new(placeholder))));
-            let mut files = Files {
+            let first = |e: String| Error::Certificate(format!("{}: {e}", cert.display()));
+            let last = read(cert, key, ca.as_deref()).map_err(first)?;
+            let (certified, bundle) = parse(&last).map_err(first)?;
+            let current = Arc::new(Current(RwLock::new(Arc::new(certified))));
+            let (ca_bundle, _) = watch::channel(bundle);
+            let files = Files {
                 cert: cert.clone(),
                 key: key.clone(),
                 ca: ca.clone(),
-                last: Default::default(),
+                last,
                 current: current.clone(),
                 ca_bundle: ca_bundle.clone(),
             };
-            files.check().map_err(|e| Error::Certificate(format!("{}: {e}", cert.display())))?;
             Ok(Loaded { acceptor: acceptor(current), ca_bundle, files: Some(files) })
         }
     }
-}
-
-fn certified_placeholder() -> Result<CertifiedKey, String> {
-    let tls = Tls::generate_for("bosun-placeholder", "bosun-placeholder", &["localhost".into()]).map_err(|e| e.to_string())?;
-    certified(tls.cert_pem().as_bytes(), tls.key_pem().as_bytes())
 }
 
 /// A certificate ready to serve.

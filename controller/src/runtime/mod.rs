@@ -127,13 +127,11 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     // registered, or from the start with an explicit listen address.
     let mut admission = None;
     if settings.admission.listen.is_some() || handlers.iter().any(Handler::is_admission) {
-        let started = Admission::start(cluster.clone(), settings.admission.clone(), clients.clone(), log.clone(), stop_rx.clone());
         let started = tokio::select! {
-            a = started => a?,
+            a = start_admission(&cluster, &settings, &clients, &log, &stop_rx) => a?,
             _ = &mut shutdown => return Ok(()),
         };
         started.apply(&handlers).await;
-        warn_of_own_cas(&settings, &log);
         admission = Some(started);
     }
     let mut served = Served {
@@ -189,14 +187,8 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
                     (handlers, described) = (built, next);
                     served.apply(handlers.clone(), &described, reindex).await;
                     if admission.is_none() && handlers.iter().any(Handler::is_admission) {
-                        let s = &served.shared;
-                        match Admission::start(s.cluster.clone(), settings.admission.clone(), clients.clone(), log.clone(), stop_rx.clone())
-                            .await
-                        {
-                            Ok(started) => {
-                                warn_of_own_cas(&settings, &log);
-                                admission = Some(started);
-                            }
+                        match start_admission(&served.shared.cluster, &settings, &clients, &log, &stop_rx).await {
+                            Ok(started) => admission = Some(started),
                             Err(e) => log.error(None, &format!("The admission handlers are not served: {e}")),
                         }
                     }
@@ -227,9 +219,17 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
     Ok(())
 }
 
-/// Replicas that share objects run side by side: each would make a CA of its own for the
-/// admission webhooks and publish it over the others' in the same configurations.
-fn warn_of_own_cas(settings: &Settings, log: &Logger) {
+/// Starts serving the admission webhooks. Replicas that share objects run side by side: with
+/// a self-signed certificate each would make a CA of its own and publish it over the others'
+/// in the same configurations, which is said.
+async fn start_admission(
+    cluster: &Cluster,
+    settings: &Settings,
+    servers: &Servers,
+    log: &Logger,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> Result<Arc<Admission>, crate::engines::webhooks::Error> {
+    let started = Admission::start(cluster.clone(), settings.admission.clone(), servers.clone(), log.clone(), stop.clone()).await?;
     let shared = !matches!(settings.replicas, Replicas::Each);
     if shared && settings.admission.manage && settings.admission.certificate == crate::engines::webhooks::Certificate::SelfSigned {
         log.warn(
@@ -237,6 +237,7 @@ fn warn_of_own_cas(settings: &Settings, log: &Logger) {
             "Each replica makes a CA of its own for the admission webhooks, and they overwrite each other's caBundle: with more than one replica give --admission-cert and --admission-key (cert-manager's Secret).",
         );
     }
+    Ok(started)
 }
 
 /// Where peering objects are: one per namespace when only plain namespaces are served (Kopf's
