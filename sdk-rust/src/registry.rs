@@ -146,6 +146,7 @@ impl Handler {
             timer: self.timer,
             daemon: self.daemon,
             admission: self.admission.clone(),
+            key: String::new(),
         }
     }
 }
@@ -200,6 +201,7 @@ impl Registry {
             handlers: self.handlers.iter().map(Handler::spec).collect(),
             server_name: self.server_name.clone(),
             resources: self.resources.clone(),
+            finishes_parents: false,
         }
     }
 }

@@ -422,7 +422,11 @@ async fn admission_handlers_allow_deny_and_mutate() {
         let (object, old) = if operation == "DELETE" { (Value::Null, object) } else { (object, Value::Null) };
         json!({"operation": operation, "object": object, "oldObject": old})
     };
-    let admit = |id: &str, review: Value| pb::AdmitRequest { handler_id: id.into(), request: serde_json::to_vec(&review).unwrap() };
+    let admit = |id: &str, review: Value| pb::AdmitRequest {
+        handler_id: id.into(),
+        request: serde_json::to_vec(&review).unwrap(),
+        ..Default::default()
+    };
 
     let table = [
         ("check_field", review("CREATE", "value"), true, "", Value::Null),

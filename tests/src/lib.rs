@@ -170,6 +170,7 @@ impl HandlerServer for Scripted {
             handlers: self.specs.clone(),
             server_name: "scripted".into(),
             resources: self.resources.clone(),
+            finishes_parents: false,
         }))
     }
 
@@ -219,6 +220,7 @@ impl HandlerServer for Scripted {
             delay_seconds: a.delay_seconds,
             result: a.result,
             logs: a.logs,
+            settings: None,
         }))
     }
 

@@ -59,7 +59,11 @@ impl Reviewer {
             return Ok(decide::respond(review, &req, &[]));
         }
         let obj = req.object.as_ref().map(object::object_ref);
-        let call = pb::AdmitRequest { handler_id: h.id.clone(), request: serde_json::to_vec(&review["request"]).unwrap_or_default() };
+        let call = pb::AdmitRequest {
+            handler_id: h.id.clone(),
+            request: serde_json::to_vec(&review["request"]).unwrap_or_default(),
+            handler_key: String::new(),
+        };
         let answer = match self.servers[h.server].admit(call, decide::call_deadline(h)).await {
             Ok(said) => {
                 if said.allowed {

@@ -27,7 +27,8 @@ impl Probes {
     async fn run(&self) -> Result<Value, ProbeFailed> {
         let mut out = Map::new();
         for h in &self.handlers {
-            let req = pb::ActivityRequest { handler_id: h.id.clone(), kind: pb::HandlerKind::Probe as i32, retry: 0 };
+            let req =
+                pb::ActivityRequest { handler_id: h.id.clone(), kind: pb::HandlerKind::Probe as i32, retry: 0, handler_key: String::new() };
             let answer = self.servers[h.server].activity(req, h.call_timeout.min(Duration::from_secs(30))).await;
             match answer {
                 Ok(a) if a.outcome == pb::Outcome::Success as i32 => {

@@ -235,6 +235,8 @@ impl ResourceContext {
                 .and_then(|p| inv.id.strip_prefix(p))
                 .map(|c| c.trim_start_matches('/').to_string())
                 .unwrap_or_default(),
+            handler_key: String::new(),
+            finished_subhandlers: Vec::new(),
         };
         let server = &self.servers[h.server];
         let result = server.handle(req, h.call_timeout).await;

@@ -52,7 +52,14 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
         let body = latest.borrow().0.clone();
         let obj = object_ref(&body);
         let memo = ctx.memos.lock().get(object::meta_str(&body, "uid")).cloned().unwrap_or_default();
-        let req = pb::DaemonRequest { handler_id: h.id.clone(), resource: Some(ctx.pb_resource()), object: to_json(&body), retry, memo };
+        let req = pb::DaemonRequest {
+            handler_id: h.id.clone(),
+            resource: Some(ctx.pb_resource()),
+            object: to_json(&body),
+            retry,
+            memo,
+            handler_key: String::new(),
+        };
         ctx.log.debug(Some(&obj), &format!("Daemon '{}' is starting.", h.id));
         // Each run of the daemon is a span (`daemon watch_fn`, the object): the call carries
         // it to the handler server, and the writes of its messages are its children.
