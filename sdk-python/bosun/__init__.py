@@ -19,11 +19,14 @@ from ._helpers import (adjust_namespace, adopt, append_owner_reference, event, e
 from ._kwargs import DaemonStopped, DiffItem, Memo, Patch
 from ._index import Index, Store
 from ._kwargs import Annotations, Body, Labels, Meta, Spec, Status
-from ._registry import ABSENT, PRESENT, Registry, default_registry, owns
+from ._registry import (ABSENT, PRESENT, OperatorRegistry, Registry, default_registry, get_default_registry, owns,
+                        set_default_registry)
+from ._login import (ConnectionInfo, LoginError, login_via_async_client, login_via_client, login_via_pykube,
+                     login_with_kubeconfig, login_with_service_account)
 from ._embedded import configure, operator, run
 from ._server import serve, serve_forever
 from ._subhandlers import execute, subhandler
-from .on import daemon, index, timer
+from .on import daemon, index, register, timer
 
 
 def __getattr__(name: str) -> str:
@@ -46,4 +49,7 @@ __all__ = [
     "PRESENT", "ABSENT", "Memo", "Patch", "DiffItem", "DaemonStopped", "Registry", "default_registry",
     "adopt", "label", "harmonize_naming", "append_owner_reference", "remove_owner_reference", "adjust_namespace",
     "own", "owns", "info", "warn", "exception", "event", "serve", "serve_forever", "operator", "run", "configure",
+    "OperatorRegistry", "get_default_registry", "set_default_registry", "register", "ConnectionInfo", "LoginError",
+    "login_via_client", "login_via_async_client", "login_via_pykube", "login_with_kubeconfig",
+    "login_with_service_account",
 ]

@@ -13,7 +13,8 @@ import os
 import sys
 from typing import List, Optional
 
-from ._registry import default_registry
+from ._login import LoginError
+from ._registry import get_default_registry
 from ._server import serve
 
 
@@ -52,13 +53,16 @@ def main(argv: Optional[List[str]] = None) -> None:
             stream.reconfigure(line_buffering=True)
         except (AttributeError, ValueError):
             pass
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s")
+    # --verbose is for this server's and the handlers' lines, not for grpc's own debug chatter.
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    if args.verbose:
+        logging.getLogger("bosun").setLevel(logging.DEBUG)
     if not args.paths and not args.module:
         parser.error("give a handler file or -m MODULE")
     load(args.paths, args.module)
     try:
-        asyncio.run(serve(default_registry, args.listen))
-    except (RuntimeError, ValueError, OSError) as e:
+        asyncio.run(serve(get_default_registry(), args.listen))
+    except (RuntimeError, ValueError, OSError, LoginError) as e:
         raise SystemExit(f"bosun: {e}") from None
 
 

@@ -8,18 +8,34 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 
 class Call:
     """One handler call. `emit` sends a message of the contract (a LogLine, an Event, an
     OwnedObject) to wherever this call's answer goes."""
 
-    def __init__(self, body: Dict[str, Any], emit: Callable[[str, Any], None]):
+    def __init__(self, body: Dict[str, Any], emit: Callable[[str, Any], None], kwargs: Optional[Dict[str, Any]] = None,
+                 finished: Iterable[str] = (), rebuilding: bool = False):
         self.body = body
         self.emit = emit
+        #: The handler's kwargs (for the filters of the sub-handlers it declares).
+        self.kwargs: Dict[str, Any] = kwargs if kwargs is not None else {}
         #: Sub-handlers declared during this call, in order: id → (fn, options).
         self.subhandlers: Dict[str, "SubhandlerDecl"] = {}
+        #: The sub-handlers the controller says are finished: `execute()` returns once every
+        #: declared one is among them.
+        self.finished: Set[str] = set(finished)
+        #: The parent is only re-entered for its sub-handlers' closures: `execute()` ends it.
+        self.rebuilding = rebuilding
+        #: `execute()` was called (else it runs when the handler returns, as in Kopf).
+        self.executed = False
+
+    def matches(self, **filters: Any) -> bool:
+        """Whether Kopf's filters of a sub-handler hold for this call."""
+        from ._matching import matches
+
+        return matches(self.kwargs, self.body, **filters)
 
 
 class SubhandlerDecl:
@@ -34,10 +50,11 @@ current: contextvars.ContextVar[Optional[Call]] = contextvars.ContextVar("bosun_
 
 
 @contextlib.contextmanager
-def calling(body: Dict[str, Any], emit: Callable[[str, Any], None]) -> Iterator[Call]:
+def calling(body: Dict[str, Any], emit: Callable[[str, Any], None], **options: Any) -> Iterator[Call]:
     """The handler call in progress while the block runs (what `bosun.info`, `own`,
-    `subhandler`… act on), also in the threads sync handlers run in."""
-    call = Call(body, emit)
+    `subhandler`… act on), also in the threads sync handlers run in; `options` are `Call`'s
+    other arguments."""
+    call = Call(body, emit, **options)
     token = current.set(call)
     try:
         yield call

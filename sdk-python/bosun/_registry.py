@@ -104,6 +104,8 @@ class Handler:
     subresources: Tuple[str, ...] = ()
     side_effects: bool = False
     fail_closed: bool = True
+    #: The registration's own name in its registry, sent back by the controller with each call.
+    key: str = ""
 
     @property
     def local_checks(self) -> List[Tuple[str, Any]]:
@@ -126,30 +128,53 @@ class Handler:
 
 
 class Registry:
-    """All handlers of this handler server, in registration order."""
+    """All handlers of this handler server, in registration order (Kopf's `OperatorRegistry`).
+
+    Handlers are keyed as Kopf keys them: one id may serve several causes (`@on.create` and
+    `@on.update` stacked on one function are both `fn`) and several resources. Each
+    registration gets a `key` of its own, which the controller sends back with every call
+    (`handler_key`), so calls reach the right function. A second registration of the same kind,
+    resource and id (a function defined again under the same name, as docs snippets do) is
+    kept out: in Kopf the first one is the one that runs."""
 
     def __init__(self) -> None:
         self.handlers: List[Handler] = []
-        self._by_id: Dict[str, Handler] = {}
+        self._by_key: Dict[str, Handler] = {}
         #: Resource → the kinds its handlers create as owned children (`owns`).
         self.owned: Dict[Selector, List[Selector]] = {}
 
     def add(self, handler: Handler) -> Handler:
-        if handler.id in self._by_id:
-            raise ValueError(f"a handler with id {handler.id!r} is registered already: give one of them id='…'")
+        """Registers `handler` and returns it; an equal registration already there (same kind,
+        resource and id) is returned instead, as only the first one would run in Kopf."""
+        for known in self.handlers:
+            if (known.kind, known.selector, known.id) == (handler.kind, handler.selector, handler.id):
+                return known
+        handler.key = str(len(self.handlers))
         self.handlers.append(handler)
-        self._by_id[handler.id] = handler
+        self._by_key[handler.key] = handler
         return handler
 
+    def find(self, key: str, handler_id: str, kinds: Tuple[str, ...] = ()) -> Optional[Handler]:
+        """The handler a call names: by its key, else (a controller that sends no key) the
+        first of that id, of one of `kinds` when given."""
+        if key:
+            handler = self._by_key.get(key)
+            return handler if handler is not None and handler.id == handler_id else None
+        for handler in self.handlers:
+            if handler.id == handler_id and (not kinds or handler.kind in kinds):
+                return handler
+        return None
+
     def get(self, handler_id: str) -> Optional[Handler]:
-        return self._by_id.get(handler_id)
+        """The first handler of this id."""
+        return self.find("", handler_id)
 
     def __len__(self) -> int:
         return len(self.handlers)
 
     def clear(self) -> None:
         self.handlers.clear()
-        self._by_id.clear()
+        self._by_key.clear()
         self.owned.clear()
 
     def owns(self, resource: Selector, kinds: List[Selector]) -> None:
@@ -164,22 +189,49 @@ class Registry:
         return [pb.ResourceSettings(resource=selector(r), owns=[selector(k) for k in kinds])
                 for r, kinds in self.owned.items()]
 
-    def route(self, parent_id: str) -> Optional[Tuple[Handler, List[str]]]:
-        """The top-level handler a sub-handler's `parent_id` starts with, and the chain of
-        sub-handler ids below it (`fn/spec.x/a/b` → handler `fn/spec.x`, chain `[a, b]`)."""
-        if parent_id in self._by_id:
-            return self._by_id[parent_id], []
-        best = None
-        for handler_id in self._by_id:
-            if parent_id.startswith(handler_id + "/") and (best is None or len(handler_id) > len(best)):
-                best = handler_id
+    def route(self, key: str, parent_id: str) -> Optional[Tuple[Handler, List[str]]]:
+        """The top-level handler of a sub-handler whose parent is `parent_id`, and the chain of
+        sub-handler ids below it (`fn/spec.x/a/b` → handler `fn/spec.x`, chain `[a, b]`). With
+        a key, the handler is the key's; without, the longest registered id `parent_id` starts
+        with."""
+        if key:
+            top = self._by_key.get(key)
+            if top is None:
+                return None
+            if parent_id == top.id:
+                return top, []
+            if parent_id.startswith(top.id + "/"):
+                return top, parent_id[len(top.id) + 1:].split("/")
+            return None
+        best: Optional[Handler] = None
+        for handler in self.handlers:
+            fits = parent_id == handler.id or parent_id.startswith(handler.id + "/")
+            if fits and (best is None or len(handler.id) > len(best.id)):
+                best = handler
         if best is None:
             return None
-        return self._by_id[best], parent_id[len(best) + 1:].split("/")
+        return best, ([] if parent_id == best.id else parent_id[len(best.id) + 1:].split("/"))
 
 
-#: The handlers registered by the decorators of `bosun.on`, `bosun.timer`, `bosun.daemon`.
-default_registry = Registry()
+#: Kopf's name of the registry class.
+OperatorRegistry = Registry
+
+_default = Registry()
+#: The registry the decorators fill when given none, as the SDK was imported (see
+#: `get_default_registry`, which follows `set_default_registry`).
+default_registry = _default
+
+
+def get_default_registry() -> Registry:
+    """The registry the decorators fill when given none (Kopf's `kopf.get_default_registry`)."""
+    return _default
+
+
+def set_default_registry(registry: Registry) -> None:
+    """Makes `registry` the one the decorators fill and the server serves by default (Kopf's
+    `kopf.set_default_registry`)."""
+    global _default
+    _default = registry
 
 
 def owns(resource: str, *kinds: str, registry: Optional[Registry] = None) -> None:
@@ -189,7 +241,7 @@ def owns(resource: str, *kinds: str, registry: Optional[Registry] = None) -> Non
     `bosun.owns('kopfexamples', 'v1/pods', 'deployments.apps')`."""
     if not kinds:
         raise TypeError("bosun.owns(resource, kind, ...): name at least one owned kind")
-    (registry if registry is not None else default_registry).owns(
+    (registry if registry is not None else get_default_registry()).owns(
         Selector.of((resource,)), [Selector.of((kind,)) for kind in kinds])
 
 
@@ -230,7 +282,7 @@ def options_spec(pb, retries=None, backoff=None, timeout=None, errors=None, opti
 
 def handler_spec(pb, handler: Handler):
     """The contract's HandlerSpec of one handler."""
-    spec = pb.HandlerSpec(id=handler.id, kind=_KINDS[handler.kind])
+    spec = pb.HandlerSpec(id=handler.id, kind=_KINDS[handler.kind], key=handler.key)
     if handler.selector is not None:
         spec.resource.CopyFrom(pb.ResourceSelector(group=handler.selector.group, version=handler.selector.version,
                                                    name=handler.selector.name))

@@ -19,9 +19,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from . import _context, _index, _kwargs, _tracing
+from . import _context, _index, _kwargs, _login, _matching, _settings, _tracing
 from ._errors import AdmissionError, PermanentError, TemporaryError
-from ._registry import Handler, Registry, default_registry, handler_spec, options_spec
+from ._registry import Handler, Registry, get_default_registry, handler_spec, options_spec
 from ._subhandlers import SubhandlersDeclared
 
 LISTEN_ENV = "BOSUN_LISTEN"
@@ -30,6 +30,11 @@ DEFAULT_LISTEN = "127.0.0.1:50051"
 log = logging.getLogger("bosun")
 
 _REASONS = {1: "create", 2: "update", 3: "delete", 4: "resume", 5: "event", 6: "timer", 7: "index"}
+#: The kinds of handler a reason may call (for a controller that sends no `handler_key`).
+_KINDS_OF_REASON = {1: ("create", "field"), 2: ("update", "field"), 3: ("delete", "resume"), 4: ("resume",),
+                    5: ("event",), 6: ("timer",), 7: ("index",)}
+#: Handlers the controller never calls: login runs in this server when it starts.
+_LOCAL_KINDS = ("login",)
 _DIFF_OPS = {1: "add", 2: "change", 3: "remove"}
 
 
@@ -95,17 +100,6 @@ def _resource(resource) -> Dict[str, Any]:
             "namespaced": resource.namespaced}
 
 
-def _value_at(body: Dict[str, Any], path: Optional[str]) -> Any:
-    node: Any = body
-    for key in (path or "").split("."):
-        if not key:
-            continue
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-    return node
-
-
 class Collector:
     """Collects what one Handle/Activity call sends back with its answer."""
 
@@ -154,12 +148,14 @@ def _event(pb, ev: Dict[str, Any]):
 class Servicer:
     """`bosun.v1.HandlerServer` for a registry of Python handlers."""
 
-    def __init__(self, registry: Registry, server_name: str = "", on_describe=None):
+    def __init__(self, registry: Registry, server_name: str = "", on_describe=None, memo: Any = None):
         self.registry = registry
         self.on_describe = on_describe
         self.server_name = server_name or f"python:{os.getpid()}@{socket.gethostname()}"
-        self.memos: Dict[str, _kwargs.Memo] = {}
-        self.operator_memo = _kwargs.Memo()
+        self.memos: Dict[str, Any] = {}
+        #: The operator's memo (Kopf's `memo=` of `kopf.operator()`, filled by startup
+        #: handlers): each object's memo starts as a shallow copy of it, as in Kopf.
+        self.operator_memo = memo if memo is not None else _kwargs.Memo()
         self.indices: Dict[str, _index.Index] = {h.id: _index.Index() for h in registry.handlers if h.kind == "index"}
         # Whether a controller described this server since it started: until then, a server
         # with indices has empty ones (it restarted and the controller has not noticed yet),
@@ -174,17 +170,22 @@ class Servicer:
         if self.on_describe is not None:
             self.on_describe()
         self.described = True
-        return pb.DescribeResponse(handlers=[handler_spec(pb, h) for h in self.registry.handlers],
-                                   server_name=self.server_name, resources=self.registry.resource_settings(pb))
+        return pb.DescribeResponse(handlers=[handler_spec(pb, h) for h in self.registry.handlers if h.kind not in _LOCAL_KINDS],
+                                   server_name=self.server_name, resources=self.registry.resource_settings(pb),
+                                   finishes_parents=True)
 
     # ---- Handle --------------------------------------------------------------------------
 
-    def _memo(self, uid: Optional[str]) -> _kwargs.Memo:
+    def _memo(self, uid: Optional[str]) -> Any:
+        """The object's memo: kept between its calls, a shallow copy of the operator's memo
+        at first."""
+        import copy
+
         if not uid:
-            return _kwargs.Memo()
+            return copy.copy(self.operator_memo)
         memo = self.memos.get(uid)
         if memo is None:
-            memo = self.memos[uid] = _kwargs.Memo()
+            memo = self.memos[uid] = copy.copy(self.operator_memo)
         return memo
 
     def _object_kwargs(self, request, body, collector: Collector, reason: str) -> Dict[str, Any]:
@@ -248,13 +249,13 @@ class Servicer:
         pb = _pb()
         handler_id = request.handler_id
         if request.parent_id:
-            routed = self.registry.route(request.parent_id)
+            routed = self.registry.route(request.handler_key, request.parent_id)
             if routed is None:
                 raise LookupError(f"no handler {request.parent_id!r} for the sub-handler {handler_id!r}")
             top, chain = routed
             chain = chain + [request.subhandler_id]
         else:
-            top, chain = self.registry.get(handler_id), []
+            top, chain = self.registry.find(request.handler_key, handler_id, _KINDS_OF_REASON.get(request.reason, ())), []
             if top is None:
                 known = ", ".join(h.id for h in self.registry.handlers) or "none"
                 response.outcome = pb.OUTCOME_UNEXPECTED_ERROR
@@ -285,17 +286,19 @@ class Servicer:
             if decl.param is not None:
                 kwargs["param"] = decl.param
 
-        with _context.calling(body, collector.emit) as call:
+        with _context.calling(body, collector.emit, kwargs=kwargs, finished=request.finished_subhandlers) as call:
             try:
                 result = await _kwargs.invoke(fn, kwargs)
+                # Kopf's implicit `execute()` when the handler returns: its sub-handlers first.
+                waiting = not set(call.subhandlers) <= call.finished
             except SubhandlersDeclared:
-                result = None
+                result, waiting = None, True
             except Exception as e:
                 _fail(pb, response, e)
                 self._patch(response, kwargs)  # a failed attempt's patch is applied too
                 return
         response.outcome = pb.OUTCOME_SUCCESS
-        if result is not None:
+        if result is not None and not waiting:  # a parent's result counts once its sub-handlers are done
             response.result = _dumps(result, "return value")
         self._patch(response, kwargs)
         for decl in call.subhandlers.values():
@@ -344,7 +347,7 @@ class Servicer:
     async def _rebuild(self, fn, kwargs, body) -> Dict[str, _context.SubhandlerDecl]:
         """Re-enters a parent with a throwaway answer to get its sub-handlers' closures."""
         scratch = dict(kwargs, patch=_kwargs.Patch(), logger=_context.object_logger(None, None, lambda *_: None))
-        with _context.calling(body, lambda *_: None) as call:
+        with _context.calling(body, lambda *_: None, kwargs=scratch, rebuilding=True) as call:
             try:
                 await _kwargs.invoke(fn, scratch)
             except SubhandlersDeclared:
@@ -353,21 +356,22 @@ class Servicer:
 
     @staticmethod
     def _check_local(handler: Handler, kwargs, body) -> Optional[str]:
-        """Evaluates the filters only Python can (callables); a reason to skip, or None."""
+        """Evaluates the filters only Python can (callables, which get the value positionally,
+        as in Kopf); a reason to skip, or None."""
         for name, check in handler.local_checks:
-            if name.startswith("labels."):
-                value = (kwargs["labels"] or {}).get(name[len("labels."):])
-            elif name.startswith("annotations."):
-                value = (kwargs["annotations"] or {}).get(name[len("annotations."):])
-            elif name == "value":
-                value = _value_at(body, handler.field)
-            elif name == "old":
-                value = kwargs.get("old")
-            elif name == "new":
-                value = kwargs.get("new")
+            if name == "when":
+                holds = bool(_kwargs.call_sync(check, kwargs))
             else:
-                value = None
-            if not _kwargs.call_sync(check, dict(kwargs, value=value)):
+                if name.startswith("labels.") or name.startswith("annotations."):
+                    section, key = name.split(".", 1)
+                    meta = kwargs.get(section) or {}
+                    value = meta[key] if key in meta else _matching.MISSING
+                elif name == "value":
+                    value = _matching.value_at(body, handler.field)
+                else:  # old, new
+                    value = kwargs.get(name)
+                holds = _matching.call_filter(check, value, kwargs)
+            if not holds:
                 return f"the {name} filter does not hold"
         return None
 
@@ -394,7 +398,7 @@ class Servicer:
             elif what == "event":
                 put(pb.DaemonMessage(event=_event(pb, item)))
 
-        handler = self.registry.get(request.handler_id)
+        handler = self.registry.find(request.handler_key, request.handler_id, ("daemon",))
         if handler is None:
             yield pb.DaemonMessage(exit=pb.DaemonExit(outcome=pb.OUTCOME_PERMANENT_ERROR,
                                                       message=f"this handler server has no daemon {request.handler_id!r}"))
@@ -461,20 +465,23 @@ class Servicer:
         pb = _pb()
         response = pb.ActivityResponse()
         collector = Collector()
-        handler = self.registry.get(request.handler_id)
+        handler = self.registry.find(request.handler_key, request.handler_id, ("startup", "cleanup", "probe"))
         if handler is None:
             response.outcome = pb.OUTCOME_PERMANENT_ERROR
             response.message = f"this handler server has no activity {request.handler_id!r}"
             return response
+        settings = _settings.current()
         kwargs = self._with_indices(dict(logger=_context.object_logger(None, None, collector.send_log), retry=request.retry,
                                          memo=self.operator_memo, param=handler.param, activity=handler.kind,
-                                         settings=_Settings()))
+                                         settings=settings))
         with _context.calling({}, collector.emit):
             try:
                 result = await _kwargs.invoke(handler.fn, kwargs)
                 response.outcome = pb.OUTCOME_SUCCESS
                 if result is not None:
                     response.result = _dumps(result, "return value")
+                if handler.kind == "startup":  # what startup handlers set reaches the controller
+                    response.settings.CopyFrom(_settings.to_contract(pb, _settings.changes(settings)))
             except Exception as e:
                 _fail(pb, response, e)
         collector.fill(pb, response)
@@ -485,7 +492,7 @@ class Servicer:
     async def Admit(self, request, context):
         pb = _pb()
         response = pb.AdmitResponse(allowed=True)
-        handler = self.registry.get(request.handler_id)
+        handler = self.registry.find(request.handler_key, request.handler_id, ("validate", "mutate"))
         if handler is None:
             return pb.AdmitResponse(allowed=False, code=500,
                                     message=f"this handler server has no admission handler {request.handler_id!r}")
@@ -517,16 +524,6 @@ class Servicer:
         return response
 
 
-class _Settings:
-    """Kopf's `settings` kwarg of startup handlers. The controller owns these settings here
-    (its flags); assignments are accepted and have no effect."""
-
-    def __getattr__(self, name: str) -> "_Settings":
-        value = _Settings()
-        object.__setattr__(self, name, value)
-        return value
-
-
 def listen_address(value: Optional[str] = None) -> str:
     """`BOSUN_LISTEN` as grpc wants it: `host:port`, `http://host:port` or `unix:///path`."""
     value = (value if value is not None else os.environ.get(LISTEN_ENV, "")).strip() or DEFAULT_LISTEN
@@ -540,18 +537,22 @@ def listen_address(value: Optional[str] = None) -> str:
 
 
 async def serve(registry: Optional[Registry] = None, listen: Optional[str] = None, *, ready: Optional[asyncio.Event] = None,
-                stop: Optional[asyncio.Event] = None, server_name: str = "", on_describe=None) -> None:
+                stop: Optional[asyncio.Event] = None, server_name: str = "", on_describe=None, memo: Any = None) -> None:
     """Serves the handlers until SIGINT/SIGTERM (or `stop`): in-flight calls get a few
-    seconds to finish."""
-    registry = registry if registry is not None else default_registry
+    seconds to finish. It logs the server's own clients in first (`@bosun.on.login`, or the
+    default login of the `kubernetes` client); `memo` is the operator's memo, which each
+    object's memo copies."""
+    registry = registry if registry is not None else get_default_registry()
     if not registry.handlers:
         raise RuntimeError("no handlers are registered: decorate functions with @bosun.on.create(...) and the like")
     for handler in registry.handlers:
-        handler_spec(_pb(), handler)  # raises here, at start, on a registration the contract cannot carry
+        if handler.kind not in _LOCAL_KINDS:
+            handler_spec(_pb(), handler)  # raises here, at start, on a registration the contract cannot carry
     address = listen_address(listen)
+    await _login.login(registry, _settings.current())
     tracing = _tracing.setup()
     server = grpc.aio.server()
-    _grpc().add_HandlerServerServicer_to_server(Servicer(registry, server_name, on_describe), server)
+    _grpc().add_HandlerServerServicer_to_server(Servicer(registry, server_name, on_describe, memo), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if server.add_insecure_port(address) == 0 and not address.startswith("unix:"):

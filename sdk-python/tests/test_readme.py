@@ -18,15 +18,12 @@ def test_the_readme_python_snippet_registers_a_create_and_a_filtered_field_handl
     text = README.read_text()
     section = text[text.index("## Writing a handler server in Python"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    registry = bosun.Registry()
-    bosun.default_registry, saved = registry, bosun.default_registry
-    import bosun._registry as reg
-    import bosun.on as on
-    reg.default_registry = on.default_registry = registry
+    registry, saved = bosun.Registry(), bosun.get_default_registry()
+    bosun.set_default_registry(registry)
     try:
         exec(compile(code, "README.md", "exec"), {})
     finally:
-        bosun.default_registry = reg.default_registry = on.default_registry = saved
+        bosun.set_default_registry(saved)
 
     described = serve(registry).stub.Describe(pb.DescribeRequest())
     assert [(h.id, h.kind) for h in described.handlers] == [

@@ -88,15 +88,59 @@ def test_decorators_become_handler_specs(decorator, check):
     assert check(spec), spec
 
 
-def test_two_handlers_with_one_id_are_rejected():
+def _first(**_):
+    return "first"
+
+
+def _second(**_):
+    return "second"
+
+
+def _stacked(registry):  # Kopf's commonest idiom: one function for several causes
+    return bosun.on.resume("kex", registry=registry)(bosun.on.update("kex", registry=registry)(
+        bosun.on.create("kex", registry=registry)(_first)))
+
+
+@pytest.mark.parametrize("register, expected", [
+    # (kind, resource, id, function) of what is registered, in order
+    (_stacked, [("create", "kex", "_first", _first), ("update", "kex", "_first", _first), ("resume", "kex", "_first", _first)]),
+    (lambda r: bosun.timer("kex", interval=1, registry=r)(bosun.on.create("kex", registry=r)(_first)),
+     [("create", "kex", "_first", _first), ("timer", "kex", "_first", _first)]),
+    # The same id for one kind of two resources (docs snippets name every example `create_fn`).
+    (lambda r: (bosun.on.create("kex", id="fn", registry=r)(_first), bosun.on.create("pods", id="fn", registry=r)(_second)),
+     [("create", "kex", "fn", _first), ("create", "pods", "fn", _second)]),
+    # A function defined again under the same name and decorators: Kopf runs the first only.
+    (lambda r: (bosun.on.create("kex", id="fn", registry=r)(_first), bosun.on.create("kex", id="fn", registry=r)(_second)),
+     [("create", "kex", "fn", _first)]),
+    # Field handlers of one function for two fields are two ids.
+    (lambda r: bosun.on.field("kex", field="spec.b", registry=r)(bosun.on.field("kex", field="spec.a", registry=r)(_first)),
+     [("field", "kex", "_first/spec.a", _first), ("field", "kex", "_first/spec.b", _first)]),
+])
+def test_ids_are_keyed_as_kopf_keys_them(register, expected):
     registry = bosun.Registry()
+    register(registry)
+    assert [(h.kind, h.selector.name, h.id, h.fn) for h in registry.handlers] == expected
+    keys = [h.key for h in registry.handlers]
+    assert len(set(keys)) == len(keys) and all(keys)
+    described = [handler_spec(pb, h) for h in registry.handlers]
+    assert [(s.id, s.key) for s in described] == [(h.id, h.key) for h in registry.handlers]
 
-    def fn(**_):
-        pass
 
-    bosun.on.create("kex", registry=registry)(fn)
-    with pytest.raises(ValueError, match="registered already"):
-        bosun.on.update("kex", registry=registry)(fn)
+@pytest.mark.parametrize("key, handler_id, kinds, expected", [
+    ("0", "_first", (), "create"),
+    ("1", "_first", (), "update"),
+    ("2", "_first", (), "resume"),
+    ("1", "other", (), None),  # a key names one registration: its id must agree
+    ("9", "_first", (), None),
+    ("", "_first", ("update", "field"), "update"),  # a controller that sends no key: by the reason's kinds
+    ("", "_first", ("delete", "resume"), "resume"),
+    ("", "_first", (), "create"),
+])
+def test_calls_find_their_registration_by_key_else_by_id_and_kind(key, handler_id, kinds, expected):
+    registry = bosun.Registry()
+    _stacked(registry)
+    found = registry.find(key, handler_id, kinds)
+    assert (found.kind if found else None) == expected
 
 
 def test_a_timer_needs_an_interval():
