@@ -16,9 +16,13 @@ from . import on
 from ._errors import AdmissionError, ErrorsMode, HandlerError, PermanentError, TemporaryError
 from ._helpers import (adjust_namespace, adopt, append_owner_reference, event, exception, harmonize_naming, info,
                        label, own, remove_owner_reference, warn)
-from ._kwargs import DaemonStopped, DiffItem, Memo, Patch
+from ._bodies import (Annotations, Body, BodyEssence, FieldPath, FieldSpec, Labels, Meta, ObjectReference,
+                      OwnerReference, RawBody, RawEvent, RawEventType, Spec, Status)
+from ._diffs import Diff, DiffItem, DiffOperation
 from ._index import Index, Store
-from ._kwargs import Annotations, Body, Labels, Meta, Spec, Status
+from ._kwargs import DaemonStopped, DaemonStoppingReason, HandlerId, Memo, Reason
+from ._patches import Patch, PatchFn
+from ._resources import EVERYTHING, Resource
 from ._registry import ABSENT, PRESENT, Registry, default_registry, owns
 from ._embedded import configure, operator, run
 from ._server import serve, serve_forever
@@ -41,7 +45,9 @@ def __getattr__(name: str) -> str:
 
 __all__ = [
     "on", "timer", "daemon", "index", "Index", "Store", "subhandler", "execute",
-    "Body", "Spec", "Status", "Meta", "Labels", "Annotations",
+    "Body", "Spec", "Status", "Meta", "Labels", "Annotations", "BodyEssence", "FieldPath", "FieldSpec",
+    "ObjectReference", "OwnerReference", "RawBody", "RawEvent", "RawEventType", "Diff", "DiffOperation",
+    "DaemonStoppingReason", "HandlerId", "Reason", "PatchFn", "EVERYTHING", "Resource",
     "TemporaryError", "PermanentError", "AdmissionError", "HandlerError", "ErrorsMode",
     "PRESENT", "ABSENT", "Memo", "Patch", "DiffItem", "DaemonStopped", "Registry", "default_registry",
     "adopt", "label", "harmonize_naming", "append_owner_reference", "remove_owner_reference", "adjust_namespace",

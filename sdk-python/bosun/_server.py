@@ -80,8 +80,10 @@ def _fail(pb, answer, exc: BaseException) -> None:
 
 
 def _diff(items) -> Tuple[_kwargs.DiffItem, ...]:
-    return tuple(
-        _kwargs.DiffItem(_DIFF_OPS.get(item.operation, "change"), tuple(item.path), _json(item.old), _json(item.new))
+    from ._diffs import Diff, DiffOperation
+
+    return Diff(  # type: ignore[return-value]
+        (DiffOperation(_DIFF_OPS.get(item.operation, "change")), tuple(item.path), _json(item.old), _json(item.new))
         for item in items
     )
 
@@ -91,8 +93,10 @@ def _traceback(exc: BaseException) -> str:
 
 
 def _resource(resource) -> Dict[str, Any]:
-    return {"group": resource.group, "version": resource.version, "plural": resource.plural, "kind": resource.kind,
-            "namespaced": resource.namespaced}
+    from ._resources import Resource
+
+    return Resource(group=resource.group, version=resource.version, plural=resource.plural,  # type: ignore[return-value]
+                    kind=resource.kind or None, namespaced=resource.namespaced)
 
 
 def _value_at(body: Dict[str, Any], path: Optional[str]) -> Any:
