@@ -23,7 +23,8 @@ from ._index import Index, Store
 from ._kwargs import DaemonStopped, DaemonStoppingReason, HandlerId, Memo, Reason
 from ._patches import Patch, PatchFn
 from ._resources import EVERYTHING, Resource
-from ._registry import ABSENT, PRESENT, Registry, default_registry, owns
+from ._filters import ABSENT, PRESENT, all_, any_, none_, not_
+from ._registry import Registry, default_registry, owns
 from ._embedded import configure, operator, run
 from ._server import serve, serve_forever
 from ._subhandlers import execute, subhandler
@@ -49,7 +50,7 @@ __all__ = [
     "ObjectReference", "OwnerReference", "RawBody", "RawEvent", "RawEventType", "Diff", "DiffOperation",
     "DaemonStoppingReason", "HandlerId", "Reason", "PatchFn", "EVERYTHING", "Resource",
     "TemporaryError", "PermanentError", "AdmissionError", "HandlerError", "ErrorsMode",
-    "PRESENT", "ABSENT", "Memo", "Patch", "DiffItem", "DaemonStopped", "Registry", "default_registry",
+    "PRESENT", "ABSENT", "all_", "any_", "none_", "not_", "Memo", "Patch", "DiffItem", "DaemonStopped", "Registry", "default_registry",
     "adopt", "label", "harmonize_naming", "append_owner_reference", "remove_owner_reference", "adjust_namespace",
     "own", "owns", "info", "warn", "exception", "event", "serve", "serve_forever", "operator", "run", "configure",
 ]

@@ -8,20 +8,8 @@ import json
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ._errors import ErrorsMode
-
-
-class _Marker:
-    def __init__(self, name: str):
-        self._name = name
-
-    def __repr__(self) -> str:
-        return f"bosun.{self._name}"
-
-
-#: A label, annotation or field filter: the key is present, whatever its value.
-PRESENT = _Marker("PRESENT")
-#: A label, annotation or field filter: the key is absent.
-ABSENT = _Marker("ABSENT")
+# The filter tokens of `labels=`, `annotations=`, `value=`… (Kopf's `MetaFilterToken`).
+from ._filters import ABSENT, PRESENT
 
 
 @dataclasses.dataclass(frozen=True)
