@@ -26,7 +26,15 @@ from ._resources import EVERYTHING, Resource
 from ._filters import ABSENT, PRESENT, all_, any_, none_, not_
 from ._registry import Registry, default_registry, owns
 from ._embedded import configure, operator, run
+from ._reviews import (Headers, Operation, SSLPeer, UserInfo, WebhookClientConfig, WebhookClientConfigService,
+                       WebhookFn, WebhookServerProtocol)
 from ._server import serve, serve_forever
+from ._settings import OperatorSettings
+from ._storages import (AnnotationsDiffBaseStorage, AnnotationsProgressStorage, DiffBaseStorage, MultiDiffBaseStorage,
+                        MultiProgressStorage, ProgressRecord, ProgressStorage, SmartProgressStorage,
+                        StatusDiffBaseStorage, StatusProgressStorage)
+from ._webhooks import (WebhookAutoServer, WebhookAutoTunnel, WebhookDockerDesktopServer, WebhookK3dServer,
+                        WebhookMinikubeServer, WebhookNgrokTunnel, WebhookServer)
 from ._subhandlers import execute, subhandler
 from .on import daemon, index, timer
 
@@ -52,5 +60,10 @@ __all__ = [
     "TemporaryError", "PermanentError", "AdmissionError", "HandlerError", "ErrorsMode",
     "PRESENT", "ABSENT", "all_", "any_", "none_", "not_", "Memo", "Patch", "DiffItem", "DaemonStopped", "Registry", "default_registry",
     "adopt", "label", "harmonize_naming", "append_owner_reference", "remove_owner_reference", "adjust_namespace",
-    "own", "owns", "info", "warn", "exception", "event", "serve", "serve_forever", "operator", "run", "configure",
+    "OperatorSettings", "ProgressRecord", "ProgressStorage", "AnnotationsProgressStorage", "StatusProgressStorage",
+    "MultiProgressStorage", "SmartProgressStorage", "DiffBaseStorage", "AnnotationsDiffBaseStorage",
+    "StatusDiffBaseStorage", "MultiDiffBaseStorage", "WebhookServer", "WebhookAutoServer", "WebhookAutoTunnel",
+    "WebhookK3dServer", "WebhookMinikubeServer", "WebhookDockerDesktopServer", "WebhookNgrokTunnel",
+    "WebhookClientConfig", "WebhookClientConfigService", "WebhookFn", "WebhookServerProtocol", "UserInfo", "Headers",
+    "SSLPeer", "Operation", "own", "owns", "info", "warn", "exception", "event", "serve", "serve_forever", "operator", "run", "configure",
 ]
