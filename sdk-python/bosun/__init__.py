@@ -14,8 +14,10 @@ serves the handlers alone, where `BOSUN_LISTEN` says (`host:port` or `unix:///pa
 
 from . import on
 from ._errors import AdmissionError, ErrorsMode, HandlerError, PermanentError, TemporaryError
-from ._helpers import (adjust_namespace, adopt, append_owner_reference, event, exception, harmonize_naming, info,
-                       label, own, remove_owner_reference, warn)
+from ._bodies import build_object_reference, build_owner_reference
+from ._helpers import (adjust_namespace, adopt, append_owner_reference, harmonize_naming, label, own,
+                       remove_owner_reference)
+from ._posting import event, exception, info, warn
 from ._bodies import (Annotations, Body, BodyEssence, FieldPath, FieldSpec, Labels, Meta, ObjectReference,
                       OwnerReference, RawBody, RawEvent, RawEventType, Spec, Status)
 from ._diffs import Diff, DiffItem, DiffOperation
@@ -65,5 +67,6 @@ __all__ = [
     "StatusDiffBaseStorage", "MultiDiffBaseStorage", "WebhookServer", "WebhookAutoServer", "WebhookAutoTunnel",
     "WebhookK3dServer", "WebhookMinikubeServer", "WebhookDockerDesktopServer", "WebhookNgrokTunnel",
     "WebhookClientConfig", "WebhookClientConfigService", "WebhookFn", "WebhookServerProtocol", "UserInfo", "Headers",
-    "SSLPeer", "Operation", "own", "owns", "info", "warn", "exception", "event", "serve", "serve_forever", "operator", "run", "configure",
+    "SSLPeer", "Operation", "own", "owns", "info", "warn", "exception", "event",
+    "build_object_reference", "build_owner_reference", "serve", "serve_forever", "operator", "run", "configure",
 ]
