@@ -32,6 +32,8 @@ def pod_dict(**meta):
 
 
 def pod_model(**meta):
+    snake = {"generateName": "generate_name"}  # older clients take only Python names
+    meta = {snake.get(key, key): value for key, value in meta.items()}
     return V1Pod(api_version="v1", kind="Pod", metadata=V1ObjectMeta(**meta) if meta else None)
 
 
