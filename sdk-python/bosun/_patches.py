@@ -122,6 +122,20 @@ class Patch(Dict[str, Any]):
     def status(self) -> StatusPatch:
         return self._status
 
+    def as_json_patch(self, body: Optional[Mapping[str, Any]] = None) -> List[Dict[str, Any]]:
+        """The changes as JSON-patch operations against `body` (default: the patch's own
+        object), `fns` included; lists are replaced whole."""
+        base = body if body is not None else self._original
+        if not self:
+            return []
+        if base is None:
+            raise ValueError("Cannot build a JSON-patch without the original body as a reference.")
+        before = copy.deepcopy(dict(base))
+        after = _merged(copy.deepcopy(before), _plain(self))
+        for fn in self._fns:
+            fn(after)
+        return json_patch(before, after)
+
 
 def _merged(body: Any, patch: Any) -> Any:
     """`body` with a merge patch applied (RFC 7386), as a new value."""
@@ -151,6 +165,25 @@ def merge_diff(old: Any, new: Any) -> Dict[str, Any]:
         elif value != old[key]:
             patch[key] = value
     return patch
+
+
+def _pointer(path: FieldPath) -> str:
+    return "".join("/" + str(key).replace("~", "~0").replace("/", "~1") for key in path)
+
+
+def json_patch(old: Mapping[str, Any], new: Mapping[str, Any], path: FieldPath = ()) -> List[Dict[str, Any]]:
+    """The JSON-patch operations (RFC 6902) that turn `old` into `new`."""
+    ops: List[Dict[str, Any]] = []
+    for key in sorted(old.keys() - new.keys(), key=str):
+        ops.append({"op": "remove", "path": _pointer(path + (key,))})
+    for key, value in new.items():
+        if key not in old:
+            ops.append({"op": "add", "path": _pointer(path + (key,)), "value": value})
+        elif isinstance(value, Mapping) and isinstance(old[key], Mapping):
+            ops.extend(json_patch(old[key], value, path + (key,)))
+        elif value != old[key]:
+            ops.append({"op": "replace", "path": _pointer(path + (key,)), "value": value})
+    return ops
 
 
 def _plain(patch: Any) -> Any:

@@ -109,6 +109,32 @@ def test_patch_fns_become_merge_patch_changes_against_the_object():
     assert bool(bosun.Patch(fns=[add_finalizer])) and not bosun.Patch()
 
 
+@pytest.mark.parametrize("fill, expected", [
+    (lambda p: None, []),
+    (lambda p: p.spec.__setitem__("x", 2), [{"op": "replace", "path": "/spec/x", "value": 2}]),
+    (lambda p: p.meta.labels.__setitem__("a/b", "v"), [{"op": "add", "path": "/metadata/labels", "value": {"a/b": "v"}}]),
+    (lambda p: p.spec.__setitem__("x", None), [{"op": "remove", "path": "/spec/x"}]),
+    (lambda p: p.fns.append(lambda raw: raw["metadata"].setdefault("finalizers", []).append("f")),
+     [{"op": "add", "path": "/metadata/finalizers", "value": ["f"]}]),
+    (lambda p: p.status.__setitem__("n", {"a~b": 1}), [{"op": "add", "path": "/status", "value": {"n": {"a~b": 1}}}]),
+])
+def test_patches_read_as_json_patches_as_in_kopf(fill, expected):
+    patch = bosun.Patch(body={"metadata": {"name": "n"}, "spec": {"x": 1}})
+    fill(patch)
+    assert patch.as_json_patch() == expected
+
+
+def test_json_patch_paths_escape_slashes_and_tildes():
+    assert _patches.json_patch({"a": {}}, {"a": {"x/y~": 1}}) == [{"op": "add", "path": "/a/x~1y~0", "value": 1}]
+
+
+def test_a_json_patch_needs_an_object():
+    patch = bosun.Patch({"spec": {"x": 1}})
+    with pytest.raises(ValueError):
+        patch.as_json_patch()
+    assert patch.as_json_patch({"spec": {"x": 0}}) == [{"op": "replace", "path": "/spec/x", "value": 1}]
+
+
 def test_patch_fns_without_the_object_are_dropped_with_a_warning(caplog):
     patch = bosun.Patch()
     patch.fns.append(lambda raw: raw.update(x=1))
