@@ -13,6 +13,7 @@ import os
 import sys
 from typing import List, Optional
 
+from . import _settings_env
 from ._login import LoginError
 from ._registry import get_default_registry
 from ._server import serve
@@ -59,6 +60,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         logging.getLogger("bosun").setLevel(logging.DEBUG)
     if not args.paths and not args.module:
         parser.error("give a handler file or -m MODULE")
+    _settings_env.apply_environment()  # KopfRunner(settings=...) of a test
     load(args.paths, args.module)
     try:
         asyncio.run(serve(get_default_registry(), args.listen))

@@ -13,6 +13,7 @@ import sys
 import threading
 from typing import Any, Optional, Sequence, Union
 
+from . import _settings
 from ._binary import bosun_binary
 from ._registry import Registry, get_default_registry
 from ._server import serve
@@ -58,6 +59,8 @@ async def operator(*, lifecycle: Any = None, indexers: Any = None, registry: Opt
     `indexers`, `memories`, `insights`, `vault`) are accepted and unused: the controller keeps
     that state. Returns the controller's exit code."""
     registry = registry if registry is not None else get_default_registry()
+    if settings is not None:
+        _settings.replace(settings)
     import tempfile  # here: a handler server alone never needs it (nor random, shutil)
 
     with tempfile.TemporaryDirectory(prefix="bosun-") as tmp:

@@ -31,6 +31,16 @@ class PermanentError(HandlerError):
     """Fail the handler for good: it is not retried for this cause."""
 
 
+class HandlerTimeoutError(PermanentError):
+    """The handler ran out of its `timeout` (Kopf's `kopf.HandlerTimeoutError`): the
+    controller decides it, the handler's outcome says so; raising it fails the handler for good."""
+
+
+class HandlerRetriesError(PermanentError):
+    """The handler ran out of its `retries` (Kopf's `kopf.HandlerRetriesError`): the
+    controller decides it, the handler's outcome says so; raising it fails the handler for good."""
+
+
 class AdmissionError(PermanentError):
     """Deny an admission request from a validating or mutating handler."""
 

@@ -1,119 +1,178 @@
-"""Kopf's helpers for children (`adopt`, `label`, `harmonize_naming`,
-`append_owner_reference`), `own` (the controller creates and adopts a child), and posting
-Kubernetes events (`info`, `warn`, `exception`, `event`)."""
+"""Kopf's helpers for children a handler creates with a client of its own (`adopt`, `label`,
+`harmonize_naming`, `adjust_namespace`, `append_owner_reference`, `remove_owner_reference`), with
+Kopf's signatures and rules, on dicts, `kubernetes`/`kubernetes_asyncio` models and pykube
+objects; and Bosun's `own`, where the controller creates the child.
+
+The owner is, by default, the object of the handler being called; outside a handler it must be
+given."""
 
 from __future__ import annotations
 
+import enum
 import json
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+import warnings
+from typing import Any, Iterable, Mapping, MutableMapping, Optional, Union
 
 from . import _context
-
-Obj = Dict[str, Any]
-Objs = Union[Obj, Iterable[Obj]]
-
-
-def _many(objs: Objs) -> List[Obj]:
-    if isinstance(objs, Mapping):
-        return [objs]  # type: ignore[list-item]
-    return list(objs)
+from ._bodies import FieldSpec, OwnerReference, build_owner_reference, json_default
+from ._objects import model_client, walk
 
 
-def _owner(owner: Optional[Mapping[str, Any]], what: str) -> Mapping[str, Any]:
+class _Unset(enum.Enum):
+    token = enum.auto()
+
+
+_UNSET = _Unset.token
+
+
+def _owner(owner: Optional[Mapping[str, Any]]) -> Mapping[str, Any]:
     if owner is not None:
         return owner
     call = _context.current.get()
-    if call is None:
-        raise RuntimeError(f"{what}: give owner=… outside a handler call")
-    return call.body
+    if call is not None and call.body:
+        return call.body
+    raise LookupError("Owner must be set explicitly, since running outside of a handler.")
 
 
-def append_owner_reference(objs: Objs, owner: Optional[Mapping[str, Any]] = None, *, controller: Optional[bool] = True,
-                           block_owner_deletion: Optional[bool] = True) -> None:
-    """Adds an ownerReference to `owner` (default: the handled object) to each object."""
-    owner = _owner(owner, "append_owner_reference")
-    meta = owner.get("metadata") or {}
-    ref = {"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"), "name": meta.get("name"),
-           "uid": meta.get("uid")}
-    if controller is not None:
-        ref["controller"] = controller
-    if block_owner_deletion is not None:
-        ref["blockOwnerDeletion"] = block_owner_deletion
-    for obj in _many(objs):
-        refs = obj.setdefault("metadata", {}).setdefault("ownerReferences", [])
-        if not any(r.get("uid") == ref["uid"] for r in refs):
-            refs.append(dict(ref))
+def _unsupported(obj: Any) -> TypeError:
+    return TypeError(f"K8s object class is not supported: {type(obj)} (give a dict, a kubernetes model or a pykube object)")
 
 
-def remove_owner_reference(objs: Objs, owner: Optional[Mapping[str, Any]] = None) -> None:
-    """Removes the ownerReference to `owner` (default: the handled object)."""
-    uid = (_owner(owner, "remove_owner_reference").get("metadata") or {}).get("uid")
-    for obj in _many(objs):
-        meta = obj.setdefault("metadata", {})
-        meta["ownerReferences"] = [r for r in meta.get("ownerReferences", []) if r.get("uid") != uid]
+def _model_meta(obj: Any) -> Any:
+    """The model's metadata, created empty when it has none."""
+    if obj.metadata is None:
+        obj.metadata = model_client(obj).V1ObjectMeta()
+    return obj.metadata
 
 
-def harmonize_naming(objs: Objs, name: Optional[str] = None, *, forced: bool = False, strict: bool = False) -> None:
-    """Names unnamed objects after the owner: `generateName: <name>-` (or `name` when
-    `strict`), as Kopf does."""
-    if name is None:
-        name = ((_owner(None, "harmonize_naming").get("metadata") or {}).get("name"))
-    for obj in _many(objs):
-        meta = obj.setdefault("metadata", {})
-        if forced or (not meta.get("name") and not meta.get("generateName")):
-            if strict:
-                meta["name"] = name
-                meta.pop("generateName", None)
+def append_owner_reference(objs: Any, owner: Optional[Mapping[str, Any]] = None, *,
+                           controller: Optional[bool] = True, block_owner_deletion: Optional[bool] = True) -> None:
+    """Adds an ownerReference to `owner` (default: the handled object) to each object that has
+    none to it yet."""
+    ref = build_owner_reference(_owner(owner), controller=controller, block_owner_deletion=block_owner_deletion)
+    for obj in walk(objs):
+        client = model_client(obj)
+        if isinstance(obj, MutableMapping):
+            refs = obj.setdefault("metadata", {}).setdefault("ownerReferences", [])
+            if not any(r.get("uid") == ref.get("uid") for r in refs):
+                refs.append(dict(ref))
+        elif client is not None:
+            meta = _model_meta(obj)
+            if meta.owner_references is None:
+                meta.owner_references = []
+            if not any(r.uid == ref.get("uid") for r in meta.owner_references):
+                meta.owner_references.append(_model_owner_reference(client, ref))
+        else:
+            raise _unsupported(obj)
+
+
+def _model_owner_reference(client: Any, ref: OwnerReference) -> Any:
+    return client.V1OwnerReference(api_version=ref.get("apiVersion"), kind=ref.get("kind"), name=ref.get("name"),
+                                   uid=ref.get("uid"), controller=ref.get("controller"),
+                                   block_owner_deletion=ref.get("blockOwnerDeletion"))
+
+
+def remove_owner_reference(objs: Any, owner: Optional[Mapping[str, Any]] = None) -> None:
+    """Removes the ownerReferences to `owner` (default: the handled object)."""
+    uid = build_owner_reference(_owner(owner)).get("uid")
+    for obj in walk(objs):
+        if isinstance(obj, MutableMapping):
+            refs = obj.setdefault("metadata", {}).setdefault("ownerReferences", [])
+            refs[:] = [r for r in refs if r.get("uid") != uid]
+        elif model_client(obj) is not None:
+            meta = _model_meta(obj)
+            if meta.owner_references is None:
+                meta.owner_references = []
+            meta.owner_references[:] = [r for r in meta.owner_references if r.uid != uid]
+        else:
+            raise _unsupported(obj)
+
+
+def label(objs: Any, labels: Union[Mapping[str, Optional[str]], _Unset] = _UNSET, *, forced: bool = False,
+          nested: Union[str, Iterable[FieldSpec], None] = None, force: Optional[bool] = None) -> None:
+    """Puts `labels` (default: the handled object's) on each object, and on the sections at
+    the `nested` paths that exist (`'spec.template'`); existing labels stay unless `forced`.
+    `force=` is Kopf's deprecated spelling of `forced=`."""
+    if force is not None:
+        warnings.warn("force= is deprecated in label(); use forced=...", DeprecationWarning, stacklevel=2)
+        forced = force
+    if isinstance(labels, _Unset):
+        labels = (_owner(None).get("metadata") or {}).get("labels") or {}
+    paths = [nested] if isinstance(nested, str) else nested
+    for obj in walk(objs, nested=paths):
+        if isinstance(obj, MutableMapping):
+            existing = obj.setdefault("metadata", {}).setdefault("labels", {})
+        elif model_client(obj) is not None:
+            meta = _model_meta(obj)
+            if meta.labels is None:
+                meta.labels = {}
+            existing = meta.labels
+        else:
+            raise _unsupported(obj)
+        for key, value in labels.items():
+            if forced:
+                existing[key] = value
             else:
-                meta.pop("name", None)
-                meta["generateName"] = f"{name}-"
+                existing.setdefault(key, value)
 
 
-def adjust_namespace(objs: Objs, namespace: Optional[str] = None, *, forced: bool = False) -> None:
-    """Puts objects without a namespace into the owner's namespace."""
-    if namespace is None:
-        namespace = (_owner(None, "adjust_namespace").get("metadata") or {}).get("namespace")
-    for obj in _many(objs):
-        meta = obj.setdefault("metadata", {})
-        if namespace and (forced or not meta.get("namespace")):
-            meta["namespace"] = namespace
+def harmonize_naming(objs: Any, name: Union[str, None, _Unset] = _UNSET, *, forced: bool = False,
+                     strict: bool = False) -> None:
+    """Names unnamed objects after `name` (default: the handled object's): `generateName:
+    <name>-`, or exactly `name` when `strict`; objects with a name or generateName keep it
+    unless `forced`."""
+    if isinstance(name, _Unset):
+        name = (_owner(None).get("metadata") or {}).get("name")
+    if name is None:
+        raise LookupError("Name must be set explicitly: couldn't find it automatically.")
+    for obj in walk(objs):
+        if isinstance(obj, MutableMapping):
+            unnamed = not set(obj.get("metadata") or {}) & {"name", "generateName"}
+            if forced or unnamed:
+                meta = obj.setdefault("metadata", {})
+                if strict:
+                    meta["name"] = name
+                    meta.pop("generateName", None)
+                else:
+                    meta["generateName"] = f"{name}-"
+                    meta.pop("name", None)
+        elif model_client(obj) is not None:
+            meta = _model_meta(obj)
+            if forced or (meta.name is None and meta.generate_name is None):
+                if strict:
+                    meta.name, meta.generate_name = name, None
+                else:
+                    meta.name, meta.generate_name = None, f"{name}-"
+        else:
+            raise _unsupported(obj)
 
 
-def label(objs: Objs, labels: Optional[Mapping[str, Optional[str]]] = None, *, forced: bool = False,
-          nested: Union[None, str, Iterable[str]] = None) -> None:
-    """Copies labels (default: the handled object's) onto objects, and onto `nested` paths
-    such as `spec.template` too; existing labels stay unless `forced`."""
-    if labels is None:
-        labels = ((_owner(None, "label").get("metadata") or {}).get("labels") or {})
-    paths = [nested] if isinstance(nested, str) else list(nested or [])
-    for obj in _many(objs):
-        targets = [obj]
-        for path in paths:
-            node = obj
-            for key in path.split("."):
-                node = node.setdefault(key, {})
-            targets.append(node)
-        for target in targets:
-            existing = target.setdefault("metadata", {}).setdefault("labels", {})
-            for key, value in labels.items():
-                if forced or key not in existing:
-                    if value is None:
-                        existing.pop(key, None)
-                    else:
-                        existing[key] = value
+def adjust_namespace(objs: Any, namespace: Union[str, None, _Unset] = _UNSET, *, forced: bool = False) -> None:
+    """Puts objects without a namespace into `namespace` (default: the handled object's)."""
+    if isinstance(namespace, _Unset):
+        namespace = (_owner(None).get("metadata") or {}).get("namespace")
+    for obj in walk(objs):
+        if isinstance(obj, MutableMapping):
+            if forced or (obj.get("metadata") or {}).get("namespace") is None:
+                obj.setdefault("metadata", {})["namespace"] = namespace
+        elif model_client(obj) is not None:
+            meta = _model_meta(obj)
+            if forced or meta.namespace is None:
+                meta.namespace = namespace
+        else:
+            raise _unsupported(obj)
 
 
-def adopt(objs: Objs, owner: Optional[Mapping[str, Any]] = None, *, forced: bool = False, strict: bool = False,
-          nested: Union[None, str, Iterable[str]] = None) -> None:
-    """Makes objects children of `owner` (default: the handled object), as Kopf's
-    `kopf.adopt`: an ownerReference, the owner's namespace, a name after the owner, and the
-    owner's labels. For children you create with a client of your own."""
-    owner = _owner(owner, "adopt")
+def adopt(objs: Any, owner: Optional[Mapping[str, Any]] = None, *, forced: bool = False, strict: bool = False,
+          nested: Union[str, Iterable[FieldSpec], None] = None) -> None:
+    """Makes objects children of `owner` (default: the handled object): an ownerReference,
+    the owner's namespace, a name after the owner, and the owner's labels."""
+    owner = _owner(owner)
     meta = owner.get("metadata") or {}
     append_owner_reference(objs, owner=owner)
-    harmonize_naming(objs, name=meta.get("name"), forced=forced, strict=strict)
-    adjust_namespace(objs, namespace=meta.get("namespace"), forced=forced)
-    label(objs, labels=meta.get("labels") or {}, forced=forced, nested=nested)
+    harmonize_naming(objs, forced=forced, strict=strict, name=meta.get("name"))
+    adjust_namespace(objs, forced=forced, namespace=meta.get("namespace"))
+    label(objs, forced=forced, nested=nested, labels=meta.get("labels") or {})
 
 
 def own(obj: Mapping[str, Any], *, apply: bool = False, copy_labels: bool = False) -> None:
@@ -122,46 +181,4 @@ def own(obj: Mapping[str, Any], *, apply: bool = False, copy_labels: bool = Fals
     (`<owner>-<kind>`), and creates it (or server-side applies it with `apply=True`) after
     the handler succeeded. A failed creation fails the handler."""
     call = _context.require("bosun.own()")
-    call.emit("owned", {"object": json.dumps(obj).encode(), "apply": bool(apply), "copy_labels": bool(copy_labels)})
-
-
-def _ref(obj: Mapping[str, Any], call: Optional[_context.Call]) -> Optional[Dict[str, str]]:
-    meta = obj.get("metadata") or {}
-    if call is not None and meta.get("uid") and meta.get("uid") == (call.body.get("metadata") or {}).get("uid"):
-        return None  # the handled object: the controller fills the reference
-    return {"api_version": obj.get("apiVersion", ""), "kind": obj.get("kind", ""), "namespace": meta.get("namespace") or "",
-            "name": meta.get("name") or "", "uid": meta.get("uid") or ""}
-
-
-def event(objs: Objs, *, type: str, reason: str, message: str = "") -> None:
-    """Posts a Kubernetes event about each object (Kopf's `kopf.event`)."""
-    call = _context.current.get()
-    if call is None:
-        import logging
-        logging.getLogger("bosun").warning("bosun.event() outside a handler call is not posted: %s %s", reason, message)
-        return
-    for obj in _many(objs):
-        call.emit("event", {"type": type, "reason": reason, "message": str(message)[:1024], "regarding": _ref(obj, call)})
-
-
-def info(objs: Objs, *, reason: str, message: str = "") -> None:
-    """Posts a `Normal` event (Kopf's `kopf.info`)."""
-    event(objs, type="Normal", reason=reason, message=message)
-
-
-def warn(objs: Objs, *, reason: str, message: str = "") -> None:
-    """Posts a `Warning` event (Kopf's `kopf.warn`)."""
-    event(objs, type="Warning", reason=reason, message=message)
-
-
-def exception(objs: Objs, *, reason: str = "", message: str = "", exc: Optional[BaseException] = None) -> None:
-    """Posts an event with the exception's text (default: the one being handled), as Kopf's
-    `kopf.exception`; its type is `Warning` (Kopf's `Error` is not a type the events API
-    accepts from every client)."""
-    if exc is None:
-        import sys
-        exc = sys.exc_info()[1]
-    text = f"{message} {exc}".strip() if exc else message  # as Kopf: the message, then the exception's text
-    event(objs, type="Warning", reason=reason, message=text)
-
-
+    call.emit("owned", {"object": json.dumps(obj, default=json_default).encode(), "apply": bool(apply), "copy_labels": bool(copy_labels)})

@@ -1,14 +1,61 @@
 """Kopf's keyword arguments of a handler, and calling a handler with the ones it accepts:
-sync handlers in a thread (the context goes with them), async handlers on the loop."""
+sync handlers in a thread (the context goes with them), async handlers on the loop.
+
+The object's kwargs are Kopf's read-only views (`bosun._bodies`); `patch` is Kopf's `Patch`
+(`bosun._patches`), `diff` Kopf's `Diff` (`bosun._diffs`), `resource` Kopf's `Resource`
+(`bosun._resources`)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import datetime
+import enum
 import functools
 import inspect
 import threading
-from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, NewType, Optional
+
+from ._bodies import Body
+# Also the names the handler server reads through this module.
+from ._bodies import Annotations, Labels, Meta, Spec, Status  # noqa: F401
+from ._diffs import DiffItem  # noqa: F401
+from ._patches import Patch, prune  # noqa: F401
+
+#: A handler's id (Kopf's `kopf.HandlerId`): the function's name unless `id=` is given.
+HandlerId = NewType("HandlerId", str)
+
+
+class Reason(str, enum.Enum):
+    """Why a handler is called (Kopf's `kopf.Reason`, the `reason` kwarg): equal to
+    `'create'`, `'update'`, `'delete'`, `'resume'`; Kopf's reactor also has `noop`, `free`,
+    `gone`."""
+
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+    RESUME = "resume"
+    NOOP = "noop"
+    FREE = "free"
+    GONE = "gone"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class DaemonStoppingReason(enum.Flag):
+    """Why a daemon is asked to stop (Kopf's `kopf.DaemonStoppingReason`). The controller
+    does not tell the handler server why it stops a daemon: `stopped.reason` is
+    `DAEMON_SIGNALLED` once stopped."""
+
+    DONE = enum.auto()
+    FILTERS_MISMATCH = enum.auto()
+    RESOURCE_DELETED = enum.auto()
+    OPERATOR_PAUSING = enum.auto()
+    OPERATOR_EXITING = enum.auto()
+    DAEMON_SIGNALLED = enum.auto()
+    DAEMON_CANCELLED = enum.auto()
+    DAEMON_ABANDONED = enum.auto()
 
 
 class Memo(dict):
@@ -31,66 +78,6 @@ class Memo(dict):
             raise AttributeError(key) from None
 
 
-class Patch(dict):
-    """The `patch` argument: a dict that handlers fill; it is sent as one JSON merge patch
-    (`None` deletes a key). `patch.spec`, `patch.status` and `patch.meta` (also
-    `patch.metadata`) give the sections, created on first use; `patch.meta.labels` and
-    `patch.meta.annotations` too."""
-
-    def _section(self, key: str) -> "Patch":
-        value = self.get(key)
-        if not isinstance(value, Patch):
-            value = Patch(value or {})
-            self[key] = value
-        return value
-
-    @property
-    def spec(self) -> "Patch":
-        return self._section("spec")
-
-    @property
-    def status(self) -> "Patch":
-        return self._section("status")
-
-    @property
-    def metadata(self) -> "Patch":
-        return self._section("metadata")
-
-    meta = metadata
-
-    @property
-    def labels(self) -> "Patch":
-        return self._section("labels")
-
-    @property
-    def annotations(self) -> "Patch":
-        return self._section("annotations")
-
-
-def prune(patch: Any) -> Any:
-    """The patch without empty sections (left by `patch.status` merely looked at): an empty
-    object merges as nothing anyway."""
-    if isinstance(patch, dict):
-        out = {}
-        for key, value in patch.items():
-            value = prune(value)
-            if isinstance(value, dict) and not value and value is not None:
-                continue
-            out[key] = value
-        return out
-    return patch
-
-
-class DiffItem(NamedTuple):
-    """One change, as Kopf's: `(operation, field, old, new)` with `operation` one of
-    `add`, `change`, `remove` and `field` a tuple of keys."""
-
-    operation: str
-    field: Tuple[str, ...]
-    old: Any
-    new: Any
-
-
 class DaemonStopped:
     """The `stopped` flag of a daemon. `if stopped:` / `stopped.is_set()`; in a sync daemon
     `stopped.wait(10)` sleeps up to 10 s and returns True once stopped; in an async daemon
@@ -100,11 +87,19 @@ class DaemonStopped:
         self._loop = loop
         self._flag = threading.Event()
         self._async = asyncio.Event()
+        self._reason: Optional[DaemonStoppingReason] = None
 
-    def set(self) -> None:
+    def set(self, reason: Optional[DaemonStoppingReason] = None) -> None:
         """Marks the daemon stopped (called on the loop)."""
+        reason = reason or DaemonStoppingReason.DAEMON_SIGNALLED
+        self._reason = reason if self._reason is None else self._reason | reason
         self._flag.set()
         self._async.set()
+
+    @property
+    def reason(self) -> Optional[DaemonStoppingReason]:
+        """Why the daemon is stopped; None while it is not."""
+        return self._reason
 
     def is_set(self) -> bool:
         return self._flag.is_set()
@@ -113,7 +108,7 @@ class DaemonStopped:
         return self._flag.is_set()
 
     def __repr__(self) -> str:
-        return f"<DaemonStopped: {self.is_set()}>"
+        return f"<DaemonStopped: {self.is_set()}, reason={self._reason}>"
 
     def wait(self, timeout: Optional[float] = None):
         try:
@@ -132,24 +127,25 @@ class DaemonStopped:
         return self.is_set()
 
 
-#: Kopf's type hints of the object kwargs (`kopf.Body`, `kopf.Spec`…): plain dicts here.
-Body = Spec = Status = Meta = Dict[str, Any]
-Labels = Annotations = Dict[str, str]
+#: Kopf's deprecated names of the `stopped` flag's types.
+SyncDaemonStopperChecker = AsyncDaemonStopperChecker = DaemonStopped
 
 
 def object_kwargs(body: Dict[str, Any]) -> Dict[str, Any]:
-    """The kwargs every object handler gets from its body."""
-    meta = body.get("metadata") or {}
+    """The kwargs every object handler gets from its body: Kopf's views into `body`, and
+    its uid, name and namespace."""
+    view = Body(body)
+    meta = view.meta
     return {
-        "body": body,
-        "spec": body.get("spec") or {},
+        "body": view,
+        "spec": view.spec,
         "meta": meta,
-        "status": body.get("status") or {},
-        "uid": meta.get("uid"),
-        "name": meta.get("name"),
-        "namespace": meta.get("namespace"),
-        "labels": meta.get("labels") or {},
-        "annotations": meta.get("annotations") or {},
+        "status": view.status,
+        "uid": meta.uid,
+        "name": meta.name,
+        "namespace": meta.namespace,
+        "labels": meta.labels,
+        "annotations": meta.annotations,
     }
 
 
@@ -171,7 +167,8 @@ def _accepts(fn: Callable[..., Any]) -> Optional[frozenset]:
     return frozenset(p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY))
 
 
-def _accepted(fn: Callable[..., Any], kwargs: Dict[str, Any]) -> Dict[str, Any]:
+def accepted(fn: Callable[..., Any], kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """The kwargs `fn` accepts (all of them when it takes **kwargs)."""
     try:
         names = _accepts(fn)
     except TypeError:  # unhashable callables
@@ -189,11 +186,18 @@ def is_async(fn: Callable[..., Any]) -> bool:
 
 async def invoke(fn: Callable[..., Any], kwargs: Dict[str, Any]) -> Any:
     """Calls a handler with the kwargs it accepts: an async one on the loop, a sync one in
-    the default thread pool (with the current context, so `bosun.info` & co. work there)."""
-    kwargs = _accepted(fn, kwargs)
+    the operator's thread pool (Kopf's `settings.execution.executor`, sized by
+    `max_workers`), with the current context, so `bosun.info` & co. work there."""
+    kwargs = accepted(fn, kwargs)
     if is_async(fn):
         return await fn(**kwargs)
-    result = await asyncio.to_thread(fn, **kwargs)
+    from . import _settings
+
+    executor = _settings.current().execution.executor
+    if getattr(executor, "_shutdown", False):  # shut down by someone else: the loop's own pool
+        executor = None
+    context = contextvars.copy_context()
+    result = await asyncio.get_running_loop().run_in_executor(executor, functools.partial(context.run, fn, **kwargs))
     if inspect.isawaitable(result):
         result = await result
     return result
@@ -201,4 +205,4 @@ async def invoke(fn: Callable[..., Any], kwargs: Dict[str, Any]) -> Any:
 
 def call_sync(fn: Callable[..., Any], kwargs: Dict[str, Any]) -> Any:
     """Calls a filter callback (`when=`, callable label filters) synchronously."""
-    return fn(**_accepted(fn, kwargs))
+    return fn(**accepted(fn, kwargs))

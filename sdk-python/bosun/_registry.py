@@ -8,20 +8,8 @@ import json
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ._errors import ErrorsMode
-
-
-class _Marker:
-    def __init__(self, name: str):
-        self._name = name
-
-    def __repr__(self) -> str:
-        return f"bosun.{self._name}"
-
-
-#: A label, annotation or field filter: the key is present, whatever its value.
-PRESENT = _Marker("PRESENT")
-#: A label, annotation or field filter: the key is absent.
-ABSENT = _Marker("ABSENT")
+# The filter tokens of `labels=`, `annotations=`, `value=`… (Kopf's `MetaFilterToken`).
+from ._filters import ABSENT, PRESENT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,6 +256,19 @@ _ERRORS = {None: "ERRORS_MODE_TEMPORARY", ErrorsMode.TEMPORARY: "ERRORS_MODE_TEM
            ErrorsMode.PERMANENT: "ERRORS_MODE_PERMANENT", ErrorsMode.IGNORED: "ERRORS_MODE_IGNORED"}
 
 
+def default_backoff() -> Optional[float]:
+    """Kopf's `settings.execution.default_backoff` when it was changed from its 60 s."""
+    from . import _settings
+
+    backoff = _settings.current().execution.default_backoff
+    return None if backoff is None or float(backoff) == 60.0 else float(backoff)
+
+
+def backoff_of(handler: Handler) -> Optional[float]:
+    """The handler's backoff, else the operator's default backoff (None: the controller's 60 s)."""
+    return handler.backoff if handler.backoff is not None else default_backoff()
+
+
 def options_spec(pb, retries=None, backoff=None, timeout=None, errors=None, optional=False, deleted=False):
     """HandlerOptions of the contract from Kopf's arguments."""
     options = pb.HandlerOptions(errors=_ERRORS[errors], optional=bool(optional), deleted=bool(deleted))
@@ -303,7 +304,7 @@ def handler_spec(pb, handler: Handler):
         if getattr(handler, f"has_{name}") and not callable(cond):
             getattr(filters, name).CopyFrom(_value_filter(pb, cond))
     spec.filters.CopyFrom(filters)
-    spec.options.CopyFrom(options_spec(pb, handler.retries, handler.backoff, handler.timeout, handler.errors,
+    spec.options.CopyFrom(options_spec(pb, handler.retries, backoff_of(handler), handler.timeout, handler.errors,
                                        handler.optional, handler.deleted))
     if handler.kind == "timer":
         spec.timer.CopyFrom(pb.TimerOptions(interval_seconds=float(handler.interval or 0), idle_seconds=float(handler.idle or 0),

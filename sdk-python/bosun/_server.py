@@ -19,9 +19,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from . import _context, _index, _kwargs, _login, _matching, _settings, _tracing
+from . import _bodies, _context, _index, _kwargs, _login, _matching, _resources, _settings, _settings_contract, _tracing
 from ._errors import AdmissionError, PermanentError, TemporaryError
-from ._registry import Handler, Registry, get_default_registry, handler_spec, options_spec
+from ._registry import Handler, Registry, default_backoff, get_default_registry, handler_spec, options_spec
 from ._subhandlers import SubhandlersDeclared
 
 LISTEN_ENV = "BOSUN_LISTEN"
@@ -56,7 +56,7 @@ def _json(data: bytes, default: Any = None) -> Any:
 
 def _dumps(value: Any, what: str) -> bytes:
     try:
-        return json.dumps(value, separators=(",", ":")).encode()
+        return json.dumps(value, separators=(",", ":"), default=_bodies.json_default).encode()
     except (TypeError, ValueError) as e:
         raise _Unusable(f"the handler's {what} is not JSON-serialisable: {e}") from None
 
@@ -85,8 +85,10 @@ def _fail(pb, answer, exc: BaseException) -> None:
 
 
 def _diff(items) -> Tuple[_kwargs.DiffItem, ...]:
-    return tuple(
-        _kwargs.DiffItem(_DIFF_OPS.get(item.operation, "change"), tuple(item.path), _json(item.old), _json(item.new))
+    from ._diffs import Diff, DiffOperation
+
+    return Diff(  # type: ignore[return-value]
+        (DiffOperation(_DIFF_OPS.get(item.operation, "change")), tuple(item.path), _json(item.old), _json(item.new))
         for item in items
     )
 
@@ -96,8 +98,10 @@ def _traceback(exc: BaseException) -> str:
 
 
 def _resource(resource) -> Dict[str, Any]:
-    return {"group": resource.group, "version": resource.version, "plural": resource.plural, "kind": resource.kind,
-            "namespaced": resource.namespaced}
+    from ._resources import Resource
+
+    return Resource(group=resource.group, version=resource.version, plural=resource.plural,  # type: ignore[return-value]
+                    kind=resource.kind or None, namespaced=resource.namespaced)
 
 
 class Collector:
@@ -192,7 +196,7 @@ class Servicer:
         kwargs = _kwargs.object_kwargs(body)
         kwargs.update(
             resource=_resource(request.resource),
-            patch=_kwargs.Patch(),
+            patch=_kwargs.Patch(body=body),
             logger=_context.object_logger(kwargs["namespace"], kwargs["name"], collector.send_log),
             memo=self._memo(kwargs["uid"]),
             reason=reason,
@@ -295,6 +299,8 @@ class Servicer:
                 result, waiting = None, True
             except Exception as e:
                 _fail(pb, response, e)
+                if response.outcome == pb.OUTCOME_UNEXPECTED_ERROR and top.backoff is None and default_backoff() is not None:
+                    response.delay_seconds = default_backoff()  # the operator's, changed since it was described
                 self._patch(response, kwargs)  # a failed attempt's patch is applied too
                 return
         response.outcome = pb.OUTCOME_SUCCESS
@@ -346,7 +352,7 @@ class Servicer:
 
     async def _rebuild(self, fn, kwargs, body) -> Dict[str, _context.SubhandlerDecl]:
         """Re-enters a parent with a throwaway answer to get its sub-handlers' closures."""
-        scratch = dict(kwargs, patch=_kwargs.Patch(), logger=_context.object_logger(None, None, lambda *_: None))
+        scratch = dict(kwargs, patch=_kwargs.Patch(body=body), logger=_context.object_logger(None, None, lambda *_: None))
         with _context.calling(body, lambda *_: None, kwargs=scratch, rebuilding=True) as call:
             try:
                 await _kwargs.invoke(fn, scratch)
@@ -406,7 +412,7 @@ class Servicer:
         body = _json(request.object, {}) or {}
         stopped = _kwargs.DaemonStopped(loop)
         kwargs = _kwargs.object_kwargs(body)
-        kwargs.update(resource=_resource(request.resource), patch=_kwargs.Patch(), memo=self._memo(kwargs["uid"]),
+        kwargs.update(resource=_resource(request.resource), patch=_kwargs.Patch(body=body), memo=self._memo(kwargs["uid"]),
                       logger=_context.object_logger(kwargs["namespace"], kwargs["name"],
                                                     lambda level, message: emit("log", (level, message))),
                       retry=request.retry, stopped=stopped, param=handler.param, reason="daemon",
@@ -481,7 +487,7 @@ class Servicer:
                 if result is not None:
                     response.result = _dumps(result, "return value")
                 if handler.kind == "startup":  # what startup handlers set reaches the controller
-                    response.settings.CopyFrom(_settings.to_contract(pb, _settings.changes(settings)))
+                    response.settings.CopyFrom(_settings_contract.to_contract(pb, _settings.changes(settings)))
             except Exception as e:
                 _fail(pb, response, e)
         collector.fill(pb, response)
@@ -502,9 +508,10 @@ class Servicer:
         collector = Collector()
         kwargs = _kwargs.object_kwargs(body)
         kwargs.update(
-            patch=_kwargs.Patch(), warnings=warnings, old=review.get("oldObject"), new=review.get("object"),
+            patch=_kwargs.Patch(body=body), warnings=warnings, old=review.get("oldObject"), new=review.get("object"),
             operation=review.get("operation"), dryrun=bool(review.get("dryRun")), uid=review.get("uid"),
-            userinfo=review.get("userInfo") or {}, subresource=review.get("subResource"), resource=review.get("resource"),
+            userinfo=review.get("userInfo") or {}, subresource=review.get("subResource"),
+            resource=_resources.review_resource(review.get("resource") or {}), headers={}, sslpeer={},
             logger=_context.object_logger(kwargs["namespace"], kwargs["name"], collector.send_log),
             memo=self._memo((body.get("metadata") or {}).get("uid")), param=handler.param, reason="admission",
         )

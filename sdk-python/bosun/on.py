@@ -19,6 +19,10 @@ from ._registry import PRESENT, Handler, Registry, Selector, get_default_registr
 
 Fn = Callable[..., Any]
 
+#: Kopf's names of the decorators' types (for annotations in users' code).
+ActivityDecorator = ChangingDecorator = WatchingDecorator = DaemonDecorator = TimerDecorator = Callable[[Fn], Fn]
+IndexingDecorator = WebhookDecorator = Callable[[Fn], Fn]
+
 #: The resource arguments of a decorator, as Kopf names them.
 _SELECTOR_ARGS = ("group", "version", "kind", "plural", "singular", "shortcut", "category")
 #: Handler options, as Kopf names them, passed on to `Handler` as they are.

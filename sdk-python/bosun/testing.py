@@ -32,8 +32,6 @@ from ._binary import bosun_binary
 log = logging.getLogger("bosun.runner")
 log.setLevel(logging.DEBUG)  # its records reach the root's handlers (caplog) whatever the root's level
 
-#: How the handler server started by the controller learns the test's settings.
-SETTINGS_ENV = "BOSUN_SETTINGS"
 
 
 class KopfRunner:
@@ -92,10 +90,10 @@ class KopfRunner:
         env = dict(os.environ if self.env is None else self.env)
         env["NO_COLOR"] = "1"
         try:
-            if self.settings is not None:
-                from . import _settings
+            if self.settings is not None:  # for the handler server the controller starts
+                from . import _settings_env
 
-                env[SETTINGS_ENV] = _settings.dumps(self.settings)
+                env[_settings_env.ENV] = _settings_env.dumps(self.settings)
             if self.registry is not None:
                 self._served = _InProcess(self.registry, self.settings)
                 self._served.start()
@@ -203,7 +201,7 @@ class _InProcess:
         if self.settings is not None:
             from . import _settings
 
-            _settings.use(self.settings)
+            _settings.replace(self.settings)
         self._thread.start()
         self._ready.wait(30)
         if self._error is not None:

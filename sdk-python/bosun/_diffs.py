@@ -1,0 +1,93 @@
+"""Kopf's `diff` kwarg: the changes between the last handled and the current object, as the
+controller computed them, in Kopf's shapes: a `Diff` (a sequence) of `DiffItem`s, each
+`(operation, field, old, new)` with `field` a tuple of keys, also unpackable as a 4-tuple and
+equal to any sequence of the same four values."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence, Tuple, Union, overload
+
+from ._bodies import FieldPath
+
+
+class DiffOperation(str, enum.Enum):
+    """What happened to a field (Kopf's `kopf.DiffOperation`): equal to `'add'`, `'change'`,
+    `'remove'`."""
+
+    ADD = "add"
+    CHANGE = "change"
+    REMOVE = "remove"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class DiffItem(NamedTuple):
+    """One change (Kopf's `kopf.DiffItem`); `old` is None for an addition, `new` for a
+    removal."""
+
+    operation: DiffOperation
+    field: FieldPath
+    old: Any
+    new: Any
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    @property
+    def op(self) -> DiffOperation:
+        return self.operation
+
+
+class Diff(Sequence[DiffItem]):
+    """All changes (Kopf's `kopf.Diff`): an immutable sequence of `DiffItem`s, equal to any
+    sequence of the same items."""
+
+    def __init__(self, __items: Iterable[Any]) -> None:
+        self._items: Tuple[DiffItem, ...] = tuple(DiffItem(*item) for item in __items)
+
+    @overload
+    def __getitem__(self, index: int) -> DiffItem: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[DiffItem]: ...
+
+    def __getitem__(self, index: Union[int, slice]) -> Union[DiffItem, Sequence[DiffItem]]:
+        return self._items[index]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[DiffItem]:
+        return iter(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __repr__(self) -> str:
+        return repr(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
