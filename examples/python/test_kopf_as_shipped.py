@@ -162,10 +162,22 @@ def _run_group(tree: pathlib.Path, nodes: List[str], tmp: pathlib.Path) -> subpr
         env: Dict[str, str] = dict(os.environ, KUBECONFIG=cluster.kubeconfig or "", PYTHONDONTWRITEBYTECODE="1")
         ini = tmp / "pytest.ini"
         ini.write_text("[pytest]\n")
-        return subprocess.run([sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(tree), "-p", "no:cacheprovider",
-                               "-v", "-rA", *nodes], cwd=tree, env=env, capture_output=True, text=True, timeout=900)
+        run = subprocess.run([sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(tree), "-p", "no:cacheprovider",
+                              "-v", "-rA", "--tb=short", *nodes], cwd=tree, env=env, capture_output=True, text=True, timeout=900)
+        (tmp / "pytest.log").write_text(run.stdout + run.stderr)
+        return run
     finally:
         cluster.__exit__(None, None, None)
+
+
+def _summary(output: str) -> List[str]:
+    """The outcome of each test and the assertion lines of each failure (its `E ` lines that
+    are not captured log lines)."""
+    keep = []
+    for line in output.splitlines():
+        if re.match(r"(PASSED|FAILED|ERROR) ", line) or (re.match(r"E\s", line) and "bosun.runner" not in line):
+            keep.append(line[:300])
+    return keep
 
 
 def test_kopfs_examples_and_tests_as_kopf_ships_them(tmp_path):
@@ -178,7 +190,7 @@ def test_kopfs_examples_and_tests_as_kopf_ships_them(tmp_path):
     assert sum(len(g) for g in groups) >= 17, groups
     with concurrent.futures.ThreadPoolExecutor(len(groups)) as pool:
         runs = list(pool.map(lambda ig: _run_group(tree, ig[1], tmp_path / f"cluster-{ig[0]}"), enumerate(groups)))
-    report = "\n\n".join(f"$ pytest {' '.join(g)}\n{r.stdout[-20000:]}\n{r.stderr[-3000:]}" for g, r in zip(groups, runs))
+    report = "\n".join(line for r in runs for line in _summary(r.stdout)) + f"\n(whole logs: {tmp_path}/cluster-*/pytest.log)"
     passed = sorted(line.split(" ", 1)[1] for r in runs for line in r.stdout.splitlines() if line.startswith("PASSED "))
     print(json.dumps(passed, indent=1))
     assert all(r.returncode == 0 for r in runs), report
