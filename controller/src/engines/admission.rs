@@ -62,7 +62,7 @@ impl Reviewer {
         let call = pb::AdmitRequest {
             handler_id: h.id.clone(),
             request: serde_json::to_vec(&review["request"]).unwrap_or_default(),
-            handler_key: String::new(),
+            handler_key: h.key.clone(),
         };
         let answer = match self.servers[h.server].admit(call, decide::call_deadline(h)).await {
             Ok(said) => {
@@ -340,5 +340,26 @@ mod tests {
         for (url, want) in hosts {
             assert_eq!(url_host(url).as_deref(), want, "{url}");
         }
+    }
+
+    #[tokio::test]
+    async fn reviews_are_sent_with_the_handlers_key() {
+        let server = Arc::new(crate::engines::recording::Recording::default());
+        let spec = pb::HandlerSpec {
+            id: "check".into(),
+            key: "check-create".into(),
+            kind: pb::HandlerKind::Validate as i32,
+            resource: Some(pb::ResourceSelector { name: "kopfexamples".into(), ..Default::default() }),
+            ..Default::default()
+        };
+        let h = Handler::from_spec(&spec, 0).unwrap();
+        let resolved = ("kopf.dev".to_string(), "v1".to_string(), "kopfexamples".to_string());
+        let reviewer = Reviewer::new(vec![(h, resolved)], Arc::new(vec![server.clone()]), Logger::new(None));
+        let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "1", "operation": "CREATE", "object": {"metadata": {"name": "x"}},
+            "resource": {"group": "kopf.dev", "version": "v1", "resource": "kopfexamples"}}});
+        let answer = reviewer.review("check", &review).await.unwrap();
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+        assert_eq!(*server.calls.lock(), [("Admit", "check".into(), "check-create".into())]);
     }
 }

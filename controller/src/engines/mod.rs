@@ -6,6 +6,8 @@
 pub mod admission;
 pub mod dispatch;
 pub mod liveness;
+#[cfg(test)]
+pub(crate) mod recording;
 pub mod trace_context;
 pub mod webhooks;
 

@@ -23,7 +23,7 @@ pub struct StartupFailed {
 
 /// One attempt, judged: its lines are logged, the answer interpreted.
 async fn attempt(h: &Handler, servers: &[std::sync::Arc<dyn HandlerClient>], log: &Logger, retry: u32) -> ActivityNext {
-    let req = pb::ActivityRequest { handler_id: h.id.clone(), kind: h.kind as i32, retry, handler_key: String::new() };
+    let req = pb::ActivityRequest { handler_id: h.id.clone(), kind: h.kind as i32, retry, handler_key: h.key.clone() };
     match servers[h.server].activity(req, h.call_timeout).await {
         Ok(a) => {
             log_lines(log, &a);

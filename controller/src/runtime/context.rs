@@ -113,6 +113,7 @@ impl ResourceContext {
         let obj = object_ref(body);
         let req = pb::HandleRequest {
             handler_id: h.id.clone(),
+            handler_key: h.key.clone(),
             reason: reason as i32,
             resource: Some(self.pb_resource()),
             object: to_json(body),

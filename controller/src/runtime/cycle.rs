@@ -235,7 +235,8 @@ impl ResourceContext {
                 .and_then(|p| inv.id.strip_prefix(p))
                 .map(|c| c.trim_start_matches('/').to_string())
                 .unwrap_or_default(),
-            handler_key: String::new(),
+            // Sub-handlers are called through their top-level handler's registration.
+            handler_key: h.key.clone(),
             finished_subhandlers: Vec::new(),
         };
         let server = &self.servers[h.server];

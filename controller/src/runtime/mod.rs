@@ -78,7 +78,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
         log.info(None, &format!("Handler server {} registered {} handler(s).", s.addr, d.handlers.len()));
         described.push(d);
     }
-    let mut handlers = registry::build(&described.iter().map(|d| d.handlers.clone()).collect::<Vec<_>>())?;
+    let mut handlers = registry::build(&described)?;
     let clients: Servers = Arc::new(servers.iter().map(|s| s.clone() as Arc<dyn HandlerClient>).collect());
     let startups = of_kind(&handlers, pb::HandlerKind::Startup);
     let probes = of_kind(&handlers, pb::HandlerKind::Probe);
@@ -174,7 +174,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
         } else {
             let mut next = described.clone();
             next[server] = response;
-            match registry::build(&next.iter().map(|d| d.handlers.clone()).collect::<Vec<_>>()) {
+            match registry::build(&next) {
                 Ok(built) => {
                     log.info(
                         None,
