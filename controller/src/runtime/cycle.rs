@@ -237,7 +237,7 @@ impl ResourceContext {
                 .unwrap_or_default(),
             // Sub-handlers are called through their top-level handler's registration.
             handler_key: h.key.clone(),
-            finished_subhandlers: Vec::new(),
+            finished_subhandlers: inv.finishes.clone(),
         };
         let server = &self.servers[h.server];
         let result = server.handle(req, h.call_timeout).await;

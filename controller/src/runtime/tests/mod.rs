@@ -2,7 +2,7 @@
 //! the two I/O traits with an in-memory API server and scripted handler servers, so hours of
 //! delays pass in milliseconds and every failure can be staged exactly.
 
-mod keys;
+mod calls;
 mod rig;
 
 use std::sync::Arc;
