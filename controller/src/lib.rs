@@ -101,6 +101,8 @@ pub struct Settings {
     /// How admission webhooks are served and configured, when validating or mutating
     /// handlers are registered.
     pub admission: engines::admission::Setup,
+    /// How events are posted about objects.
+    pub posting: engines::posting::Posting,
 }
 
 impl Default for Settings {
@@ -121,6 +123,7 @@ impl Default for Settings {
             liveness: None,
             metrics_listen: None,
             admission: engines::admission::Setup::default(),
+            posting: engines::posting::Posting::default(),
         }
     }
 }

@@ -491,6 +491,8 @@ impl ResourceJob {
             outages: self.shared.outages.clone(),
             kinds: self.shared.kinds.clone(),
             log: self.shared.log.clone(),
+            posting: self.shared.settings.posting,
+            poster: crate::engines::posting::Poster::start(Arc::new(self.shared.cluster.clone()), self.shared.log.clone(), &self.tasks),
             authority: self.shared.authority.clone(),
             selector_pushed: selector.is_some(),
             seen: self.memory.seen.clone(),

@@ -183,11 +183,6 @@ pub fn deletion_requested(body: &Value) -> bool {
     object::meta(body, "deletionTimestamp").is_some_and(|v| !v.is_null())
 }
 
-/// The Warning event posted for a permanent failure.
-pub fn failure_event(line: &str) -> pb::Event {
-    pb::Event { r#type: "Warning".into(), reason: "Error".into(), message: line.to_string(), regarding: None }
-}
-
 /// The annotation that keeps a handler's result on resources whose status cannot.
 pub fn result_annotation(prefix: &str, id: &str) -> String {
     annotation_key(prefix, &format!("{id}.result"))
@@ -420,7 +415,7 @@ impl Cycle {
             checked.unwrap_or(Checked { result: None, merge: None, json_patch: None, children: Vec::new() });
         let (record, verdict) = record_attempt(&h, prev.as_ref(), self.reason.purpose(), &attempt, self.now);
         let line = verdict.log_line(&id);
-        let mut events = answer.events;
+        let events = answer.events;
         // Sub-handlers it registered before (a finishing call declares them again) are known.
         let known = prev.as_ref().and_then(|r| r.subrefs.as_deref()).unwrap_or_default();
         let registers = verdict == Verdict::Succeeded && children.iter().any(|(full, _)| !known.contains(full));
@@ -435,10 +430,7 @@ impl Cycle {
                 self.wake_at(until);
             }
             Verdict::Ignored(_) => self.line(Level::Warn, line),
-            Verdict::Failed(_) => {
-                self.line(Level::Error, line.clone());
-                events.push(failure_event(&line));
-            }
+            Verdict::Failed(_) => self.line(Level::Error, line),
         }
         // Patches of failed attempts still apply (as in Kopf); skipped handlers change nothing.
         let (main_patch, status_patch) = match (&verdict, merge) {
@@ -472,8 +464,7 @@ impl Cycle {
         let purpose = self.reason.purpose();
         let why = format!("its patch was rejected by the API server: {message}");
         for c in self.calls.iter_mut().filter(|c| culprits.contains(&c.id)) {
-            let line = Verdict::Failed(why.clone()).log_line(&c.id);
-            self.lines.push(Line::new(Level::Error, line.clone()));
+            self.lines.push(Line::new(Level::Error, Verdict::Failed(why.clone()).log_line(&c.id)));
             let prev = self.records.get(&c.id).cloned();
             self.records.insert(c.id.clone(), record_limit_failure(prev.as_ref(), purpose, &why, self.now));
             c.verdict = Verdict::Failed(why.clone());
@@ -481,7 +472,6 @@ impl Cycle {
             c.main_patch = None;
             c.status_patch = None;
             c.json_patch = None;
-            c.events.push(failure_event(&line));
         }
     }
 

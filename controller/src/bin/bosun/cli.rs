@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use bosun_controller::engines::posting::Posting;
 use bosun_controller::engines::webhooks::Certificate;
+use bosun_controller::logs::Level;
 use bosun_controller::{Namespaces, Settings, StorageMode};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -148,6 +150,16 @@ pub struct ControllerArgs {
     /// embedded dev cluster).
     #[arg(long, env = "BOSUN_ADMISSION_CLEANUP")]
     pub admission_cleanup: bool,
+    /// Post no events at all, not even those handlers ask for (Kopf's `settings.posting.enabled`).
+    #[arg(long, env = "BOSUN_NO_POSTING")]
+    pub no_posting: bool,
+    /// Post the log lines of objects' handling cycles as events about them too, the
+    /// controller's and the handlers' (Kopf's `settings.posting.loggers`; off since Kopf 1.44).
+    #[arg(long, env = "BOSUN_POSTING_LOGGERS")]
+    pub posting_loggers: bool,
+    /// The least level of the lines --posting-loggers posts (Kopf's `settings.posting.level`).
+    #[arg(long, env = "BOSUN_POSTING_LEVEL", value_enum, default_value = "info", value_name = "LEVEL")]
+    pub posting_level: PostingLevel,
     /// How log lines look, as Kopf's `--log-format`: `plain` (the message), `full` (time,
     /// logger, level and message) or `json` (one object per line with the object, cause,
     /// handler and trace id).
@@ -326,6 +338,30 @@ fn parse_service(s: &str) -> Result<(String, String, u16), String> {
     Ok((namespace.to_string(), name.to_string(), port))
 }
 
+/// `--posting-level`: the flag's spelling of a log level.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PostingLevel {
+    /// Every line.
+    Debug,
+    /// Progress and above.
+    Info,
+    /// Warnings and errors.
+    Warning,
+    /// Errors only.
+    Error,
+}
+
+impl From<PostingLevel> for Level {
+    fn from(level: PostingLevel) -> Level {
+        match level {
+            PostingLevel::Debug => Level::Debug,
+            PostingLevel::Info => Level::Info,
+            PostingLevel::Warning => Level::Warn,
+            PostingLevel::Error => Level::Error,
+        }
+    }
+}
+
 /// `--storage`: the flag's spelling of [`StorageMode`], which the library keeps free of clap.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Storage {
@@ -400,6 +436,7 @@ impl ControllerArgs {
                     .map(|(ns, _, _)| ns.clone())
                     .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|ns| !ns.trim().is_empty())),
             },
+            posting: Posting { enabled: !self.no_posting, loggers: self.posting_loggers, level: self.posting_level.into() },
         }
     }
 

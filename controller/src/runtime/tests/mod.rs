@@ -3,6 +3,7 @@
 //! delays pass in milliseconds and every failure can be staged exactly.
 
 mod calls;
+mod posting;
 mod rig;
 
 use std::sync::Arc;

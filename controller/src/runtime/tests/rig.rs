@@ -17,6 +17,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::cluster::{Api, Error, ResolvedResource};
 use crate::engines::dispatch::{CallFailure, DaemonStream, HandlerClient, Outages};
+use crate::engines::posting::{Poster, Posting};
 use crate::logs::Logger;
 use crate::object;
 use crate::runtime::context::{Clock, ResourceContext};
@@ -306,6 +307,11 @@ pub struct Rig {
 }
 
 pub fn rig(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)>) -> Rig {
+    rig_posting(body, handlers, scripts, Posting::default())
+}
+
+/// [`rig`], posting events as `posting` says.
+pub fn rig_posting(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)>, posting: Posting) -> Rig {
     let api = FakeApi::with(body);
     let server = Arc::new(FakeServer {
         scripts: scripts.into_iter().map(|(id, s)| (id.to_string(), s)).collect(),
@@ -332,6 +338,8 @@ pub fn rig(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)
     });
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let outages = Arc::new(Outages::default());
+    let log = Logger::new(Some(crate::LogSink(tx)));
+    let tasks = TaskTracker::new();
     let ctx = Arc::new(ResourceContext {
         resource: ResolvedResource {
             group: "kopf.dev".into(),
@@ -352,12 +360,14 @@ pub fn rig(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)
         servers: Arc::new(vec![server.clone() as Arc<dyn HandlerClient>]),
         outages: outages.clone(),
         kinds: Arc::default(),
-        log: Logger::new(Some(crate::LogSink(tx))),
+        posting,
+        poster: Poster::start(api.clone(), log.clone(), &tasks),
+        log,
         authority: crate::coordination::Authority::default(),
         selector_pushed: false,
         seen: Arc::default(),
         memos: Arc::default(),
-        tasks: TaskTracker::new(),
+        tasks,
         stop: stop.clone(),
         clock: Clock::tokio(),
     });

@@ -74,8 +74,7 @@ impl Cycle {
         }
         let h = Arc::clone(&self.due[i].handler);
         if let Some(message) = precheck(&h, prev.as_ref(), self.now) {
-            let line = Verdict::Failed(message.clone()).log_line(&id);
-            self.line(Level::Error, line.clone());
+            self.line(Level::Error, Verdict::Failed(message.clone()).log_line(&id));
             self.records.insert(id.clone(), record_limit_failure(prev.as_ref(), self.reason.purpose(), &message, self.now));
             self.calls.push(CallOutcome {
                 id,
@@ -84,7 +83,7 @@ impl Cycle {
                 main_patch: None,
                 status_patch: None,
                 json_patch: None,
-                events: vec![super::failure_event(&line)],
+                events: Vec::new(),
             });
             return None;
         }
