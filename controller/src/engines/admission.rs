@@ -125,6 +125,9 @@ pub struct Setup {
     /// The URL the API server calls, when it is not the Service nor the listen address: a
     /// tunnel, or the laptop's address as the cluster sees it.
     pub url: Option<String>,
+    /// The host name the API server calls at the port listened on, when no URL or Service is
+    /// given (Kopf's `WebhookServer(host=…)`); the certificate names it.
+    pub host: Option<String>,
     /// The Service in front of the controller: namespace, name, port.
     pub service: Option<(String, String, u16)>,
     /// Where the serving certificate comes from.
@@ -147,6 +150,7 @@ impl Default for Setup {
         Setup {
             listen: None,
             url: None,
+            host: None,
             service: None,
             certificate: webhooks::Certificate::SelfSigned,
             configuration: "auto.bosun.dev".into(),
@@ -185,7 +189,7 @@ impl Admission {
         stop: watch::Receiver<bool>,
     ) -> Result<Arc<Admission>, webhooks::Error> {
         let listen = setup.listen.clone().unwrap_or_else(|| if setup.service.is_some() { "0.0.0.0:9443" } else { "127.0.0.1:0" }.into());
-        let url_host: Vec<String> = setup.url.as_deref().and_then(url_host).into_iter().collect();
+        let url_host: Vec<String> = setup.url.as_deref().and_then(url_host).into_iter().chain(setup.host.clone()).collect();
         let service = setup.service.as_ref().map(|(ns, name, _)| (ns.as_str(), name.as_str()));
         let loaded = webhooks::load(&setup.certificate, service, &url_host)?;
         let mut ca_bundle = loaded.ca_bundle.subscribe();
@@ -194,7 +198,10 @@ impl Admission {
         let endpoint = match (&setup.url, &setup.service) {
             (Some(url), _) => Endpoint::Url(url.clone()),
             (None, Some((namespace, name, port))) => Endpoint::Service { namespace: namespace.clone(), name: name.clone(), port: *port },
-            (None, None) => Endpoint::Url(format!("https://{}", reachable(local))),
+            (None, None) => match &setup.host {
+                Some(host) => Endpoint::Url(format!("https://{}:{}", bracketed(host), local.port())),
+                None => Endpoint::Url(format!("https://{}", reachable(local))),
+            },
         };
         let at = match &endpoint {
             Endpoint::Url(url) => url.clone(),
@@ -312,6 +319,11 @@ fn url_host(url: &str) -> Option<String> {
     uri.host().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string())
 }
 
+/// A host as it goes into a URL: IPv6 addresses in brackets.
+fn bracketed(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_string() }
+}
+
 /// The address the API server can call for a listen address: loopback for "any".
 fn reachable(local: std::net::SocketAddr) -> String {
     match local.ip() {
@@ -339,6 +351,9 @@ mod tests {
         ];
         for (url, want) in hosts {
             assert_eq!(url_host(url).as_deref(), want, "{url}");
+        }
+        for (host, want) in [("op.example", "op.example"), ("10.0.0.1", "10.0.0.1"), ("fd00::1", "[fd00::1]"), ("[fd00::1]", "[fd00::1]")] {
+            assert_eq!(bracketed(host), want);
         }
     }
 

@@ -416,6 +416,38 @@ async fn startup_retries_temporary_failures_after_their_delay_and_stops_on_a_per
 }
 
 #[tokio::test(start_paused = true)]
+async fn startup_handlers_settings_are_gathered_from_their_successes_a_later_ones_over_an_earlier_ones() {
+    let rig = rig(object(json!({})), vec![], vec![]);
+    let answer = |outcome: pb::Outcome, settings: pb::OperatorSettings| {
+        Ok(pb::ActivityResponse { outcome: outcome as i32, delay_seconds: Some(1.0), settings: Some(settings), ..Default::default() })
+    };
+    rig.server.activities.lock().insert(
+        "first".into(),
+        Box::new(move |n| {
+            if n == 0 {
+                // A failed attempt's settings are not taken.
+                answer(pb::Outcome::TemporaryError, pb::OperatorSettings { peering_name: Some("not-this".into()), ..Default::default() })
+            } else {
+                answer(
+                    pb::Outcome::Success,
+                    pb::OperatorSettings { finalizer: Some("a.op/f".into()), max_workers: Some(2), ..Default::default() },
+                )
+            }
+        }),
+    );
+    rig.server.activities.lock().insert(
+        "second".into(),
+        Box::new(move |_| answer(pb::Outcome::Success, pb::OperatorSettings { finalizer: Some("b.op/f".into()), ..Default::default() })),
+    );
+    let (first, second) =
+        (handler("first", pb::HandlerKind::Startup, Default::default()), handler("second", pb::HandlerKind::Startup, Default::default()));
+    let servers: Vec<Arc<dyn HandlerClient>> = vec![rig.server.clone()];
+    let got = super::activities::startup(&[&first, &second], &servers, &Logger::new(None)).await.unwrap();
+    let want = pb::OperatorSettings { finalizer: Some("b.op/f".into()), max_workers: Some(2), ..Default::default() };
+    assert_eq!(got, want);
+}
+
+#[tokio::test(start_paused = true)]
 async fn no_handler_runs_before_the_index_has_seen_the_first_listing_and_deletions_reach_the_index() {
     let fresh = object(json!({}));
     let c = handler("c", pb::HandlerKind::Create, Default::default());
