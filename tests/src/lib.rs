@@ -375,6 +375,26 @@ pub mod kex {
         Cluster::new(client.clone()).patch(&format!("{}/{name}", path(ns)), content::MERGE, &patch).await.expect("patch")
     }
 
+    /// Polls one in `default` until `cond` holds, for at most `timeout`; panics with `what` and
+    /// the object as last seen otherwise.
+    pub async fn wait_until(
+        client: &kube::Client,
+        name: &str,
+        what: &str,
+        timeout: std::time::Duration,
+        cond: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let o = get(client, "default", name).await.unwrap_or(Value::Null);
+            if cond(&o) {
+                return o;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}; last seen: {o:#}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// Waits until one is gone.
     pub async fn wait_gone(client: &kube::Client, ns: &str, name: &str) {
         let what = format!("{ns}/{name} to be gone");

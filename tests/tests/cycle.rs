@@ -38,17 +38,7 @@ fn name_of(object: &[u8]) -> Option<String> {
 }
 
 async fn wait_obj(client: &kube::Client, name: &str, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + T;
-    loop {
-        let o = kex::get(client, "default", name).await.unwrap_or(Value::Null);
-        if cond(&o) {
-            return o;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            panic!("timed out waiting for {what}; last seen: {o:#}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    kex::wait_until(client, name, what, T, cond).await
 }
 
 #[tokio::test]

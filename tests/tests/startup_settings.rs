@@ -21,15 +21,7 @@ async fn setup() -> (DevCluster, kube::Client) {
 }
 
 async fn wait_obj(client: &kube::Client, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + T;
-    loop {
-        let o = kex::get(client, "default", "obj").await.unwrap_or(Value::Null);
-        if cond(&o) {
-            return o;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}; last seen: {o:#}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    kex::wait_until(client, "obj", what, T, cond).await
 }
 
 #[tokio::test]
