@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod object;
 pub mod rbac;
 pub mod runtime;
+pub mod settings;
 pub mod state;
 
 use std::time::Duration;
@@ -101,6 +102,14 @@ pub struct Settings {
     /// How admission webhooks are served and configured, when validating or mutating
     /// handlers are registered.
     pub admission: engines::admission::Setup,
+    /// How events are posted about objects.
+    pub posting: engines::posting::Posting,
+    /// What startup handlers (or an embedder) chose over the default naming and place of the
+    /// controller's marks on objects (`prefix`, `kopf_compat`, `storage`).
+    pub persistence: state::storage::Persistence,
+    /// The settings given explicitly (a flag or its `BOSUN_*` variable), by their flag
+    /// (`--max-workers`): startup handlers' settings do not override them.
+    pub explicit: std::collections::BTreeSet<String>,
 }
 
 impl Default for Settings {
@@ -121,6 +130,9 @@ impl Default for Settings {
             liveness: None,
             metrics_listen: None,
             admission: engines::admission::Setup::default(),
+            posting: engines::posting::Posting::default(),
+            persistence: state::storage::Persistence::default(),
+            explicit: std::collections::BTreeSet::new(),
         }
     }
 }

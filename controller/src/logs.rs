@@ -32,8 +32,8 @@ pub struct Logger {
     sink: Option<LogSink>,
 }
 
-/// How important a line is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How important a line is, least first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
     /// Shown with `-v`.
     Debug,

@@ -31,6 +31,9 @@ pub struct Scripted {
     pub open_daemons: Arc<std::sync::atomic::AtomicUsize>,
     specs: Vec<pb::HandlerSpec>,
     resources: Vec<pb::ResourceSettings>,
+    finishes_parents: bool,
+    /// Operator settings that startup activities answer with, by id.
+    startup_settings: Arc<HashMap<String, pb::OperatorSettings>>,
     behaviours: Arc<HashMap<String, Behaviour>>,
     calls: Arc<Mutex<Vec<pb::HandleRequest>>>,
 }
@@ -78,6 +81,8 @@ impl Scripted {
             open_daemons: Arc::default(),
             specs,
             resources: Vec::new(),
+            finishes_parents: false,
+            startup_settings: Arc::default(),
             behaviours: Arc::new(behaviours),
             calls: Arc::default(),
         }
@@ -93,6 +98,18 @@ impl Scripted {
     /// Declares per-resource settings (ignored fields) in Describe.
     pub fn with_resource_settings(mut self, settings: pb::ResourceSettings) -> Scripted {
         self.resources.push(settings);
+        self
+    }
+
+    /// Says in Describe that the server finishes parents (`finishes_parents`).
+    pub fn finishing_parents(mut self) -> Scripted {
+        self.finishes_parents = true;
+        self
+    }
+
+    /// Answers the startup activity `id`, when it succeeds, with these operator settings.
+    pub fn with_startup_settings(mut self, id: &str, settings: pb::OperatorSettings) -> Scripted {
+        Arc::make_mut(&mut self.startup_settings).insert(id.to_string(), settings);
         self
     }
 
@@ -170,7 +187,7 @@ impl HandlerServer for Scripted {
             handlers: self.specs.clone(),
             server_name: "scripted".into(),
             resources: self.resources.clone(),
-            finishes_parents: false,
+            finishes_parents: self.finishes_parents,
         }))
     }
 
@@ -220,7 +237,7 @@ impl HandlerServer for Scripted {
             delay_seconds: a.delay_seconds,
             result: a.result,
             logs: a.logs,
-            settings: None,
+            settings: self.startup_settings.get(&req.handler_id).cloned().filter(|_| a.outcome == pb::Outcome::Success as i32),
         }))
     }
 
@@ -356,6 +373,26 @@ pub mod kex {
     /// Merge-patches one.
     pub async fn patch(client: &kube::Client, ns: &str, name: &str, patch: Value) -> Value {
         Cluster::new(client.clone()).patch(&format!("{}/{name}", path(ns)), content::MERGE, &patch).await.expect("patch")
+    }
+
+    /// Polls one in `default` until `cond` holds, for at most `timeout`; panics with `what` and
+    /// the object as last seen otherwise.
+    pub async fn wait_until(
+        client: &kube::Client,
+        name: &str,
+        what: &str,
+        timeout: std::time::Duration,
+        cond: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let o = get(client, "default", name).await.unwrap_or(Value::Null);
+            if cond(&o) {
+                return o;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}; last seen: {o:#}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 
     /// Waits until one is gone.

@@ -178,7 +178,9 @@ async fn temporary_errors_are_retried_after_their_delay_until_success(sdk: Sdk) 
 }
 
 async fn permanent_errors_are_not_retried_and_are_recorded_as_failed(sdk: Sdk) {
-    let Some(env) = start(sdk).await else { return };
+    // The failure's line is posted as an event only with loggers on (Kopf 1.44+).
+    let posting = bosun_controller::engines::posting::Posting { loggers: true, ..Default::default() };
+    let Some(env) = start_with(sdk, Settings { posting, ..Default::default() }).await else { return };
     let uid = uid(&env.create("obj", json!({"spec": {"fail": "permanent"}})).await);
     // The cause is over (nothing left to retry), after exactly one attempt.
     let obj = env.wait_object("obj", "the creation to be processed", processed).await;
@@ -188,10 +190,11 @@ async fn permanent_errors_are_not_retried_and_are_recorded_as_failed(sdk: Sdk) {
     let line = env.controller().log().into_iter().find(|l| l.contains("[default/obj] Creation is processed:")).expect("logged");
     assert!(line.ends_with("; 1 failed."), "{line}");
     let failed = |e: &Value| {
-        e["type"] == "Warning"
+        e["type"] == "Error"
+            && e["reason"] == "Logging"
             && e["message"].as_str().is_some_and(|m| m.contains("Handler 'errors' failed permanently: conformance: permanent failure"))
     };
-    env.wait_events(&uid, "a Warning event about the failure", |events| events.iter().any(failed)).await;
+    env.wait_events(&uid, "an Error event about the failure", |events| events.iter().any(failed)).await;
     env.stop().await;
 }
 

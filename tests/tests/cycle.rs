@@ -38,17 +38,7 @@ fn name_of(object: &[u8]) -> Option<String> {
 }
 
 async fn wait_obj(client: &kube::Client, name: &str, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + T;
-    loop {
-        let o = kex::get(client, "default", name).await.unwrap_or(Value::Null);
-        if cond(&o) {
-            return o;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            panic!("timed out waiting for {what}; last seen: {o:#}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    kex::wait_until(client, name, what, T, cond).await
 }
 
 #[tokio::test]
@@ -299,7 +289,7 @@ async fn kopf_compat_mode_writes_kopf_keys_in_annotations() {
 }
 
 #[tokio::test]
-async fn deletion_supersedes_an_unfinished_creation_and_failures_post_warning_events() {
+async fn deletion_supersedes_an_unfinished_creation_and_failures_are_posted_as_error_events_with_loggers_on() {
     let (_cluster, client) = setup().await;
     let stuck: Behaviour = Arc::new(|_| pb::HandleResponse {
         outcome: pb::Outcome::TemporaryError as i32,
@@ -315,7 +305,8 @@ async fn deletion_supersedes_an_unfinished_creation_and_failures_post_warning_ev
         (spec("delete_fn", pb::HandlerKind::Delete), ok(Value::Null)),
     ]);
     let (addr, stopper) = server.clone().spawn().await;
-    let controller = Controller::start(client.clone(), settings(&addr));
+    let posting = bosun_controller::engines::posting::Posting { loggers: true, ..Default::default() };
+    let controller = Controller::start(client.clone(), Settings { posting, ..settings(&addr) });
     kex::create(&client, "default", "obj", json!({})).await;
     controller.wait_log("[default/obj] Handler 'create_fn' failed temporarily: waiting for something", T).await;
     let obj = wait_obj(&client, "obj", "progress stored", |o| !o["status"]["bosun.dev"]["progress"]["create_fn"].is_null()).await;
@@ -324,14 +315,15 @@ async fn deletion_supersedes_an_unfinished_creation_and_failures_post_warning_ev
     assert_eq!(progress["retries"], 1);
     assert!(progress["delayed"].is_string(), "{progress}");
 
-    // A Warning event tells about the permanent failure.
+    // With loggers on, the failure's line is posted as Kopf posts it: an Error event.
     let cluster = bosun_controller::cluster::Cluster::new(client.clone());
     wait_for("a warning event", T, || {
         let cluster = cluster.clone();
         async move {
             let events = cluster.get("/api/v1/namespaces/default/events").await.unwrap();
             events["items"].as_array().unwrap().iter().any(|e| {
-                e["type"] == "Warning"
+                e["type"] == "Error"
+                    && e["reason"] == "Logging"
                     && e["involvedObject"]["name"] == "obj"
                     && e["message"].as_str().unwrap_or("").contains("Handler 'doomed' failed permanently: cannot")
             })

@@ -147,15 +147,7 @@ fn progress_keys(o: &Value) -> BTreeSet<String> {
 
 /// Polls object `name` until `cond` holds; panics with `why` and the object otherwise.
 async fn wait_obj(client: &kube::Client, name: &str, why: &str, cond: impl Fn(&Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + T;
-    loop {
-        let o = kex::get(client, "default", name).await.unwrap_or(Value::Null);
-        if cond(&o) {
-            return o;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {why}: {o:#}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    kex::wait_until(client, name, why, T, cond).await
 }
 
 fn record(o: &Value, key: &str) -> Value {

@@ -198,9 +198,21 @@ async fn status_keeps_unknown(cluster: &dyn Api, r: &ResolvedResource) -> bool {
     crd.pointer("/spec/versions")
         .and_then(Value::as_array)
         .and_then(|vs| vs.iter().find(|v| v["name"].as_str() == Some(&r.version)))
-        .and_then(|v| v.pointer("/schema/openAPIV3Schema/properties/status/x-kubernetes-preserve-unknown-fields"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
+        .and_then(|v| v.pointer("/schema/openAPIV3Schema"))
+        .is_some_and(schema_keeps_unknown_status)
+}
+
+/// Whether a CRD version's `openAPIV3Schema` lets the API server keep fields it does not
+/// declare under `status`: a declared `status` must say `x-kubernetes-preserve-unknown-fields`
+/// itself; without one, the root's says it for the whole object (the usual Kopf operator's CRD,
+/// `{type: object, x-kubernetes-preserve-unknown-fields: true}`). Nothing else counts: a declared
+/// `status` without it is pruned to what it declares, whatever the root says.
+pub fn schema_keeps_unknown_status(schema: &Value) -> bool {
+    let preserves = |v: &Value| v.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true);
+    match schema.get("properties").and_then(|p| p.get("status")) {
+        Some(status) => preserves(status),
+        None => preserves(schema),
+    }
 }
 
 #[cfg(test)]
@@ -283,6 +295,30 @@ mod tests {
             ("pods", false),
         ] {
             assert_eq!(names_match(&r, name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn status_keeps_unknown_fields_where_it_or_an_undeclared_status_under_a_preserving_root_says_so() {
+        let preserve = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+        let declared = json!({"type": "object", "properties": {"phase": {"type": "string"}}});
+        let cases = [
+            // The usual Kopf operator's CRD: the whole object keeps what it is given.
+            (json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}), true),
+            (json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": {"spec": declared.clone()}}), true),
+            // A declared status decides for itself.
+            (json!({"type": "object", "properties": {"status": preserve.clone()}}), true),
+            (json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": {"status": declared.clone()}}), false),
+            (json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": {"status": preserve.clone()}}), true),
+            (json!({"type": "object", "properties": {"status": declared}}), false),
+            // Nothing preserved: pruned.
+            (json!({"type": "object", "properties": {"spec": preserve}}), false),
+            (json!({"type": "object"}), false),
+            (json!({"type": "object", "x-kubernetes-preserve-unknown-fields": false}), false),
+            (json!({"type": "object", "properties": {"status": {"x-kubernetes-preserve-unknown-fields": "yes"}}}), false),
+        ];
+        for (schema, want) in cases {
+            assert_eq!(schema_keeps_unknown_status(&schema), want, "{schema}");
         }
     }
 

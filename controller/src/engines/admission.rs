@@ -62,7 +62,7 @@ impl Reviewer {
         let call = pb::AdmitRequest {
             handler_id: h.id.clone(),
             request: serde_json::to_vec(&review["request"]).unwrap_or_default(),
-            handler_key: String::new(),
+            handler_key: h.key.clone(),
         };
         let answer = match self.servers[h.server].admit(call, decide::call_deadline(h)).await {
             Ok(said) => {
@@ -125,6 +125,9 @@ pub struct Setup {
     /// The URL the API server calls, when it is not the Service nor the listen address: a
     /// tunnel, or the laptop's address as the cluster sees it.
     pub url: Option<String>,
+    /// The host name the API server calls at the port listened on, when no URL or Service is
+    /// given (Kopf's `WebhookServer(host=…)`); the certificate names it.
+    pub host: Option<String>,
     /// The Service in front of the controller: namespace, name, port.
     pub service: Option<(String, String, u16)>,
     /// Where the serving certificate comes from.
@@ -147,6 +150,7 @@ impl Default for Setup {
         Setup {
             listen: None,
             url: None,
+            host: None,
             service: None,
             certificate: webhooks::Certificate::SelfSigned,
             configuration: "auto.bosun.dev".into(),
@@ -185,7 +189,7 @@ impl Admission {
         stop: watch::Receiver<bool>,
     ) -> Result<Arc<Admission>, webhooks::Error> {
         let listen = setup.listen.clone().unwrap_or_else(|| if setup.service.is_some() { "0.0.0.0:9443" } else { "127.0.0.1:0" }.into());
-        let url_host: Vec<String> = setup.url.as_deref().and_then(url_host).into_iter().collect();
+        let url_host: Vec<String> = setup.url.as_deref().and_then(url_host).into_iter().chain(setup.host.clone()).collect();
         let service = setup.service.as_ref().map(|(ns, name, _)| (ns.as_str(), name.as_str()));
         let loaded = webhooks::load(&setup.certificate, service, &url_host)?;
         let mut ca_bundle = loaded.ca_bundle.subscribe();
@@ -194,7 +198,10 @@ impl Admission {
         let endpoint = match (&setup.url, &setup.service) {
             (Some(url), _) => Endpoint::Url(url.clone()),
             (None, Some((namespace, name, port))) => Endpoint::Service { namespace: namespace.clone(), name: name.clone(), port: *port },
-            (None, None) => Endpoint::Url(format!("https://{}", reachable(local))),
+            (None, None) => match &setup.host {
+                Some(host) => Endpoint::Url(format!("https://{}:{}", bracketed(host), local.port())),
+                None => Endpoint::Url(format!("https://{}", reachable(local))),
+            },
         };
         let at = match &endpoint {
             Endpoint::Url(url) => url.clone(),
@@ -312,6 +319,11 @@ fn url_host(url: &str) -> Option<String> {
     uri.host().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string())
 }
 
+/// A host as it goes into a URL: IPv6 addresses in brackets.
+fn bracketed(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_string() }
+}
+
 /// The address the API server can call for a listen address: loopback for "any".
 fn reachable(local: std::net::SocketAddr) -> String {
     match local.ip() {
@@ -340,5 +352,29 @@ mod tests {
         for (url, want) in hosts {
             assert_eq!(url_host(url).as_deref(), want, "{url}");
         }
+        for (host, want) in [("op.example", "op.example"), ("10.0.0.1", "10.0.0.1"), ("fd00::1", "[fd00::1]"), ("[fd00::1]", "[fd00::1]")] {
+            assert_eq!(bracketed(host), want);
+        }
+    }
+
+    #[tokio::test]
+    async fn reviews_are_sent_with_the_handlers_key() {
+        let server = Arc::new(crate::engines::recording::Recording::default());
+        let spec = pb::HandlerSpec {
+            id: "check".into(),
+            key: "check-create".into(),
+            kind: pb::HandlerKind::Validate as i32,
+            resource: Some(pb::ResourceSelector { name: "kopfexamples".into(), ..Default::default() }),
+            ..Default::default()
+        };
+        let h = Handler::from_spec(&spec, 0).unwrap();
+        let resolved = ("kopf.dev".to_string(), "v1".to_string(), "kopfexamples".to_string());
+        let reviewer = Reviewer::new(vec![(h, resolved)], Arc::new(vec![server.clone()]), Logger::new(None));
+        let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "1", "operation": "CREATE", "object": {"metadata": {"name": "x"}},
+            "resource": {"group": "kopf.dev", "version": "v1", "resource": "kopfexamples"}}});
+        let answer = reviewer.review("check", &review).await.unwrap();
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+        assert_eq!(*server.calls.lock(), [("Admit", "check".into(), "check-create".into())]);
     }
 }

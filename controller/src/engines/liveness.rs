@@ -28,7 +28,7 @@ impl Probes {
         let mut out = Map::new();
         for h in &self.handlers {
             let req =
-                pb::ActivityRequest { handler_id: h.id.clone(), kind: pb::HandlerKind::Probe as i32, retry: 0, handler_key: String::new() };
+                pb::ActivityRequest { handler_id: h.id.clone(), kind: pb::HandlerKind::Probe as i32, retry: 0, handler_key: h.key.clone() };
             let answer = self.servers[h.server].activity(req, h.call_timeout.min(Duration::from_secs(30))).await;
             match answer {
                 Ok(a) if a.outcome == pb::Outcome::Success as i32 => {
@@ -113,5 +113,19 @@ mod tests {
         for (url, want) in cases {
             assert_eq!(parse_url(url).map_err(|e| e.to_string()), want, "{url}");
         }
+    }
+
+    #[tokio::test]
+    async fn probes_are_called_by_their_registrations_key() {
+        let server = Arc::new(crate::engines::recording::Recording::default());
+        let probe = |id: &str, key: &str| {
+            let spec = pb::HandlerSpec { id: id.into(), key: key.into(), kind: pb::HandlerKind::Probe as i32, ..Default::default() };
+            Handler::from_spec(&spec, 0).unwrap()
+        };
+        let servers: crate::engines::dispatch::Servers = Arc::new(vec![server.clone()]);
+        let probes = Probes { handlers: vec![probe("a", "probe-a"), probe("b", "")], servers, last: Mutex::new(None) };
+        assert_eq!(probes.run().await.unwrap(), serde_json::json!({"a": 1, "b": 1}));
+        let calls = server.calls.lock().clone();
+        assert_eq!(calls, [("Activity", "a".into(), "probe-a".into()), ("Activity", "b".into(), String::new())]);
     }
 }

@@ -1,11 +1,14 @@
 //! Engines that do the controller's outward work besides the API server: dispatching causes
-//! to handler servers, the liveness endpoint, admission webhooks (the endpoint, its HTTPS
-//! server and certificate, the webhook configurations), and the trace context that travels
-//! with calls.
+//! to handler servers, posting events, the liveness endpoint, admission webhooks (the endpoint,
+//! its HTTPS server and certificate, the webhook configurations), and the trace context that
+//! travels with calls.
 
 pub mod admission;
 pub mod dispatch;
 pub mod liveness;
+pub mod posting;
+#[cfg(test)]
+pub(crate) mod recording;
 pub mod trace_context;
 pub mod webhooks;
 

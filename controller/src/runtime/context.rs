@@ -12,6 +12,7 @@ use serde_json::Value;
 pub use crate::clock::Clock;
 use crate::cluster::{Api, ResolvedResource, events};
 use crate::engines::dispatch::{CallFailure, Outages, Servers};
+use crate::engines::posting::{Poster, Posting};
 use crate::logs::{Logger, ObjectRef};
 use crate::object::object_ref;
 use crate::state::essence::EssenceRules;
@@ -46,6 +47,10 @@ pub struct ResourceContext {
     pub outages: Arc<Outages>,
     /// The log.
     pub log: Logger,
+    /// How events are posted.
+    pub posting: Posting,
+    /// Posts the lines of handling cycles as events, in the background.
+    pub poster: Poster,
     /// Which objects are ours now (peering, leader election, shards): asked before every
     /// cycle, timer and daemon.
     pub authority: crate::coordination::Authority,
@@ -113,6 +118,7 @@ impl ResourceContext {
         let obj = object_ref(body);
         let req = pb::HandleRequest {
             handler_id: h.id.clone(),
+            handler_key: h.key.clone(),
             reason: reason as i32,
             resource: Some(self.pb_resource()),
             object: to_json(body),
@@ -129,8 +135,12 @@ impl ResourceContext {
         }
     }
 
-    /// Posts events about `body` (or the object each names); failures are logged.
+    /// Posts events about `body` (or the object each names) unless posting is off; failures
+    /// are logged.
     pub async fn post_events(&self, body: &Value, list: impl Iterator<Item = &pb::Event>) {
+        if !self.posting.enabled {
+            return;
+        }
         // Most cycles post none: the object's reference is read only for one that does.
         let mut regarding = None;
         for e in list {

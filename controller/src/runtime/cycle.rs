@@ -10,8 +10,10 @@ use serde_json::Value;
 use super::background::{Background, is_background};
 use super::context::{ResourceContext, to_json};
 use super::writes::WriteError;
+use crate::cluster::events;
 use crate::engines::dispatch::CallFailure;
-use crate::logs::{Line, ObjectRef};
+use crate::engines::posting;
+use crate::logs::{Level, Line};
 use crate::object::{self, object_key, object_ref};
 use crate::state::causes::Reason;
 use crate::state::diff::DiffOp;
@@ -40,8 +42,23 @@ fn pb_reason(r: Reason) -> pb::Reason {
 }
 
 impl ResourceContext {
-    fn lines(&self, obj: &ObjectRef, lines: Vec<Line>) {
-        self.log.lines(Some(obj), &lines);
+    /// Logs a cycle's lines about `body` with its prefix, and posts those the posting settings
+    /// say as events about it (Kopf's object logger).
+    fn lines(&self, body: &Value, lines: Vec<Line>) {
+        if lines.is_empty() {
+            return;
+        }
+        self.log.lines(Some(&object_ref(body)), &lines);
+        let mut regarding = None;
+        for line in lines.iter().filter(|l| self.posting.posts_line(l.level)) {
+            let to = regarding.get_or_insert_with(|| events::Regarding::of(body)).clone();
+            self.poster.post(to, posting::line_event(line));
+        }
+    }
+
+    /// Logs one line of a cycle, as [`Self::lines`].
+    fn say(&self, body: &Value, level: Level, text: String) {
+        self.lines(body, vec![Line::new(level, text)]);
     }
 
     /// Runs one cycle for `body` (`deleted`: the watch said DELETED).
@@ -81,15 +98,15 @@ impl ResourceContext {
         let first_sight = !self.seen.lock().contains(&uid);
         let mut cycle = match plan::begin(&subject, body, known_essence, first_sight, self.clock.now()) {
             Start::Idle(lines) => {
-                self.lines(&obj, lines);
+                self.lines(body, lines);
                 self.seen.lock().insert(uid);
                 return CycleEnd { next: Next::Idle, written: None };
             }
             Start::AddFinalizer(writes, lines) => {
-                self.lines(&obj, lines);
+                self.lines(body, lines);
                 return match self.write(body, &writes).await {
                     Ok(written) => CycleEnd { next: Next::Now, written },
-                    Err(e) => self.failed_write(&obj, e),
+                    Err(e) => self.failed_write(body, e),
                 };
             }
             Start::Handle(cycle) => cycle,
@@ -109,39 +126,32 @@ impl ResourceContext {
         let handling = async {
             while let Some(inv) = cycle.next_call() {
                 let handler = tracing::info_span!("handler", otel.name = %format_args!("handler {}", inv.id), otel.kind = "client", handler = %inv.id);
-                handler.in_scope(|| self.lines(&obj, cycle.take_lines()));
+                handler.in_scope(|| self.lines(body, cycle.take_lines()));
                 let mut reply = self.call(&cycle, &inv, body, &uid).instrument(handler.clone()).await;
                 if let Ok(answer) = &mut reply
                     && answer.outcome == pb::Outcome::Success as i32
                     && !answer.owned.is_empty()
                 {
-                    self.adopt_into(&obj, body, answer).instrument(handler.clone()).await;
+                    self.adopt_into(body, answer).instrument(handler.clone()).await;
                 }
                 cycle.absorb(&subject, body, &inv, reply);
-                handler.in_scope(|| self.lines(&obj, cycle.take_lines()));
+                handler.in_scope(|| self.lines(body, cycle.take_lines()));
             }
-            self.finish(&obj, &mut cycle, body, &uid, hold).await
+            self.finish(&mut cycle, body, &uid, hold).await
         };
         handling.instrument(span).await
     }
 
     /// Writes what the cycle concluded; when the API server refuses it, finds the handlers
     /// whose patches it refuses, fails only them, and writes again.
-    async fn finish(
-        &self,
-        obj: &ObjectRef,
-        cycle: &mut Cycle,
-        body: &Value,
-        uid: &str,
-        hold: Option<chrono::DateTime<chrono::Utc>>,
-    ) -> CycleEnd {
+    async fn finish(&self, cycle: &mut Cycle, body: &Value, uid: &str, hold: Option<chrono::DateTime<chrono::Utc>>) -> CycleEnd {
         let subject = self.subject();
         loop {
             let (writes, next) = cycle.conclude(&subject, body, hold);
             let lines = cycle.take_lines();
             match self.write(body, &writes).await {
                 Ok(written) => {
-                    self.lines(obj, lines);
+                    self.lines(body, lines);
                     self.post_events(body, writes.events.iter()).await;
                     if !cycle.unreachable() {
                         self.seen.lock().insert(uid.to_string());
@@ -151,38 +161,35 @@ impl ResourceContext {
                 Err(WriteError::Rejected(message)) => {
                     let culprits = self.culprits(body, cycle.calls()).await;
                     if culprits.is_empty() {
-                        self.lines(obj, lines);
-                        return self.refused_state(obj, body, &message).await;
+                        self.lines(body, lines);
+                        return self.refused_state(body, &message);
                     }
                     cycle.reject(&culprits, &message);
-                    self.lines(obj, cycle.take_lines());
+                    self.lines(body, cycle.take_lines());
                 }
                 Err(e) => {
-                    self.lines(obj, lines);
-                    return self.failed_write(obj, e);
+                    self.lines(body, lines);
+                    return self.failed_write(body, e);
                 }
             }
         }
     }
 
     /// The API server refused the controller's own writes (no handler's patch is at fault).
-    async fn refused_state(&self, obj: &ObjectRef, body: &Value, message: &str) -> CycleEnd {
-        let line = format!("The API server refused the controller's state for this object: {message}. Will retry.");
-        self.log.error(Some(obj), &line);
-        let event = plan::failure_event(&line);
-        self.post_events(body, std::iter::once(&event)).await;
+    fn refused_state(&self, body: &Value, message: &str) -> CycleEnd {
+        self.say(body, Level::Error, format!("The API server refused the controller's state for this object: {message}. Will retry."));
         CycleEnd { next: Next::Throttled(None), written: None }
     }
 
-    fn failed_write(&self, obj: &ObjectRef, e: WriteError) -> CycleEnd {
+    fn failed_write(&self, body: &Value, e: WriteError) -> CycleEnd {
         match e {
             WriteError::Gone => CycleEnd { next: Next::Gone, written: None },
             WriteError::Conflict => {
-                self.log.debug(Some(obj), "The object changed meanwhile; waiting for its newer version.");
+                self.say(body, Level::Debug, "The object changed meanwhile; waiting for its newer version.".into());
                 CycleEnd { next: Next::WakeAt(self.clock.now() + chrono::Duration::seconds(1)), written: None }
             }
             WriteError::Rejected(message) | WriteError::Unavailable(message) => {
-                self.log.error(Some(obj), &format!("Patching failed: {message}. Will retry."));
+                self.say(body, Level::Error, format!("Patching failed: {message}. Will retry."));
                 CycleEnd { next: Next::Throttled(None), written: None }
             }
         }
@@ -235,8 +242,9 @@ impl ResourceContext {
                 .and_then(|p| inv.id.strip_prefix(p))
                 .map(|c| c.trim_start_matches('/').to_string())
                 .unwrap_or_default(),
-            handler_key: String::new(),
-            finished_subhandlers: Vec::new(),
+            // Sub-handlers are called through their top-level handler's registration.
+            handler_key: h.key.clone(),
+            finished_subhandlers: inv.finishes.clone(),
         };
         let server = &self.servers[h.server];
         let result = server.handle(req, h.call_timeout).await;
@@ -264,7 +272,7 @@ impl ResourceContext {
     /// Creates and adopts a successful answer's owned objects; their UIDs join the result
     /// as `children` (Kopf's example 02 shape). A failure turns the answer into an
     /// unexpected error of the handler, so its errors mode decides what follows.
-    async fn adopt_into(&self, obj: &ObjectRef, body: &Value, answer: &mut pb::HandleResponse) {
+    async fn adopt_into(&self, body: &Value, answer: &mut pb::HandleResponse) {
         match self.adopt(body, &answer.owned).await {
             Ok(uids) => {
                 let parsed = serde_json::from_slice::<Value>(&answer.result).ok().filter(|v| !v.is_null());
@@ -273,7 +281,7 @@ impl ResourceContext {
                     map.insert("children".into(), serde_json::json!(uids));
                     answer.result = to_json(&result);
                 }
-                self.log.info(Some(obj), &format!("Adopted and created {} owned object(s).", uids.len()));
+                self.say(body, Level::Info, format!("Adopted and created {} owned object(s).", uids.len()));
             }
             Err(why) => {
                 answer.outcome = pb::Outcome::UnexpectedError as i32;

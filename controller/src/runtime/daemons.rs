@@ -58,7 +58,7 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
             object: to_json(&body),
             retry,
             memo,
-            handler_key: String::new(),
+            handler_key: h.key.clone(),
         };
         ctx.log.debug(Some(&obj), &format!("Daemon '{}' is starting.", h.id));
         // Each run of the daemon is a span (`daemon watch_fn`, the object): the call carries

@@ -35,8 +35,8 @@ use crate::logs::Logger;
 use crate::object;
 use crate::state::essence::{EssenceRules, parse_path};
 use crate::state::registry::{self, Handler};
-use crate::state::storage::{Storage, StorageKind};
-use crate::{Error, Namespaces, Settings, StorageMode};
+use crate::state::storage::StorageKind;
+use crate::{Error, Namespaces, Settings};
 use bosun_proto::v1 as pb;
 use context::{Clock, ResourceContext};
 use worker::Router;
@@ -45,7 +45,7 @@ use worker::Router;
 const GRACE: Duration = Duration::from_secs(10);
 
 /// Runs the controller until `shutdown` resolves.
-pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), Error> {
+pub async fn run(client: kube::Client, mut settings: Settings, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), Error> {
     let log = Logger::new(settings.log_sink.clone());
     if settings.handlers.is_empty() {
         return Err(Error::NoHandlers);
@@ -78,7 +78,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
         log.info(None, &format!("Handler server {} registered {} handler(s).", s.addr, d.handlers.len()));
         described.push(d);
     }
-    let mut handlers = registry::build(&described.iter().map(|d| d.handlers.clone()).collect::<Vec<_>>())?;
+    let mut handlers = registry::build(&described)?;
     let clients: Servers = Arc::new(servers.iter().map(|s| s.clone() as Arc<dyn HandlerClient>).collect());
     let startups = of_kind(&handlers, pb::HandlerKind::Startup);
     let probes = of_kind(&handlers, pb::HandlerKind::Probe);
@@ -95,10 +95,12 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
         tokio::spawn(crate::engines::liveness::serve(listener, path, probes, clients.clone(), until));
     }
     let startup_refs: Vec<&Handler> = startups.iter().collect();
-    tokio::select! {
+    let chosen = tokio::select! {
         r = activities::startup(&startup_refs, &clients, &log) => r?,
         _ = &mut shutdown => return Ok(()),
-    }
+    };
+    // What the startup handlers set applies before anything peers, serves or watches.
+    log.lines(None, &crate::settings::apply(&mut settings, &chosen));
 
     // Who handles what: settled before the first watch, so nothing is handled that is not ours.
     let cluster = Cluster::new(client);
@@ -174,7 +176,7 @@ pub async fn run(client: kube::Client, settings: Settings, shutdown: impl Future
         } else {
             let mut next = described.clone();
             next[server] = response;
-            match registry::build(&next.iter().map(|d| d.handlers.clone()).collect::<Vec<_>>()) {
+            match registry::build(&next) {
                 Ok(built) => {
                     log.info(
                         None,
@@ -433,13 +435,7 @@ impl ResourceJob {
             }
             delay = (delay * 2).min(Duration::from_secs(30));
         };
-        let storage = if self.shared.settings.kopf_compat {
-            Storage::kopf()
-        } else {
-            let in_status =
-                resource.has_status && resource.status_keeps_unknown && self.shared.settings.storage != StorageMode::Annotations;
-            Storage::bosun(&self.shared.settings.prefix, if in_status { StorageKind::Status } else { StorageKind::Annotations })
-        };
+        let storage = crate::settings::storage_for(&self.shared.settings, resource.has_status && resource.status_keeps_unknown);
         let extra: Vec<Vec<String>> =
             self.handlers.iter().filter_map(|h| h.field.clone()).filter(|f| f.first().map(String::as_str) == Some("status")).collect();
         let mut own_prefixes = vec![format!("{}/", storage.prefix)];
@@ -453,7 +449,7 @@ impl ResourceJob {
                 resource.display(),
                 self.handlers.len(),
                 match storage.kind {
-                    StorageKind::Status => format!("status.{}", storage.prefix),
+                    StorageKind::Status => format!("status.{}", storage.status_stanza()),
                     StorageKind::Annotations => "annotations".into(),
                 }
             ),
@@ -491,6 +487,8 @@ impl ResourceJob {
             outages: self.shared.outages.clone(),
             kinds: self.shared.kinds.clone(),
             log: self.shared.log.clone(),
+            posting: self.shared.settings.posting,
+            poster: crate::engines::posting::Poster::start(Arc::new(self.shared.cluster.clone()), self.shared.log.clone(), &self.tasks),
             authority: self.shared.authority.clone(),
             selector_pushed: selector.is_some(),
             seen: self.memory.seen.clone(),

@@ -59,6 +59,7 @@ async fn tick(ctx: &ResourceContext, h: &Handler, body: &Value) -> TimerNext {
     let obj = object_ref(body);
     let req = pb::HandleRequest {
         handler_id: h.id.clone(),
+        handler_key: h.key.clone(),
         reason: pb::Reason::Timer as i32,
         resource: Some(ctx.pb_resource()),
         object: to_json(body),

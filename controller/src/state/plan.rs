@@ -17,21 +17,17 @@ use serde_json::{Value, json};
 
 use super::causes::{Observation, Reason, detect};
 use super::diff::{DiffItem, diff};
-use super::essence::{EssenceRules, decode_diffbase, encode_diffbase, essence, matches as essence_matches};
-use super::outcomes::{Answer, Attempt, Verdict, attempt_of, precheck, record_attempt, record_limit_failure};
+use super::essence::{EssenceRules, essence, matches as essence_matches};
+use super::outcomes::{Answer, Attempt, Verdict, attempt_of, record_attempt, record_limit_failure};
 use super::patches::{check_merge_patch, compose_over, split_status};
-use super::progress::{ProgressRecord, annotation_key, format_time};
-use super::registry::{Handler, check_id};
-use super::storage::{ANNOTATIONS_LIMIT, ObjectState, Storage, StorageKind};
+use super::progress::{ProgressRecord, annotation_key};
+use super::registry::Handler;
+use super::storage::{ObjectState, Storage};
 use crate::logs::{Level, Line};
 use crate::object;
-
-/// A diffbase larger than this is stored as a digest when the state lives in status (the
-/// API server refuses requests over 3 MiB and etcd objects over 1.5 MiB).
-pub const STATUS_DIFFBASE_LIMIT: usize = 512 * 1024;
-
-/// The prefix of a diffbase stored as a digest of the essence.
-const DIGEST: &str = "digest:";
+use answer::{Checked, check};
+pub use diffbase::{STATUS_DIFFBASE_LIMIT, digest_diffbase};
+use diffbase::{Stored, stored_base};
 
 /// What the plan knows of the resource.
 pub struct Subject<'a> {
@@ -123,6 +119,9 @@ pub struct Invocation {
     pub retry: u32,
     /// When the first attempt started.
     pub started: DateTime<Utc>,
+    /// Non-empty for the call that finishes a parent (its server finishes parents): the own
+    /// ids of its sub-handlers, all finished (`HandleRequest.finished_subhandlers`).
+    pub finishes: Vec<String>,
 }
 
 /// What one call produced.
@@ -168,6 +167,10 @@ pub struct Cycle {
     new_essence: Value,
     records: BTreeMap<String, ProgressRecord>,
     attempted: HashSet<String>,
+    /// Parents given their finishing call in this cycle.
+    finishing: HashSet<String>,
+    /// A finishing call is due that this cycle may not make: the next cycle comes at once.
+    again: bool,
     skipped: HashSet<String>,
     calls: Vec<CallOutcome>,
     wake: Option<DateTime<Utc>>,
@@ -180,40 +183,9 @@ pub fn deletion_requested(body: &Value) -> bool {
     object::meta(body, "deletionTimestamp").is_some_and(|v| !v.is_null())
 }
 
-/// The Warning event posted for a permanent failure.
-pub fn failure_event(line: &str) -> pb::Event {
-    pb::Event { r#type: "Warning".into(), reason: "Error".into(), message: line.to_string(), regarding: None }
-}
-
 /// The annotation that keeps a handler's result on resources whose status cannot.
 pub fn result_annotation(prefix: &str, id: &str) -> String {
     annotation_key(prefix, &format!("{id}.result"))
-}
-
-/// The stored form of an essence too large to store: a digest, so changes are still seen.
-pub fn digest_diffbase(essence: &Value) -> String {
-    use blake2::digest::{Update, VariableOutput};
-    let mut hasher = blake2::Blake2bVar::new(32).expect("32 is a valid blake2b size");
-    hasher.update(&serde_json::to_vec(essence).expect("JSON values serialize"));
-    let mut out = [0u8; 32];
-    hasher.finalize_variable(&mut out).expect("buffer has the digest size");
-    let hex: String = out.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{DIGEST}{hex}\n")
-}
-
-/// What a stored diffbase says.
-enum Stored {
-    Nothing,
-    Essence(Value),
-    Digest(String),
-}
-
-fn stored_base(text: Option<&str>) -> Stored {
-    match text {
-        None => Stored::Nothing,
-        Some(t) if t.starts_with(DIGEST) => Stored::Digest(t.to_string()),
-        Some(t) => decode_diffbase(t).map_or(Stored::Nothing, Stored::Essence),
-    }
 }
 
 impl Subject<'_> {
@@ -359,65 +331,14 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
         new_essence,
         records,
         attempted: HashSet::new(),
+        finishing: HashSet::new(),
+        again: false,
         skipped: HashSet::new(),
         calls: Vec::new(),
         wake: None,
         unreachable: false,
         lines,
     }))
-}
-
-/// Why a handler's answer cannot be used (the handler's unexpected error).
-#[derive(Debug, thiserror::Error)]
-enum Unusable {
-    #[error("the handler server returned invalid JSON in `{field}`: {error}")]
-    NotJson { field: &'static str, error: serde_json::Error },
-    #[error("the handler server returned an unusable `merge_patch`: {0}")]
-    MergePatch(#[from] super::patches::UnusablePatch),
-    #[error("the handler server returned an invalid `json_patch`: {0}")]
-    JsonPatch(serde_json::Error),
-    #[error("sub-handler id '{id}' is not valid: {why}")]
-    SubhandlerId { id: String, why: super::registry::BadId },
-    #[error("sub-handler id '{0}' is given twice")]
-    SubhandlerTwice(String),
-}
-
-fn parse_bytes(bytes: &[u8], field: &'static str) -> Result<Option<Value>, Unusable> {
-    if bytes.is_empty() {
-        return Ok(None);
-    }
-    serde_json::from_slice::<Value>(bytes).map(|v| Some(v).filter(|v| !v.is_null())).map_err(|error| Unusable::NotJson { field, error })
-}
-
-/// A handler's answer, checked: result, merge patch, JSON patch and sub-handlers.
-struct Checked {
-    result: Option<Value>,
-    merge: Option<Value>,
-    json_patch: Option<Value>,
-    children: Vec<(String, Option<Value>)>,
-}
-
-fn check(answer: &pb::HandleResponse, id: &str) -> Result<Checked, Unusable> {
-    let result = parse_bytes(&answer.result, "result")?;
-    let merge = parse_bytes(&answer.merge_patch, "merge_patch")?;
-    if let Some(m) = &merge {
-        check_merge_patch(m)?;
-    }
-    let json_patch = parse_bytes(&answer.json_patch, "json_patch")?;
-    if let Some(p) = &json_patch {
-        serde_json::from_value::<json_patch::Patch>(p.clone()).map_err(Unusable::JsonPatch)?;
-    }
-    let mut children = Vec::new();
-    for c in &answer.subhandlers {
-        let full = format!("{id}/{}", c.id);
-        check_id(&c.id).map_err(|why| Unusable::SubhandlerId { id: c.id.clone(), why })?;
-        if children.iter().any(|(f, _)| *f == full) {
-            return Err(Unusable::SubhandlerTwice(c.id.clone()));
-        }
-        let param = parse_bytes(&c.param, "subhandlers.param")?;
-        children.push((full, param));
-    }
-    Ok(Checked { result, merge, json_patch, children })
 }
 
 impl Cycle {
@@ -458,89 +379,6 @@ impl Cycle {
         self.skipped.contains(id) || self.records.get(id).is_some_and(ProgressRecord::finished)
     }
 
-    /// The next call to make, depth first through sub-handlers, in registration order; `None`
-    /// when every due (sub-)handler was called once, is finished, or waits for its delay.
-    pub fn next_call(&mut self) -> Option<Invocation> {
-        for i in 0..self.due.len() {
-            let id = self.due[i].handler.id.clone();
-            if let Some(inv) = self.visit(i, id, None, None) {
-                return Some(inv);
-            }
-        }
-        None
-    }
-
-    fn visit(&mut self, i: usize, id: String, parent: Option<String>, param: Option<Value>) -> Option<Invocation> {
-        if self.finished(&id) {
-            return None;
-        }
-        let prev = self.records.get(&id).cloned();
-        if let Some(children) = prev.as_ref().and_then(|r| r.subrefs.clone()).filter(|c| !c.is_empty()) {
-            for child in &children {
-                let p = self.records.get(child).and_then(|r| r.param.clone());
-                if let Some(inv) = self.visit(i, child.clone(), Some(id.clone()), p) {
-                    return Some(inv);
-                }
-            }
-            self.settle_parent(&id, &children);
-            return None;
-        }
-        if !self.attempted.insert(id.clone()) {
-            return None;
-        }
-        if let Some(until) = prev.as_ref().and_then(ProgressRecord::delayed_until).filter(|u| *u > self.now) {
-            self.wake_at(until);
-            return None;
-        }
-        let h = Arc::clone(&self.due[i].handler);
-        if let Some(message) = precheck(&h, prev.as_ref(), self.now) {
-            let line = Verdict::Failed(message.clone()).log_line(&id);
-            self.line(Level::Error, line.clone());
-            self.records.insert(id.clone(), record_limit_failure(prev.as_ref(), self.reason.purpose(), &message, self.now));
-            self.calls.push(CallOutcome {
-                id,
-                verdict: Verdict::Failed(message),
-                result: None,
-                main_patch: None,
-                status_patch: None,
-                json_patch: None,
-                events: vec![failure_event(&line)],
-            });
-            return None;
-        }
-        self.line(Level::Debug, format!("Handler '{id}' is invoked."));
-        Some(Invocation {
-            due: i,
-            retry: prev.as_ref().and_then(|r| r.retries).unwrap_or(0),
-            started: prev.as_ref().and_then(ProgressRecord::started_at).unwrap_or(self.now),
-            id,
-            parent,
-            param,
-        })
-    }
-
-    /// A parent is finished when all its sub-handlers are: succeeded if all succeeded.
-    fn settle_parent(&mut self, id: &str, children: &[String]) {
-        if !children.iter().all(|c| self.finished(c)) {
-            return;
-        }
-        let failed: Vec<String> =
-            children.iter().filter(|c| self.records.get(*c).is_some_and(|r| r.failure == Some(true))).cloned().collect();
-        let now = format_time(self.now);
-        let Some(parent) = self.records.get_mut(id) else { return };
-        parent.stopped = Some(now);
-        parent.delayed = None;
-        if failed.is_empty() {
-            parent.success = Some(true);
-            self.line(Level::Info, Verdict::Succeeded.log_line(id));
-        } else {
-            let message = format!("sub-handler(s) failed: {}", failed.join(", "));
-            parent.failure = Some(true);
-            parent.message = Some(message.clone());
-            self.line(Level::Error, Verdict::Failed(message).log_line(id));
-        }
-    }
-
     /// Takes in the answer to `inv`: `Err` when there was none (unreachable server: nothing
     /// is recorded; a broken call: the handler's unexpected error).
     pub fn absorb(&mut self, subject: &Subject, body: &Value, inv: &Invocation, reply: Result<pb::HandleResponse, Answer>) {
@@ -577,9 +415,12 @@ impl Cycle {
             checked.unwrap_or(Checked { result: None, merge: None, json_patch: None, children: Vec::new() });
         let (record, verdict) = record_attempt(&h, prev.as_ref(), self.reason.purpose(), &attempt, self.now);
         let line = verdict.log_line(&id);
-        let mut events = answer.events;
+        let events = answer.events;
+        // Sub-handlers it registered before (a finishing call declares them again) are known.
+        let known = prev.as_ref().and_then(|r| r.subrefs.as_deref()).unwrap_or_default();
+        let registers = verdict == Verdict::Succeeded && children.iter().any(|(full, _)| !known.contains(full));
         match &verdict {
-            Verdict::Succeeded if children.is_empty() => self.line(Level::Info, line),
+            Verdict::Succeeded if !registers => self.line(Level::Info, line),
             // A parent's success is logged once its sub-handlers are done.
             Verdict::Succeeded => {}
             Verdict::Skipped => self.line(Level::Debug, line),
@@ -589,10 +430,7 @@ impl Cycle {
                 self.wake_at(until);
             }
             Verdict::Ignored(_) => self.line(Level::Warn, line),
-            Verdict::Failed(_) => {
-                self.line(Level::Error, line.clone());
-                events.push(failure_event(&line));
-            }
+            Verdict::Failed(_) => self.line(Level::Error, line),
         }
         // Patches of failed attempts still apply (as in Kopf); skipped handlers change nothing.
         let (main_patch, status_patch) = match (&verdict, merge) {
@@ -614,20 +452,9 @@ impl Cycle {
                 self.records.remove(&id);
             }
         }
-        let registers = verdict == Verdict::Succeeded && !children.is_empty();
         self.calls.push(CallOutcome { id: id.clone(), verdict, result, main_patch, status_patch, json_patch, events });
         if registers {
-            let ids: Vec<String> = children.iter().map(|(full, _)| full.clone()).collect();
-            self.line(Level::Debug, format!("Handler '{id}' registered sub-handlers: {}.", ids.join(", ")));
-            if let Some(parent) = self.records.get_mut(&id) {
-                parent.subrefs = Some(ids);
-                parent.success = None;
-                parent.stopped = None;
-            }
-            let purpose = self.reason.purpose();
-            for (full, param) in children {
-                self.records.entry(full).or_insert(ProgressRecord { purpose: Some(purpose.into()), param, ..Default::default() });
-            }
+            self.register(&id, children);
         }
     }
 
@@ -637,8 +464,7 @@ impl Cycle {
         let purpose = self.reason.purpose();
         let why = format!("its patch was rejected by the API server: {message}");
         for c in self.calls.iter_mut().filter(|c| culprits.contains(&c.id)) {
-            let line = Verdict::Failed(why.clone()).log_line(&c.id);
-            self.lines.push(Line::new(Level::Error, line.clone()));
+            self.lines.push(Line::new(Level::Error, Verdict::Failed(why.clone()).log_line(&c.id)));
             let prev = self.records.get(&c.id).cloned();
             self.records.insert(c.id.clone(), record_limit_failure(prev.as_ref(), purpose, &why, self.now));
             c.verdict = Verdict::Failed(why.clone());
@@ -646,7 +472,6 @@ impl Cycle {
             c.main_patch = None;
             c.status_patch = None;
             c.json_patch = None;
-            c.events.push(failure_event(&line));
         }
     }
 
@@ -735,42 +560,18 @@ impl Cycle {
             Next::WakeAt(hold_finalizer.unwrap_or(self.now))
         } else if done {
             Next::Idle
+        } else if self.again {
+            Next::Now
         } else {
             self.wake.map_or(Next::Idle, Next::WakeAt)
         };
         (writes, next)
     }
-
-    /// The essence as it will be stored: the essence itself, or its digest when it is too large
-    /// for where the state lives (with a Warning event the first time).
-    fn diffbase_to_store(&mut self, subject: &Subject, body: &Value, events: &mut Vec<pb::Event>) -> String {
-        let text = encode_diffbase(&self.new_essence);
-        let too_large = match subject.storage.kind {
-            StorageKind::Status => text.len() > STATUS_DIFFBASE_LIMIT,
-            StorageKind::Annotations => subject.storage.diffbase_fits(body, &text).is_err(),
-        };
-        if !too_large {
-            return text;
-        }
-        let limit = match subject.storage.kind {
-            StorageKind::Status => STATUS_DIFFBASE_LIMIT,
-            StorageKind::Annotations => ANNOTATIONS_LIMIT,
-        };
-        let digest = digest_diffbase(&self.new_essence);
-        if !self.stored.diffbase.as_deref().is_some_and(|d| d.starts_with(DIGEST)) {
-            let line = format!(
-                "The last handled state is too large to store ({} bytes; the limit is {limit} bytes), so only its digest is stored: \
-                 changes are still detected, but update handlers get no diff and no old values. Leave large fields out with \
-                 ignored_fields to keep the diff.",
-                text.len()
-            );
-            self.line(Level::Warn, line.clone());
-            events.push(pb::Event { r#type: "Warning".into(), reason: "DiffbaseTooLarge".into(), message: line, regarding: None });
-        }
-        digest
-    }
 }
 
+mod answer;
+mod calls;
+mod diffbase;
+
 #[cfg(test)]
-#[path = "plan_tests.rs"]
 mod tests;

@@ -39,6 +39,16 @@ pub enum Error {
     /// An admission handler names an operation the API server does not have.
     #[error("admission handler '{0}' names the operation {1:?}; use CREATE, UPDATE, DELETE or CONNECT")]
     BadOperation(String, String),
+    /// One handler server gave two registrations the same key.
+    #[error("handler key '{key}' is given to both '{first}' and '{second}' by one handler server; a server's keys must be unique")]
+    DuplicateKey {
+        /// The key.
+        key: String,
+        /// The id of the first registration with it.
+        first: String,
+        /// The id of the second.
+        second: String,
+    },
 }
 
 /// Why a string cannot be a handler id.
@@ -139,8 +149,14 @@ pub struct Filters {
 /// One registered handler.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Handler {
-    /// Unique id.
+    /// The id its progress and result are recorded under (unique within a kind and resource).
     pub id: String,
+    /// The server's own name for this registration (`HandlerSpec.key`), sent back as
+    /// `handler_key` in every call of it and of its sub-handlers; empty when the server gave none.
+    pub key: String,
+    /// Its server finishes parents (`DescribeResponse.finishes_parents`): once its sub-handlers
+    /// are finished, it is called once more to finish.
+    pub finishes_parents: bool,
     /// What it reacts to.
     pub kind: pb::HandlerKind,
     /// Index of the handler server that serves it.
@@ -294,6 +310,8 @@ impl Handler {
             Admission { operations, subresources: a.subresources.clone(), side_effects: a.side_effects, fail_closed: a.fail_closed };
         Ok(Handler {
             id: spec.id.clone(),
+            key: spec.key.clone(),
+            finishes_parents: false,
             kind,
             server,
             resource,
@@ -408,15 +426,21 @@ fn is_activity(kind: pb::HandlerKind) -> bool {
 }
 
 /// Decodes every server's registry into one list, in server then registration order.
-pub fn build(described: &[Vec<pb::HandlerSpec>]) -> Result<Vec<Handler>, Error> {
+pub fn build(described: &[pb::DescribeResponse]) -> Result<Vec<Handler>, Error> {
     let mut out: Vec<Handler> = Vec::new();
-    for (server, specs) in described.iter().enumerate() {
-        for spec in specs {
-            let h = Handler::from_spec(spec, server)?;
+    for (server, d) in described.iter().enumerate() {
+        let first_of_server = out.len();
+        for spec in &d.handlers {
+            let mut h = Handler::from_spec(spec, server)?;
+            h.finishes_parents = d.finishes_parents;
             // As in Kopf, one id may serve several causes (`@on.create` + `@on.update`); the
             // progress records of different causes never meet (their purpose differs).
             if out.iter().any(|o| o.id == h.id && o.kind == h.kind && o.resource == h.resource) {
                 return Err(Error::DuplicateId(h.id));
+            }
+            // The key tells the server which of its registrations is called.
+            if let Some(o) = out[first_of_server..].iter().find(|o| !h.key.is_empty() && o.key == h.key) {
+                return Err(Error::DuplicateKey { key: h.key, first: o.id.clone(), second: h.id });
             }
             out.push(h);
         }
@@ -425,178 +449,5 @@ pub fn build(described: &[Vec<pb::HandlerSpec>]) -> Result<Vec<Handler>, Error> 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::state::diff::diff;
-    use serde_json::json;
-
-    fn spec(id: &str, kind: pb::HandlerKind) -> pb::HandlerSpec {
-        pb::HandlerSpec {
-            id: id.into(),
-            kind: kind as i32,
-            resource: Some(pb::ResourceSelector { group: "kopf.dev".into(), version: "v1".into(), name: "kopfexamples".into() }),
-            ..Default::default()
-        }
-    }
-
-    fn eq(v: Value) -> pb::ValueFilter {
-        pb::ValueFilter { check: Some(pb::value_filter::Check::Equals(serde_json::to_vec(&v).unwrap())) }
-    }
-    fn present() -> pb::ValueFilter {
-        pb::ValueFilter { check: Some(pb::value_filter::Check::Present(true)) }
-    }
-    fn absent() -> pb::ValueFilter {
-        pb::ValueFilter { check: Some(pb::value_filter::Check::Absent(true)) }
-    }
-
-    #[test]
-    fn build_rejects_bad_registrations_with_clear_errors() {
-        let mut field = spec("f", pb::HandlerKind::Field);
-        field.field = String::new();
-        let mut nores = spec("n", pb::HandlerKind::Create);
-        nores.resource = None;
-        let cases = vec![
-            (vec![vec![spec("a", pb::HandlerKind::Create)], vec![spec("a", pb::HandlerKind::Create)]], Err(Error::DuplicateId("a".into()))),
-            (vec![vec![spec("a", pb::HandlerKind::Create), spec("a", pb::HandlerKind::Update)]], Ok(())),
-            (vec![vec![spec("", pb::HandlerKind::Create)]], Err(Error::EmptyId(pb::HandlerKind::Create))),
-            (vec![vec![spec("u", pb::HandlerKind::Unspecified)]], Err(Error::UnknownKind("u".into()))),
-            (vec![vec![field]], Err(Error::NoField("f".into()))),
-            (vec![vec![nores]], Err(Error::NoResource("n".into()))),
-        ];
-        for (described, want) in cases {
-            assert_eq!(build(&described).map(|_| ()), want);
-        }
-        let ok = build(&[vec![spec("a", pb::HandlerKind::Create)], vec![spec("b", pb::HandlerKind::Delete)]]).unwrap();
-        assert_eq!(ok.iter().map(|h| (h.id.as_str(), h.server)).collect::<Vec<_>>(), vec![("a", 0), ("b", 1)]);
-    }
-
-    #[test]
-    fn admission_operations_are_checked_and_normalised() {
-        let with = |ops: &[&str]| {
-            let mut s = spec("v", pb::HandlerKind::Validate);
-            s.admission = Some(pb::AdmissionOptions { operations: ops.iter().map(|o| o.to_string()).collect(), ..Default::default() });
-            Handler::from_spec(&s, 0).map(|h| h.admission.operations)
-        };
-        type Case<'a> = (&'a [&'a str], Result<Vec<&'a str>, Error>);
-        let cases: [Case; 5] = [
-            (&[], Ok(vec![])),
-            (&["create", " UPDATE ", "CREATE"], Ok(vec!["CREATE", "UPDATE"])),
-            (&["CREATE", "*"], Ok(vec![])),
-            (&["CONNECT", "DELETE"], Ok(vec!["CONNECT", "DELETE"])),
-            (&["PATCH"], Err(Error::BadOperation("v".into(), "PATCH".into()))),
-        ];
-        for (ops, want) in cases {
-            let want = want.map(|w| w.into_iter().map(String::from).collect::<Vec<_>>());
-            assert_eq!(with(ops), want, "{ops:?}");
-        }
-    }
-
-    #[test]
-    fn object_filters_check_labels_annotations_and_field_values() {
-        let mut s = spec("h", pb::HandlerKind::Create);
-        let mut f = pb::Filters::default();
-        f.labels.insert("app".into(), eq(json!("web")));
-        f.labels.insert("skip".into(), absent());
-        f.annotations.insert("note".into(), present());
-        f.field = "spec.mode".into();
-        f.value = Some(eq(json!("on")));
-        s.filters = Some(f);
-        let h = Handler::from_spec(&s, 0).unwrap();
-        let body =
-            |labels: Value, ann: Value, mode: Value| json!({"metadata": {"labels": labels, "annotations": ann}, "spec": {"mode": mode}});
-        let cases = [
-            (body(json!({"app": "web"}), json!({"note": ""}), json!("on")), true),
-            (body(json!({"app": "db"}), json!({"note": ""}), json!("on")), false),
-            (body(json!({"app": "web", "skip": "1"}), json!({"note": ""}), json!("on")), false),
-            (body(json!({"app": "web"}), json!({}), json!("on")), false),
-            (body(json!({"app": "web"}), json!({"note": "x"}), json!("off")), false),
-            (body(json!({"app": "web"}), json!({"note": "x"}), Value::Null), false),
-        ];
-        for (b, want) in cases {
-            assert_eq!(h.matches_object(&b), want, "{b}");
-        }
-    }
-
-    #[test]
-    fn due_selects_handlers_by_reason_field_and_old_new() {
-        let mut field = spec("fld/spec.size", pb::HandlerKind::Field);
-        field.field = "spec.size".into();
-        let mut grow = spec("grow", pb::HandlerKind::Update);
-        grow.field = "spec.size".into();
-        grow.filters = Some(pb::Filters { new: Some(eq(json!(3))), ..Default::default() });
-        let hs = build(&[vec![
-            spec("c", pb::HandlerKind::Create),
-            spec("u", pb::HandlerKind::Update),
-            spec("d", pb::HandlerKind::Delete),
-            spec("r", pb::HandlerKind::Resume),
-            field,
-            grow,
-        ]])
-        .unwrap();
-        let old = json!({"spec": {"size": 1, "x": 1}});
-        let size3 = json!({"spec": {"size": 3, "x": 1}});
-        let x2 = json!({"spec": {"size": 1, "x": 2}});
-        let due = |reason, old: Option<&Value>, new: &Value| -> Vec<String> {
-            let d = diff(old, Some(new));
-            hs.iter().filter(|h| h.due(reason, old, new, &d).is_some()).map(|h| h.id.clone()).collect()
-        };
-        assert_eq!(due(Reason::Create, None, &old), vec!["c", "fld/spec.size"]);
-        assert_eq!(due(Reason::Create, None, &json!({"spec": {}})), vec!["c"]);
-        assert_eq!(due(Reason::Update, Some(&old), &size3), vec!["u", "fld/spec.size", "grow"]);
-        assert_eq!(due(Reason::Update, Some(&old), &x2), vec!["u"]);
-        // Resume handlers fit deletions too; the plan keeps only those marked `deleted`.
-        assert_eq!(due(Reason::Delete, Some(&old), &old), vec!["d", "r"]);
-        assert_eq!(due(Reason::Resume, Some(&old), &old), vec!["r"]);
-        assert!(due(Reason::Noop, Some(&old), &old).is_empty());
-        let f = hs.iter().find(|h| h.id == "fld/spec.size").unwrap();
-        let d = diff(Some(&old), Some(&size3));
-        assert_eq!(f.due(Reason::Update, Some(&old), &size3, &d), Some((Some(json!(1)), Some(json!(3)))));
-    }
-
-    #[test]
-    fn label_selectors_are_pushed_down_only_when_all_handlers_share_them() {
-        let with = |id: &str, labels: Vec<(&str, pb::ValueFilter)>| {
-            let mut s = spec(id, pb::HandlerKind::Create);
-            let mut f = pb::Filters::default();
-            for (k, v) in labels {
-                f.labels.insert(k.into(), v);
-            }
-            s.filters = Some(f);
-            Handler::from_spec(&s, 0).unwrap()
-        };
-        let a = with("a", vec![("app", eq(json!("web"))), ("tier", present()), ("skip", absent())]);
-        let b = with("b", vec![("app", eq(json!("web"))), ("skip", absent())]);
-        let c = with("c", vec![("app", eq(json!("db")))]);
-        let n = with("n", vec![("num", eq(json!(5)))]);
-        let none = with("x", vec![]);
-        let cases: Vec<(Vec<&Handler>, Option<&str>)> = vec![
-            (vec![&a], Some("app=web,!skip,tier")),
-            (vec![&a, &b], Some("app=web,!skip")),
-            (vec![&a, &c], None),
-            (vec![&a, &none], None),
-            (vec![&n], None),
-            (vec![], None),
-        ];
-        for (hs, want) in cases {
-            let got = common_label_selector(&hs);
-            let ids: Vec<&str> = hs.iter().map(|h| h.id.as_str()).collect();
-            assert_eq!(got.as_deref(), want, "{ids:?}");
-        }
-    }
-
-    #[test]
-    fn finalizer_is_required_by_blocking_delete_handlers_timers_and_daemons() {
-        let mut optional = spec("o", pb::HandlerKind::Delete);
-        optional.options = Some(pb::HandlerOptions { optional: true, ..Default::default() });
-        let cases = [
-            (spec("c", pb::HandlerKind::Create), false),
-            (spec("d", pb::HandlerKind::Delete), true),
-            (optional, false),
-            (spec("t", pb::HandlerKind::Timer), true),
-            (spec("m", pb::HandlerKind::Daemon), true),
-        ];
-        for (s, want) in cases {
-            assert_eq!(Handler::from_spec(&s, 0).unwrap().requires_finalizer(), want, "{}", s.id);
-        }
-    }
-}
+#[path = "registry_tests.rs"]
+mod tests;

@@ -59,8 +59,52 @@ pub struct Storage {
     pub finalizer: String,
     /// Where new state goes.
     pub kind: StorageKind,
-    /// Whose key naming and status stanza are used.
+    /// Whose key naming is used.
     pub convention: Convention,
+    /// The stanza under `status` that holds state: the prefix for Bosun, `kopf` for Kopf, or
+    /// what a Kopf operator chose (`status.<stanza>.progress`).
+    pub stanza: String,
+}
+
+/// What the operator chose over the default naming and place of the controller's marks
+/// (Kopf's `settings.persistence`, set by startup handlers): each part left unset keeps the
+/// default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Persistence {
+    /// The annotations' prefix.
+    pub prefix: Option<String>,
+    /// Kopf's key convention (V1 keys written beside V2 keys: Kopf's `v1`), else Bosun's.
+    pub kopf_keys: Option<bool>,
+    /// The stanza under `status` (`status.<stanza>.progress`).
+    pub stanza: Option<String>,
+    /// Where new state goes (status only where the status keeps unknown fields).
+    pub kind: Option<StorageKind>,
+    /// The finalizer's name.
+    pub finalizer: Option<String>,
+}
+
+impl Persistence {
+    /// `base` with the chosen parts over it. A stanza not chosen follows the convention:
+    /// `kopf` for Kopf's, the prefix for Bosun's.
+    pub fn over(&self, base: Storage) -> Storage {
+        let prefix = self.prefix.clone().unwrap_or(base.prefix);
+        let convention = match self.kopf_keys {
+            Some(true) => Convention::Kopf,
+            Some(false) => Convention::Bosun,
+            None => base.convention,
+        };
+        let stanza = self.stanza.clone().unwrap_or_else(|| match convention {
+            Convention::Kopf => "kopf".into(),
+            Convention::Bosun => prefix.clone(),
+        });
+        Storage {
+            finalizer: self.finalizer.clone().unwrap_or(base.finalizer),
+            kind: self.kind.unwrap_or(base.kind),
+            prefix,
+            convention,
+            stanza,
+        }
+    }
 }
 
 /// The state found on an object.
@@ -133,7 +177,13 @@ impl Writer<'_> {
 impl Storage {
     /// Bosun's own naming under `prefix`.
     pub fn bosun(prefix: &str, kind: StorageKind) -> Storage {
-        Storage { prefix: prefix.to_string(), finalizer: format!("{prefix}/finalizer"), kind, convention: Convention::Bosun }
+        Storage {
+            prefix: prefix.to_string(),
+            finalizer: format!("{prefix}/finalizer"),
+            kind,
+            convention: Convention::Bosun,
+            stanza: prefix.to_string(),
+        }
     }
 
     /// Kopf's exact keys and finalizer, in annotations.
@@ -143,15 +193,14 @@ impl Storage {
             finalizer: "kopf.zalando.org/KopfFinalizerMarker".into(),
             kind: StorageKind::Annotations,
             convention: Convention::Kopf,
+            stanza: "kopf".into(),
         }
     }
 
-    /// The stanza under `status` that holds state: `status.<prefix>`, or `status.kopf` for Kopf.
+    /// The stanza under `status` that holds state: `status.<prefix>`, `status.kopf` for Kopf,
+    /// or the one chosen.
     pub fn status_stanza(&self) -> &str {
-        match self.convention {
-            Convention::Bosun => &self.prefix,
-            Convention::Kopf => "kopf",
-        }
+        &self.stanza
     }
 
     /// The annotation keys under which `name` (a handler id, the diffbase, the touch) may be

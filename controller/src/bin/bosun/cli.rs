@@ -1,13 +1,17 @@
 //! The command line: `bosun run` against a cluster, `bosun dev` on the embedded dev
 //! cluster. Every flag has a `BOSUN_*` environment equivalent.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use bosun_controller::engines::posting::Posting;
 use bosun_controller::engines::webhooks::Certificate;
+use bosun_controller::logs::Level;
 use bosun_controller::{Namespaces, Settings, StorageMode};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 /// Bosun: Kopf's semantics, handlers in any language over gRPC.
 #[derive(Debug, Parser)]
@@ -16,6 +20,38 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// Parses the command line, noting which controller flags were given explicitly.
+    pub fn parse_noting_explicit() -> Cli {
+        let matches = Cli::command().get_matches();
+        let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        cli.note_explicit(&matches);
+        cli
+    }
+
+    /// Notes in the controller flags which of them `matches` has explicitly.
+    pub fn note_explicit(&mut self, matches: &ArgMatches) {
+        let Some((_, sub)) = matches.subcommand() else { return };
+        let controller = match &mut self.command {
+            Command::Run(args) => &mut args.controller,
+            Command::Dev(args) => &mut args.controller,
+            _ => return,
+        };
+        controller.explicit = explicit_flags(sub);
+    }
+}
+
+/// The controller flags given on the command line or by their variable (not by default), as
+/// `--flag`.
+pub fn explicit_flags(matches: &ArgMatches) -> BTreeSet<String> {
+    let flags = ControllerArgs::augment_args(clap::Command::new("bosun"));
+    flags
+        .get_arguments()
+        .filter(|a| matches!(matches.value_source(a.get_id().as_str()), Some(ValueSource::CommandLine | ValueSource::EnvVariable)))
+        .filter_map(|a| a.get_long().map(|long| format!("--{long}")))
+        .collect()
 }
 
 /// The subcommands.
@@ -148,6 +184,16 @@ pub struct ControllerArgs {
     /// embedded dev cluster).
     #[arg(long, env = "BOSUN_ADMISSION_CLEANUP")]
     pub admission_cleanup: bool,
+    /// Post no events at all, not even those handlers ask for (Kopf's `settings.posting.enabled`).
+    #[arg(long, env = "BOSUN_NO_POSTING")]
+    pub no_posting: bool,
+    /// Post the log lines of objects' handling cycles as events about them too, the
+    /// controller's and the handlers' (Kopf's `settings.posting.loggers`; off since Kopf 1.44).
+    #[arg(long, env = "BOSUN_POSTING_LOGGERS")]
+    pub posting_loggers: bool,
+    /// The least level of the lines --posting-loggers posts (Kopf's `settings.posting.level`).
+    #[arg(long, env = "BOSUN_POSTING_LEVEL", value_enum, default_value = "info", value_name = "LEVEL")]
+    pub posting_level: PostingLevel,
     /// How log lines look, as Kopf's `--log-format`: `plain` (the message), `full` (time,
     /// logger, level and message) or `json` (one object per line with the object, cause,
     /// handler and trace id).
@@ -159,6 +205,10 @@ pub struct ControllerArgs {
     /// The cluster.
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// The flags above given explicitly, on the command line or by their variable (filled by
+    /// [`Cli::note_explicit`]): startup handlers' settings do not override them.
+    #[arg(skip)]
+    pub explicit: BTreeSet<String>,
 }
 
 /// Which cluster.
@@ -326,6 +376,30 @@ fn parse_service(s: &str) -> Result<(String, String, u16), String> {
     Ok((namespace.to_string(), name.to_string(), port))
 }
 
+/// `--posting-level`: the flag's spelling of a log level.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PostingLevel {
+    /// Every line.
+    Debug,
+    /// Progress and above.
+    Info,
+    /// Warnings and errors.
+    Warning,
+    /// Errors only.
+    Error,
+}
+
+impl From<PostingLevel> for Level {
+    fn from(level: PostingLevel) -> Level {
+        match level {
+            PostingLevel::Debug => Level::Debug,
+            PostingLevel::Info => Level::Info,
+            PostingLevel::Warning => Level::Warn,
+            PostingLevel::Error => Level::Error,
+        }
+    }
+}
+
 /// `--storage`: the flag's spelling of [`StorageMode`], which the library keeps free of clap.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Storage {
@@ -385,6 +459,7 @@ impl ControllerArgs {
             admission: bosun_controller::engines::admission::Setup {
                 listen: self.admission_listen.clone(),
                 url: self.admission_url.clone(),
+                host: None,
                 service: self.admission_service.clone(),
                 certificate: match (&self.admission_cert, &self.admission_key) {
                     (Some(cert), Some(key)) => Certificate::Files { cert: cert.clone(), key: key.clone(), ca: self.admission_ca.clone() },
@@ -400,6 +475,9 @@ impl ControllerArgs {
                     .map(|(ns, _, _)| ns.clone())
                     .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|ns| !ns.trim().is_empty())),
             },
+            posting: Posting { enabled: !self.no_posting, loggers: self.posting_loggers, level: self.posting_level.into() },
+            persistence: Default::default(),
+            explicit: self.explicit.clone(),
         }
     }
 
@@ -491,6 +569,18 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flags_given_on_the_command_line_are_explicit_and_defaults_are_not() {
+        let args = ["bosun", "run", "--handler", "http://127.0.0.1:1", "--max-workers", "5", "--standalone", "--posting-level", "error"];
+        let matches = Cli::command().try_get_matches_from(args).unwrap();
+        let mut cli = Cli::from_arg_matches(&matches).unwrap();
+        cli.note_explicit(&matches);
+        let Command::Run(run) = cli.command else { panic!("run") };
+        let explicit: Vec<&str> = run.controller.explicit.iter().map(String::as_str).collect();
+        assert_eq!(explicit, ["--handler", "--max-workers", "--posting-level", "--standalone"]);
+        assert_eq!(run.controller.settings().explicit, run.controller.explicit);
+    }
 
     #[test]
     fn admission_services_are_read_with_a_default_port() {

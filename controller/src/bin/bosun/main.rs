@@ -12,8 +12,6 @@ mod rbac;
 mod supervise;
 mod telemetry;
 
-use clap::Parser;
-
 /// jemalloc: the controller allocates many small JSON values per object; glibc's malloc cost
 /// ~13% of its CPU in the benchmark and made latency under load worse. Its background thread
 /// (feature `background_threads`) returns freed memory to the system while the controller is
@@ -24,5 +22,5 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    cli::main(cli::Cli::parse()).await
+    cli::main(cli::Cli::parse_noting_explicit()).await
 }

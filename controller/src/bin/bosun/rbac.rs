@@ -87,7 +87,7 @@ pub async fn render(cluster: &Cluster, settings: &bosun_controller::Settings, ou
             .map_err(|_| anyhow::anyhow!("handler server {addr} was not ready within {}s", READY_TIMEOUT.as_secs()))?;
         let described = server.describe().await?;
         owned.extend(described.resources.iter().flat_map(|r| r.owns.iter().cloned()));
-        specs.push(described.handlers);
+        specs.push(described);
     }
     for name in &output.owns {
         owned.push(pb::ResourceSelector { name: name.clone(), ..Default::default() });

@@ -342,3 +342,61 @@ fn odd_bodies_hold_no_state_and_never_panic() {
         }
     }
 }
+
+#[test]
+fn chosen_persistence_goes_over_the_default_naming_and_an_unchosen_stanza_follows_the_convention() {
+    let (bosun, kopf) = (Storage::bosun("bosun.dev", StorageKind::Status), Storage::kopf());
+    let annotations = |prefix: &str, v1: bool| Persistence {
+        prefix: Some(prefix.into()),
+        kopf_keys: Some(v1),
+        kind: Some(StorageKind::Annotations),
+        ..Default::default()
+    };
+    let status = |stanza: &str| Persistence { stanza: Some(stanza.into()), kind: Some(StorageKind::Status), ..Default::default() };
+    let finalizer = Persistence { finalizer: Some("my.op/done".into()), ..Default::default() };
+    // (chosen, base) → (prefix, finalizer, kind, convention, stanza)
+    type Want<'a> = (&'a str, &'a str, StorageKind, Convention, &'a str);
+    let cases: Vec<(Persistence, &Storage, Want)> = vec![
+        (Persistence::default(), &bosun, ("bosun.dev", "bosun.dev/finalizer", StorageKind::Status, Convention::Bosun, "bosun.dev")),
+        (
+            Persistence::default(),
+            &kopf,
+            ("kopf.zalando.org", "kopf.zalando.org/KopfFinalizerMarker", StorageKind::Annotations, Convention::Kopf, "kopf"),
+        ),
+        // Kopf's `AnnotationsProgressStorage(prefix=…)`: v1 keys by default; the finalizer is its own setting.
+        (annotations("my.op", true), &bosun, ("my.op", "bosun.dev/finalizer", StorageKind::Annotations, Convention::Kopf, "kopf")),
+        (
+            annotations("my.op", false),
+            &kopf,
+            ("my.op", "kopf.zalando.org/KopfFinalizerMarker", StorageKind::Annotations, Convention::Bosun, "my.op"),
+        ),
+        // Kopf's `StatusProgressStorage(field='status.my-op.progress')`.
+        (
+            status("my-op"),
+            &kopf,
+            ("kopf.zalando.org", "kopf.zalando.org/KopfFinalizerMarker", StorageKind::Status, Convention::Kopf, "my-op"),
+        ),
+        (status("my-op"), &bosun, ("bosun.dev", "bosun.dev/finalizer", StorageKind::Status, Convention::Bosun, "my-op")),
+        (finalizer, &kopf, ("kopf.zalando.org", "my.op/done", StorageKind::Annotations, Convention::Kopf, "kopf")),
+    ];
+    for (chosen, base, (prefix, fin, kind, convention, stanza)) in cases {
+        let s = chosen.over(base.clone());
+        assert_eq!(
+            (s.prefix.as_str(), s.finalizer.as_str(), s.kind, s.convention, s.stanza.as_str()),
+            (prefix, fin, kind, convention, stanza),
+            "{chosen:?} over {base:?}"
+        );
+    }
+}
+
+#[test]
+fn a_chosen_stanza_holds_the_state_in_status() {
+    let s = Persistence { stanza: Some("my-op".into()), ..Default::default() }.over(Storage::kopf());
+    let s = Storage { kind: StorageKind::Status, ..s };
+    let desired = ObjectState { diffbase: Some("{}\n".into()), progress: [("a".to_string(), rec("create"))].into() };
+    let (mut main, mut status) = (json!({}), json!({}));
+    s.patch(&json!({}), &desired, &["a"], &mut main, &mut status);
+    assert_eq!(status, json!({"status": {"my-op": {"last-handled-configuration": "{}\n", "progress": {"a": rec("create")}}}}));
+    let body = json!({"status": {"my-op": {"progress": {"a": rec("create")}, "last-handled-configuration": "{}\n"}}});
+    assert_eq!(s.read(&body, ["a"]), desired);
+}

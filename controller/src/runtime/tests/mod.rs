@@ -2,390 +2,24 @@
 //! the two I/O traits with an in-memory API server and scripted handler servers, so hours of
 //! delays pass in milliseconds and every failure can be staged exactly.
 
-use std::collections::HashMap;
+mod calls;
+mod posting;
+mod rig;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bosun_proto::v1 as pb;
-use futures::future::BoxFuture;
-use http::Method;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
-use super::context::{Clock, ResourceContext};
-use super::worker::Router;
 use crate::cluster::watching::Seen;
-use crate::cluster::{Api, Error, ResolvedResource};
-use crate::engines::dispatch::{CallFailure, DaemonStream, HandlerClient, Outages};
+use crate::engines::dispatch::{CallFailure, HandlerClient};
 use crate::logs::Logger;
-use crate::object;
-use crate::state::essence::EssenceRules;
-use crate::state::registry::Handler;
-use crate::state::storage::{Storage, StorageKind};
-
-const PATH: &str = "/apis/kopf.dev/v1/namespaces/ns/kopfexamples/obj";
-
-/// An API server in memory: one object, merge and JSON patches, resourceVersions, 409 on a
-/// stale resourceVersion, dry runs, and events kept for inspection.
-#[derive(Default)]
-struct FakeApi {
-    object: Mutex<Option<Value>>,
-    events: Mutex<Vec<Value>>,
-    writes: Mutex<usize>,
-}
-
-impl FakeApi {
-    fn with(body: Value) -> Arc<FakeApi> {
-        let api = FakeApi::default();
-        *api.object.lock() = Some(body);
-        Arc::new(api)
-    }
-
-    fn get_now(&self) -> Value {
-        self.object.lock().clone().unwrap_or(Value::Null)
-    }
-
-    fn answer(&self, method: Method, path: &str, content_type: Option<&str>, body: Option<Vec<u8>>) -> Result<Value, Error> {
-        let fail = |code: u16, message: &str| Error::Api {
-            method: method.clone(),
-            path: path.into(),
-            code,
-            reason: String::new(),
-            message: message.into(),
-        };
-        let body: Value = body.map(|b| serde_json::from_slice(&b).unwrap()).unwrap_or(Value::Null);
-        if method == Method::POST {
-            self.events.lock().push(body.clone());
-            return Ok(body);
-        }
-        let (path, dry) = match path.strip_suffix("?dryRun=All") {
-            Some(p) => (p, true),
-            None => (path, false),
-        };
-        let path = path.strip_suffix("/status").unwrap_or(path);
-        if path != PATH {
-            return Err(fail(404, "not found"));
-        }
-        let mut guard = self.object.lock();
-        let Some(current) = guard.clone() else { return Err(fail(404, "not found")) };
-        if method == Method::GET {
-            return Ok(current);
-        }
-        let mut next = current.clone();
-        match content_type {
-            Some(crate::cluster::content::JSON_PATCH) => {
-                let p: json_patch::Patch = serde_json::from_value(body).map_err(|e| fail(400, &e.to_string()))?;
-                json_patch::patch(&mut next, &p).map_err(|e| fail(422, &e.to_string()))?;
-            }
-            _ => {
-                if let Some(rv) = object::meta(&body, "resourceVersion").and_then(Value::as_str)
-                    && rv != current["metadata"]["resourceVersion"]
-                {
-                    return Err(fail(409, "the object has been modified"));
-                }
-                json_patch::merge(&mut next, &body);
-            }
-        }
-        if next.pointer("/spec/forbidden").is_some() {
-            return Err(fail(422, "spec.forbidden: Forbidden"));
-        }
-        if dry {
-            return Ok(next);
-        }
-        let rv: u64 = current["metadata"]["resourceVersion"].as_str().unwrap_or("1").parse().unwrap_or(1);
-        next["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
-        let deleting = object::meta(&next, "deletionTimestamp").is_some();
-        let no_finalizers = object::meta(&next, "finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty());
-        *self.writes.lock() += 1;
-        *guard = if deleting && no_finalizers { None } else { Some(next.clone()) };
-        Ok(next)
-    }
-}
-
-impl Api for FakeApi {
-    fn request<'a>(
-        &'a self,
-        method: Method,
-        path: &'a str,
-        ct: Option<&'a str>,
-        body: Option<Vec<u8>>,
-    ) -> BoxFuture<'a, Result<Value, Error>> {
-        Box::pin(async move { self.answer(method, path, ct, body) })
-    }
-}
-
-type Script = Box<dyn Fn(&pb::HandleRequest, usize) -> Result<pb::HandleResponse, CallFailure> + Send + Sync>;
-
-/// Something done to the API server while a handler runs.
-type Meanwhile = Box<dyn Fn(&FakeApi) + Send + Sync>;
-
-/// Opens a daemon's stream, by the number of times it was started before.
-type DaemonScript = Box<dyn Fn(usize) -> Result<DaemonStream, CallFailure> + Send + Sync>;
-
-/// Answers an activity, by attempt number.
-type ActivityScript = Box<dyn Fn(usize) -> Result<pb::ActivityResponse, CallFailure> + Send + Sync>;
-
-/// A handler server whose answers are scripted per handler id and call number.
-struct FakeServer {
-    scripts: HashMap<String, Script>,
-    /// Done to the API server while a handler runs (by handler id).
-    meanwhile: Mutex<HashMap<String, Meanwhile>>,
-    /// How long a handler takes (by handler id).
-    slow: Mutex<HashMap<String, Duration>>,
-    daemons: Mutex<HashMap<String, DaemonScript>>,
-    activities: Mutex<HashMap<String, ActivityScript>>,
-    /// Every call: the handler id and the object on the API server when it was called.
-    calls: Mutex<Vec<(String, Value)>>,
-    /// Every call: the handler id, the object it was sent, and when (tokio time).
-    sent: Mutex<Vec<(String, Value, Instant)>>,
-    /// When each daemon stream was opened and closed (by handler id).
-    opened: Mutex<Vec<(String, Instant)>>,
-    closed: Arc<Mutex<Vec<(String, Instant)>>>,
-    in_flight: AtomicUsize,
-    most_in_flight: AtomicUsize,
-    api: Arc<FakeApi>,
-}
-
-impl FakeServer {
-    fn count(&self, id: &str) -> usize {
-        self.calls.lock().iter().filter(|(i, _)| i == id).count()
-    }
-
-    /// When `id` was called, relative to its first call.
-    fn schedule(&self, id: &str) -> Vec<Duration> {
-        let times: Vec<Instant> = self.sent.lock().iter().filter(|(i, _, _)| i == id).map(|(_, _, t)| *t).collect();
-        times.iter().map(|t| *t - times[0]).collect()
-    }
-
-    /// The objects `id` was sent.
-    fn sent_to(&self, id: &str) -> Vec<Value> {
-        self.sent.lock().iter().filter(|(i, _, _)| i == id).map(|(_, o, _)| o.clone()).collect()
-    }
-
-    fn times(list: &[(String, Instant)], id: &str) -> Vec<Instant> {
-        list.iter().filter(|(i, _)| i == id).map(|(_, t)| *t).collect()
-    }
-}
-
-/// A daemon stream that stays open until it is dropped, when it notes the time in `closed`.
-fn open_daemon(id: &str, closed: Arc<Mutex<Vec<(String, Instant)>>>) -> DaemonStream {
-    struct Closing(String, Arc<Mutex<Vec<(String, Instant)>>>);
-    impl Drop for Closing {
-        fn drop(&mut self) {
-            self.1.lock().push((self.0.clone(), Instant::now()));
-        }
-    }
-    let guard = Closing(id.to_string(), closed);
-    Box::pin(futures::stream::poll_fn(move |_| {
-        let _ = &guard;
-        std::task::Poll::Pending
-    }))
-}
-
-/// A daemon stream that ends at once with this exit.
-fn exiting_daemon(outcome: pb::Outcome, message: &str) -> DaemonStream {
-    let exit = pb::DaemonMessage {
-        message: Some(pb::daemon_message::Message::Exit(pb::DaemonExit {
-            outcome: outcome as i32,
-            message: message.into(),
-            ..Default::default()
-        })),
-    };
-    Box::pin(futures::stream::iter([Ok(exit)]))
-}
-
-impl HandlerClient for FakeServer {
-    fn addr(&self) -> &str {
-        "fake://handlers"
-    }
-
-    fn handle(&self, req: pb::HandleRequest, _deadline: Duration) -> BoxFuture<'_, Result<pb::HandleResponse, CallFailure>> {
-        Box::pin(async move {
-            let n = self.count(&req.handler_id);
-            // What the object looks like on the server while the handler runs.
-            self.calls.lock().push((req.handler_id.clone(), self.api.get_now()));
-            let sent = serde_json::from_slice(&req.object).unwrap_or(Value::Null);
-            self.sent.lock().push((req.handler_id.clone(), sent, Instant::now()));
-            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-            self.most_in_flight.fetch_max(now, Ordering::SeqCst);
-            if let Some(f) = self.meanwhile.lock().get(&req.handler_id) {
-                f(&self.api);
-            }
-            let slow = self.slow.lock().get(&req.handler_id).copied();
-            if let Some(d) = slow {
-                tokio::time::sleep(d).await;
-            }
-            self.in_flight.fetch_sub(1, Ordering::SeqCst);
-            let script = self.scripts.get(&req.handler_id).expect("scripted handler");
-            script(&req, n)
-        })
-    }
-
-    fn daemon(&self, req: pb::DaemonRequest) -> BoxFuture<'_, Result<DaemonStream, CallFailure>> {
-        Box::pin(async move {
-            let n = FakeServer::times(&self.opened.lock(), &req.handler_id).len();
-            self.opened.lock().push((req.handler_id.clone(), Instant::now()));
-            match self.daemons.lock().get(&req.handler_id) {
-                Some(script) => script(n),
-                None => Err(CallFailure::Unreachable("no such daemon".into())),
-            }
-        })
-    }
-
-    fn admit(&self, _req: pb::AdmitRequest, _d: Duration) -> BoxFuture<'_, Result<pb::AdmitResponse, CallFailure>> {
-        Box::pin(async { Err(CallFailure::Unreachable("the fake server reviews nothing".into())) })
-    }
-
-    fn activity(&self, req: pb::ActivityRequest, _d: Duration) -> BoxFuture<'_, Result<pb::ActivityResponse, CallFailure>> {
-        Box::pin(async move {
-            let n = self.sent.lock().iter().filter(|(i, _, _)| *i == req.handler_id).count();
-            self.sent.lock().push((req.handler_id.clone(), Value::Null, Instant::now()));
-            match self.activities.lock().get(&req.handler_id) {
-                Some(script) => script(n),
-                None => Err(CallFailure::Unreachable("no such activity".into())),
-            }
-        })
-    }
-}
-
-fn ok() -> Result<pb::HandleResponse, CallFailure> {
-    Ok(pb::HandleResponse { outcome: pb::Outcome::Success as i32, ..Default::default() })
-}
-
-fn handler(id: &str, kind: pb::HandlerKind, options: pb::HandlerOptions) -> Arc<Handler> {
-    handler_with(id, kind, options, |_| {})
-}
-
-fn handler_with(id: &str, kind: pb::HandlerKind, options: pb::HandlerOptions, f: impl FnOnce(&mut pb::HandlerSpec)) -> Arc<Handler> {
-    let mut spec = pb::HandlerSpec {
-        id: id.into(),
-        kind: kind as i32,
-        resource: Some(pb::ResourceSelector { name: "kopfexamples".into(), ..Default::default() }),
-        options: Some(options),
-        ..Default::default()
-    };
-    f(&mut spec);
-    Arc::new(Handler::from_spec(&spec, 0).unwrap())
-}
-
-fn timer(id: &str, options: pb::TimerOptions) -> Arc<Handler> {
-    handler_with(id, pb::HandlerKind::Timer, Default::default(), |s| s.timer = Some(options))
-}
-
-fn daemon(id: &str, options: pb::DaemonOptions, handler_options: pb::HandlerOptions) -> Arc<Handler> {
-    handler_with(id, pb::HandlerKind::Daemon, handler_options, |s| s.daemon = Some(options))
-}
-
-/// An object that already carries the finalizer (timers and daemons start only then).
-fn finalized() -> Value {
-    object(json!({"metadata": {"finalizers": ["bosun.dev/finalizer"]}}))
-}
-
-fn object(extra: Value) -> Value {
-    let mut b = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
-        "metadata": {"name": "obj", "namespace": "ns", "uid": "u1", "resourceVersion": "1"}, "spec": {"a": 1}});
-    json_patch::merge(&mut b, &extra);
-    b
-}
-
-struct Rig {
-    api: Arc<FakeApi>,
-    server: Arc<FakeServer>,
-    router: Router,
-    ctx: Arc<ResourceContext>,
-    lines: Arc<Mutex<Vec<String>>>,
-    outages: Arc<Outages>,
-    _stop: tokio::sync::watch::Sender<bool>,
-}
-
-fn rig(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)>) -> Rig {
-    let api = FakeApi::with(body);
-    let server = Arc::new(FakeServer {
-        scripts: scripts.into_iter().map(|(id, s)| (id.to_string(), s)).collect(),
-        calls: Mutex::default(),
-        meanwhile: Mutex::default(),
-        slow: Mutex::default(),
-        daemons: Mutex::default(),
-        activities: Mutex::default(),
-        sent: Mutex::default(),
-        opened: Mutex::default(),
-        closed: Arc::default(),
-        in_flight: AtomicUsize::new(0),
-        most_in_flight: AtomicUsize::new(0),
-        api: api.clone(),
-    });
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
-    let sink = lines.clone();
-    tokio::spawn(async move {
-        while let Some(l) = rx.recv().await {
-            sink.lock().push(l);
-        }
-    });
-    let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    let outages = Arc::new(Outages::default());
-    let ctx = Arc::new(ResourceContext {
-        resource: ResolvedResource {
-            group: "kopf.dev".into(),
-            version: "v1".into(),
-            plural: "kopfexamples".into(),
-            kind: "KopfExample".into(),
-            namespaced: true,
-            has_status: true,
-            status_keeps_unknown: true,
-        },
-        handlers: handlers.iter().filter(|h| h.kind != pb::HandlerKind::Index).cloned().collect(),
-        spies: Vec::new(),
-        indexers: handlers.iter().filter(|h| h.kind == pb::HandlerKind::Index).cloned().collect(),
-        gate: Arc::default(),
-        storage: Storage::bosun("bosun.dev", StorageKind::Status),
-        rules: EssenceRules { own_prefixes: vec!["bosun.dev/".into()], ..Default::default() },
-        api: api.clone(),
-        servers: Arc::new(vec![server.clone() as Arc<dyn HandlerClient>]),
-        outages: outages.clone(),
-        kinds: Arc::default(),
-        log: Logger::new(Some(crate::LogSink(tx))),
-        authority: crate::coordination::Authority::default(),
-        selector_pushed: false,
-        seen: Arc::default(),
-        memos: Arc::default(),
-        tasks: TaskTracker::new(),
-        stop: stop.clone(),
-        clock: Clock::tokio(),
-    });
-    let router = Router::new(ctx.clone(), Arc::new(Semaphore::new(8)), TaskTracker::new(), stop);
-    Rig { api, server, router, ctx, lines, outages, _stop: stop_tx }
-}
-
-impl Rig {
-    /// Lets the paused clock run until `cond` holds (at most `limit` of virtual time).
-    async fn until(&self, what: &str, limit: Duration, cond: impl Fn(&Rig) -> bool) {
-        let deadline = tokio::time::Instant::now() + limit;
-        while !cond(self) {
-            assert!(tokio::time::Instant::now() < deadline, "{what}: not within {limit:?}; log: {:#?}", self.lines.lock());
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    fn logged(&self, text: &str) -> usize {
-        self.lines.lock().iter().filter(|l| l.contains(text)).count()
-    }
-
-    /// Changes the object on the API server (a new resourceVersion) and returns it, as its
-    /// watch event would.
-    fn change(&self, f: impl FnOnce(&mut Value)) -> Value {
-        let mut guard = self.api.object.lock();
-        let o = guard.as_mut().expect("the object exists");
-        f(o);
-        let rv: u64 = o["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
-        o["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
-        o.clone()
-    }
-}
+use rig::*;
 
 #[tokio::test(start_paused = true)]
 async fn resume_handlers_survive_an_unreachable_server_and_run_once_it_is_back() {
@@ -779,6 +413,38 @@ async fn startup_retries_temporary_failures_after_their_delay_and_stops_on_a_per
     let err = super::activities::startup(&[&broken, &warm], &servers, &log).await.unwrap_err();
     assert_eq!(err.to_string(), "startup handler 'broken' failed permanently: no");
     assert_eq!(rig.server.schedule("warm").len(), 3, "nothing after a permanent failure");
+}
+
+#[tokio::test(start_paused = true)]
+async fn startup_handlers_settings_are_gathered_from_their_successes_a_later_ones_over_an_earlier_ones() {
+    let rig = rig(object(json!({})), vec![], vec![]);
+    let answer = |outcome: pb::Outcome, settings: pb::OperatorSettings| {
+        Ok(pb::ActivityResponse { outcome: outcome as i32, delay_seconds: Some(1.0), settings: Some(settings), ..Default::default() })
+    };
+    rig.server.activities.lock().insert(
+        "first".into(),
+        Box::new(move |n| {
+            if n == 0 {
+                // A failed attempt's settings are not taken.
+                answer(pb::Outcome::TemporaryError, pb::OperatorSettings { peering_name: Some("not-this".into()), ..Default::default() })
+            } else {
+                answer(
+                    pb::Outcome::Success,
+                    pb::OperatorSettings { finalizer: Some("a.op/f".into()), max_workers: Some(2), ..Default::default() },
+                )
+            }
+        }),
+    );
+    rig.server.activities.lock().insert(
+        "second".into(),
+        Box::new(move |_| answer(pb::Outcome::Success, pb::OperatorSettings { finalizer: Some("b.op/f".into()), ..Default::default() })),
+    );
+    let (first, second) =
+        (handler("first", pb::HandlerKind::Startup, Default::default()), handler("second", pb::HandlerKind::Startup, Default::default()));
+    let servers: Vec<Arc<dyn HandlerClient>> = vec![rig.server.clone()];
+    let got = super::activities::startup(&[&first, &second], &servers, &Logger::new(None)).await.unwrap();
+    let want = pb::OperatorSettings { finalizer: Some("b.op/f".into()), max_workers: Some(2), ..Default::default() };
+    assert_eq!(got, want);
 }
 
 #[tokio::test(start_paused = true)]

@@ -2,14 +2,15 @@
 //! calls a cycle makes (sub-handlers included); what it writes; refused patches.
 
 use super::*;
+use crate::state::essence::encode_diffbase;
 use crate::state::storage::StorageKind;
 use chrono::TimeZone;
 
-fn now() -> DateTime<Utc> {
+pub(super) fn now() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
 }
 
-fn handler(id: &str, kind: pb::HandlerKind) -> Arc<Handler> {
+pub(super) fn handler(id: &str, kind: pb::HandlerKind) -> Arc<Handler> {
     let spec = pb::HandlerSpec {
         id: id.into(),
         kind: kind as i32,
@@ -19,14 +20,14 @@ fn handler(id: &str, kind: pb::HandlerKind) -> Arc<Handler> {
     Arc::new(Handler::from_spec(&spec, 0).unwrap())
 }
 
-struct World {
-    handlers: Vec<Arc<Handler>>,
-    storage: Storage,
-    rules: EssenceRules,
+pub(super) struct World {
+    pub(super) handlers: Vec<Arc<Handler>>,
+    pub(super) storage: Storage,
+    pub(super) rules: EssenceRules,
 }
 
 impl World {
-    fn new(kinds: &[(&str, pb::HandlerKind)]) -> World {
+    pub(super) fn new(kinds: &[(&str, pb::HandlerKind)]) -> World {
         World {
             handlers: kinds.iter().map(|(id, k)| handler(id, *k)).collect(),
             storage: Storage::bosun("bosun.dev", StorageKind::Status),
@@ -34,14 +35,14 @@ impl World {
         }
     }
 
-    fn subject(&self) -> Subject<'_> {
+    pub(super) fn subject(&self) -> Subject<'_> {
         Subject { handlers: &self.handlers, storage: &self.storage, rules: &self.rules, has_status: true, status_keeps_unknown: true }
     }
 }
 
 /// A body: spec, whether the finalizer is on, whether deletion is requested, the stored
 /// diffbase (an essence), and progress records.
-fn body(spec: Value, finalizer: bool, deleting: bool, diffbase: Option<Value>, progress: Value) -> Value {
+pub(super) fn body(spec: Value, finalizer: bool, deleting: bool, diffbase: Option<Value>, progress: Value) -> Value {
     let mut b = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
         "metadata": {"name": "n", "namespace": "ns", "uid": "u1", "resourceVersion": "5"}, "spec": spec});
     if finalizer {
@@ -61,12 +62,12 @@ fn body(spec: Value, finalizer: bool, deleting: bool, diffbase: Option<Value>, p
     b
 }
 
-fn success() -> pb::HandleResponse {
+pub(super) fn success() -> pb::HandleResponse {
     pb::HandleResponse { outcome: pb::Outcome::Success as i32, ..Default::default() }
 }
 
 /// What `begin` decided, in one word, for the table.
-fn start_of(s: &Start) -> String {
+pub(super) fn start_of(s: &Start) -> String {
     match s {
         Start::Idle(_) => "idle".into(),
         Start::AddFinalizer(..) => "add-finalizer".into(),
@@ -143,47 +144,11 @@ fn resume_handlers_run_on_deletion_only_when_they_ask_for_it() {
     }
 }
 
-fn handle(world: &World, b: &Value) -> Box<Cycle> {
+pub(super) fn handle(world: &World, b: &Value) -> Box<Cycle> {
     match begin(&world.subject(), b, None, false, now()) {
         Start::Handle(c) => c,
         other => panic!("expected handlers to call, got {}", start_of(&other)),
     }
-}
-
-#[test]
-fn sub_handlers_are_called_depth_first_and_finish_their_parent() {
-    let world = World::new(&[("p", pb::HandlerKind::Create), ("q", pb::HandlerKind::Create)]);
-    let b = body(json!({}), false, false, None, json!({}));
-    let mut cycle = handle(&world, &b);
-    let mut order = Vec::new();
-    while let Some(inv) = cycle.next_call() {
-        order.push(inv.id.clone());
-        let answer = match inv.id.as_str() {
-            "p" => pb::HandleResponse {
-                subhandlers: vec![
-                    pb::SubHandler { id: "a".into(), param: b"1".to_vec(), ..Default::default() },
-                    pb::SubHandler { id: "b".into(), ..Default::default() },
-                ],
-                ..success()
-            },
-            "p/b" => pb::HandleResponse { outcome: pb::Outcome::TemporaryError as i32, delay_seconds: Some(5.0), ..Default::default() },
-            _ => success(),
-        };
-        if inv.id == "p/a" {
-            assert_eq!((inv.parent.as_deref(), inv.param.clone()), (Some("p"), Some(json!(1))));
-        }
-        cycle.absorb(&world.subject(), &b, &inv, Ok(answer));
-    }
-    assert_eq!(order, ["p", "p/a", "p/b", "q"]);
-    let (writes, next) = cycle.conclude(&world.subject(), &b, None);
-    assert_eq!(next, Next::WakeAt(now() + chrono::Duration::seconds(5)), "the sub-handler's delay");
-    let progress = &writes.status["status"]["bosun.dev"]["progress"];
-    assert_eq!(progress["p"]["subrefs"], json!(["p/a", "p/b"]));
-    assert_eq!(progress["p/a"]["success"], json!(true));
-    assert_eq!(progress["p/b"]["retries"], json!(1));
-    assert!(progress["p"].get("success").is_none(), "the parent waits for its sub-handlers: {progress}");
-    let lines: Vec<String> = cycle.take_lines().into_iter().map(|l| l.text).collect();
-    assert!(!lines.iter().any(|l| l == "Handler 'p' succeeded."), "{lines:?}");
 }
 
 #[test]
@@ -355,17 +320,4 @@ fn an_essence_too_large_to_store_is_kept_as_a_digest_and_still_detects_changes()
     assert_eq!(start_of(&begin(&world.subject(), &handled, None, false, now())), "idle");
     handled["spec"]["blob"] = json!("small now");
     assert_eq!(start_of(&begin(&world.subject(), &handled, None, false, now())), "update:u");
-}
-
-#[test]
-fn invalid_sub_handler_ids_are_the_parents_error() {
-    let world = World::new(&[("p", pb::HandlerKind::Create)]);
-    let b = body(json!({}), false, false, None, json!({}));
-    let mut cycle = handle(&world, &b);
-    let inv = cycle.next_call().unwrap();
-    let answer = pb::HandleResponse { subhandlers: vec![pb::SubHandler { id: "has space".into(), ..Default::default() }], ..success() };
-    cycle.absorb(&world.subject(), &b, &inv, Ok(answer));
-    assert_eq!(cycle.next_call(), None);
-    let lines: Vec<String> = cycle.take_lines().into_iter().map(|l| l.text).collect();
-    assert!(lines.iter().any(|l| l.contains("sub-handler id 'has space' is not valid")), "{lines:?}");
 }
