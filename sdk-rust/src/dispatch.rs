@@ -282,6 +282,11 @@ impl HandlerServer for Dispatcher {
     async fn admit(&self, request: Request<pb::AdmitRequest>) -> Result<Response<pb::AdmitResponse>, Status> {
         Dispatcher::admit(self, request.into_inner()).await.map(Response::new)
     }
+
+    async fn stop_daemon(&self, _: Request<pb::StopDaemonRequest>) -> Result<Response<pb::StopDaemonResponse>, Status> {
+        // The stream's cancellation is this SDK's stop signal.
+        Err(Status::unimplemented("this handler server stops daemons when their stream is cancelled"))
+    }
 }
 
 #[cfg(test)]

@@ -202,6 +202,7 @@ impl Registry {
             server_name: self.server_name.clone(),
             resources: self.resources.clone(),
             finishes_parents: false,
+            settings: None,
         }
     }
 }

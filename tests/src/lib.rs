@@ -188,6 +188,7 @@ impl HandlerServer for Scripted {
             server_name: "scripted".into(),
             resources: self.resources.clone(),
             finishes_parents: self.finishes_parents,
+            settings: None,
         }))
     }
 
@@ -243,6 +244,10 @@ impl HandlerServer for Scripted {
 
     async fn admit(&self, _: tonic::Request<pb::AdmitRequest>) -> Answer<pb::AdmitResponse> {
         Err(tonic::Status::unimplemented("no admission here"))
+    }
+
+    async fn stop_daemon(&self, _: tonic::Request<pb::StopDaemonRequest>) -> Answer<pb::StopDaemonResponse> {
+        Err(tonic::Status::unimplemented("daemons stop when their stream is cancelled"))
     }
 }
 

@@ -63,6 +63,7 @@ impl Reviewer {
             handler_id: h.id.clone(),
             request: serde_json::to_vec(&review["request"]).unwrap_or_default(),
             handler_key: h.key.clone(),
+            headers: Default::default(),
         };
         let answer = match self.servers[h.server].admit(call, decide::call_deadline(h)).await {
             Ok(said) => {
