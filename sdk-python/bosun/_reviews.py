@@ -4,7 +4,8 @@ of Kopf's custom webhook servers. Type hints only: the controller speaks to the 
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Literal, Optional, Protocol, TypedDict
+from typing import (Any, AsyncIterator, Awaitable, Callable, Dict, Iterator, List, Literal, Mapping, Optional, Protocol,
+                    TypedDict)
 
 #: The HTTP headers of an admission request (the `headers` kwarg).
 Headers = Dict[str, str]
@@ -49,3 +50,26 @@ class WebhookFn(Protocol):
 
 #: A Kopf webhook server: called with the function to serve, it yields client configurations.
 WebhookServerProtocol = Callable[[WebhookFn], AsyncIterator[WebhookClientConfig]]
+
+
+class RequestHeaders(Mapping[str, str]):
+    """The webhook request's headers as the `headers` kwarg: read case-insensitively, as
+    Kopf's (aiohttp's) are, so `headers.get('User-Agent')` finds `user-agent`."""
+
+    def __init__(self, headers: Mapping[str, str]):
+        self._headers = {str(k).lower(): str(v) for k, v in headers.items()}
+
+    def __getitem__(self, name: str) -> str:
+        return self._headers[name.lower()]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._headers
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._headers)
+
+    def __len__(self) -> int:
+        return len(self._headers)
+
+    def __repr__(self) -> str:
+        return f"RequestHeaders({self._headers!r})"

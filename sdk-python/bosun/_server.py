@@ -19,7 +19,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from . import _bodies, _context, _index, _kwargs, _login, _matching, _resources, _settings, _settings_contract, _tracing
+from . import (_bodies, _context, _index, _kwargs, _login, _matching, _resources, _reviews, _settings, _settings_contract,
+               _tracing)
 from ._errors import AdmissionError, PermanentError, TemporaryError
 from ._registry import Handler, Registry, default_backoff, get_default_registry, handler_spec, options_spec
 from ._subhandlers import SubhandlersDeclared
@@ -157,6 +158,8 @@ class Servicer:
         self.on_describe = on_describe
         self.server_name = server_name or f"python:{os.getpid()}@{socket.gethostname()}"
         self.memos: Dict[str, Any] = {}
+        #: Running daemons by (handler key, object uid): how to stop each.
+        self.daemons: Dict[Tuple[str, str], Any] = {}
         #: The operator's memo (Kopf's `memo=` of `kopf.operator()`, filled by startup
         #: handlers): each object's memo starts as a shallow copy of it, as in Kopf.
         self.operator_memo = memo if memo is not None else _kwargs.Memo()
@@ -174,9 +177,11 @@ class Servicer:
         if self.on_describe is not None:
             self.on_describe()
         self.described = True
+        # Settings held now (`operator(settings=…)`, a test's `KopfRunner(settings=…)`).
+        settings = _settings_contract.to_contract(pb, _settings.changes(_settings.current()))
         return pb.DescribeResponse(handlers=[handler_spec(pb, h) for h in self.registry.handlers if h.kind not in _LOCAL_KINDS],
                                    server_name=self.server_name, resources=self.registry.resource_settings(pb),
-                                   finishes_parents=True)
+                                   finishes_parents=True, settings=settings)
 
     # ---- Handle --------------------------------------------------------------------------
 
@@ -443,15 +448,12 @@ class Servicer:
             put(pb.DaemonMessage(exit=exit_))
 
         task = asyncio.ensure_future(run())
-        try:
-            while True:
-                msg = await queue.get()
-                yield msg
-                if msg.HasField("exit"):
-                    return
-        except asyncio.CancelledError:
-            # The controller cancelled the stream: the daemon's "stopped" signal. A sync
-            # daemon sees the flag; an async one is also cancelled after its backoff.
+
+        def stop() -> None:
+            """The daemon's stop, as Kopf's: a sync daemon sees the flag; an async one is also
+            cancelled after its cancellation backoff."""
+            if stopped.is_set():
+                return
             stopped.set()
             if _kwargs.is_async(handler.fn):
                 backoff = float(handler.cancellation_backoff or 0)
@@ -459,7 +461,28 @@ class Servicer:
                     loop.call_later(backoff, task.cancel)
                 else:
                     task.cancel()
+
+        running = (handler.key or handler.id, kwargs["uid"] or "")
+        self.daemons[running] = stop
+        try:
+            while True:
+                msg = await queue.get()
+                yield msg
+                if msg.HasField("exit"):
+                    return
+        except asyncio.CancelledError:
+            stop()  # the controller cancelled the stream: that too is the daemon's stop
             raise
+        finally:
+            if self.daemons.get(running) is stop:
+                del self.daemons[running]
+
+    async def StopDaemon(self, request, context):
+        """Stops a running daemon while its stream stays open, so the controller sees its end."""
+        stop = self.daemons.get((request.handler_key or request.handler_id, request.uid))
+        if stop is not None:
+            stop()
+        return _pb().StopDaemonResponse(stopping=stop is not None)
 
     # ---- Activity ------------------------------------------------------------------------
 
@@ -511,7 +534,7 @@ class Servicer:
             patch=_kwargs.Patch(body=body), warnings=warnings, old=review.get("oldObject"), new=review.get("object"),
             operation=review.get("operation"), dryrun=bool(review.get("dryRun")), uid=review.get("uid"),
             userinfo=review.get("userInfo") or {}, subresource=review.get("subResource"),
-            resource=_resources.review_resource(review.get("resource") or {}), headers={}, sslpeer={},
+            resource=_resources.review_resource(review.get("resource") or {}), headers=_reviews.RequestHeaders(request.headers), sslpeer={},
             logger=_context.object_logger(kwargs["namespace"], kwargs["name"], collector.send_log),
             memo=self._memo((body.get("metadata") or {}).get("uid")), param=handler.param, reason="admission",
         )

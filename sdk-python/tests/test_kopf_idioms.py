@@ -4,6 +4,7 @@ sub-handlers, and filtered sub-handlers."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -169,3 +170,64 @@ def test_a_subhandler_whose_filters_do_not_hold_is_not_declared(registry, serve)
 
     answer = serve(registry).stub.Handle(request("create_fn"))
     assert [s.id for s in answer.subhandlers] == ["for_a", "with_field"]
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_a_stopped_daemon_runs_to_its_end_on_its_open_stream(registry, serve, is_async):
+    if is_async:  # Kopf's example 14: an async daemon is cancelled (after its backoff)
+        @bosun.daemon("kex", id="d", cancellation_backoff=0.1, registry=registry)
+        async def daemon_fn(logger, patch, **_):
+            logger.info("started")
+            try:
+                await asyncio.Event().wait()
+            finally:
+                patch.status["message"] = "cancelled"
+    else:  # a sync daemon sees its flag and returns
+        @bosun.daemon("kex", id="d", registry=registry)
+        def daemon_fn(stopped, logger, patch, **_):
+            logger.info("started")
+            while not stopped.wait(10):
+                pass
+            patch.status["message"] = "Accompanying is finished."
+
+    server = serve(registry)
+    key = server.stub.Describe(pb.DescribeRequest()).handlers[0].key
+    req = pb.DaemonRequest(handler_id="d", handler_key=key, object=request("d").object, resource=request("d").resource)
+    stream = server.stub.Daemon(req)
+    assert next(stream).log.message == "started"
+    other = server.stub.StopDaemon(pb.StopDaemonRequest(handler_id="d", handler_key=key, uid="another-object"))
+    assert not other.stopping
+    assert server.stub.StopDaemon(pb.StopDaemonRequest(handler_id="d", handler_key=key, uid="uid-1")).stopping
+    rest = list(stream)  # the stream goes on to the daemon's end
+    assert json.loads(rest[0].merge_patch)["status"]["message"] in ("cancelled", "Accompanying is finished.")
+    assert rest[-1].exit.outcome == pb.OUTCOME_SUCCESS
+    gone = server.stub.StopDaemon(pb.StopDaemonRequest(handler_id="d", handler_key=key, uid="uid-1"))
+    assert not gone.stopping, "an ended daemon is forgotten"
+
+
+def test_admission_handlers_get_the_webhook_requests_headers(registry, serve):
+    @bosun.on.validate("kex", registry=registry)
+    def authhook(headers: bosun.Headers, sslpeer: bosun.SSLPeer, warnings, **_):
+        warnings.append(f"Accessing as user-agent: {headers.get('User-Agent', '(unidentified)')}")
+        warnings.append("SSL peer is not identified." if not sslpeer.get("subject") else "peer")
+
+    review = {"uid": "u", "operation": "CREATE", "object": json.loads(request("authhook").object),
+              "resource": {"group": "kopf.dev", "version": "v1", "resource": "kopfexamples"}}
+    answer = serve(registry).stub.Admit(pb.AdmitRequest(handler_id="authhook", request=json.dumps(review).encode(),
+                                                        headers={"user-agent": "kube-apiserver-admission"}))
+    assert answer.allowed and list(answer.warnings) == [
+        "Accessing as user-agent: kube-apiserver-admission", "SSL peer is not identified."]
+
+
+def test_settings_held_when_described_go_to_the_controller(registry, serve):
+    from bosun import _settings
+
+    bosun.on.create("kex", id="create_fn", registry=registry)(lambda **_: None)
+    settings = bosun.OperatorSettings()
+    settings.persistence.finalizer = "example.com/finalizer"
+    previous = _settings.replace(settings)
+    try:
+        described = serve(registry).stub.Describe(pb.DescribeRequest())
+    finally:
+        _settings.replace(previous)
+    assert described.settings.finalizer == "example.com/finalizer"

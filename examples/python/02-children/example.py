@@ -1,11 +1,12 @@
-import bosun
-import kubernetes.client
-import kubernetes.config
+from typing import Any
+
+import bosun as kopf
+import pykube
 import yaml
 
 
-@bosun.on.create('kopfexamples')
-def create_fn(spec, **kwargs):
+@kopf.on.create('kopfexamples')
+def create_fn(spec: kopf.Spec, **_: Any) -> Any:
 
     # Render the pod yaml with some spec fields used in the template.
     doc = yaml.safe_load(f"""
@@ -26,12 +27,13 @@ def create_fn(spec, **kwargs):
     """)
 
     # Make it our child: assign the namespace, name, labels, owner references, etc.
-    bosun.adopt(doc)
+    kopf.adopt(doc)
 
     # Actually create an object by requesting the Kubernetes API.
-    kubernetes.config.load_kube_config()  # $KUBECONFIG, which `bosun dev` sets
-    api = kubernetes.client.CoreV1Api()
-    pod = api.create_namespaced_pod(namespace=doc['metadata']['namespace'], body=doc)
+    api = pykube.HTTPClient(pykube.KubeConfig.from_env())
+    pod = pykube.Pod(api, doc)
+    pod.create()
+    api.session.close()
 
     # Update the parent's status.
-    return {'children': [pod.metadata.uid]}
+    return {'children': [pod.metadata['uid']]}

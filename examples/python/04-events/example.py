@@ -1,20 +1,22 @@
 """
 Send the custom events for the handled or other objects.
 """
-import bosun
+from typing import Any
+
+import bosun as kopf
 
 
-@bosun.on.create('kopfexamples')
-def create_fn(body, **kwargs):
+@kopf.on.create('kopfexamples')
+def create_fn(body: kopf.Body, **_: Any) -> None:
 
     # The all-purpose function for the event creation.
-    bosun.event(body, type="SomeType", reason="SomeReason", message="Some message")
+    kopf.event(body, type="SomeType", reason="SomeReason", message="Some message")
 
     # The shortcuts for the conventional events and common cases.
-    bosun.info(body, reason="SomeReason", message="Some message")
-    bosun.warn(body, reason="SomeReason", message="Some message")
+    kopf.info(body, reason="SomeReason", message="Some message")
+    kopf.warn(body, reason="SomeReason", message="Some message")
 
     try:
         raise RuntimeError("Exception text.")
     except Exception:
-        bosun.exception(body, reason="SomeReason", message="Some exception:")
+        kopf.exception(body, reason="SomeReason", message="Some exception:")

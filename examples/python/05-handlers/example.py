@@ -1,41 +1,43 @@
-import bosun
+from typing import Any
+
+import bosun as kopf
 
 
-@bosun.on.resume('kopfexamples')
-def resume_fn_1(**kwargs):
-    print('RESUMED 1st')
+@kopf.on.resume('kopfexamples')
+def resume_fn_1(**_: Any) -> None:
+    print(f'RESUMED 1st')
 
 
-@bosun.on.create('kopfexamples')
-def create_fn_1(**kwargs):
+@kopf.on.create('kopfexamples')
+def create_fn_1(**_: Any) -> None:
     print('CREATED 1st')
 
 
-@bosun.on.resume('kopfexamples')
-def resume_fn_2(**kwargs):
-    print('RESUMED 2nd')
+@kopf.on.resume('kopfexamples')
+def resume_fn_2(**_: Any) -> None:
+    print(f'RESUMED 2nd')
 
 
-@bosun.on.create('kopfexamples')
-def create_fn_2(**kwargs):
+@kopf.on.create('kopfexamples')
+def create_fn_2(**_: Any) -> None:
     print('CREATED 2nd')
 
 
-@bosun.on.update('kopfexamples')
-def update_fn(old, new, diff, **kwargs):
+@kopf.on.update('kopfexamples')
+def update_fn(old: Any, new: Any, diff: kopf.Diff, **_: Any) -> None:
     print('UPDATED')
 
 
-@bosun.on.delete('kopfexamples')
-def delete_fn_1(**kwargs):
+@kopf.on.delete('kopfexamples')
+def delete_fn_1(**_: Any) -> None:
     print('DELETED 1st')
 
 
-@bosun.on.delete('kopfexamples')
-def delete_fn_2(**kwargs):
+@kopf.on.delete('kopfexamples')
+def delete_fn_2(**_: Any) -> None:
     print('DELETED 2nd')
 
 
-@bosun.on.field('kopfexamples', field='spec.field')
-def field_fn(old, new, **kwargs):
+@kopf.on.field('kopfexamples', field='spec.field')
+def field_fn(old: Any, new: Any, **_: Any) -> None:
     print(f'FIELD CHANGED: {old} -> {new}')

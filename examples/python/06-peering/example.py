@@ -1,6 +1,8 @@
-import bosun
+from typing import Any
+
+import bosun as kopf
 
 
-@bosun.on.create('kopfexamples')
-def create_fn(**_):
+@kopf.on.create('kopfexamples')
+def create_fn(**_: Any) -> None:
     pass

@@ -1,11 +1,13 @@
-import bosun
+from typing import Any
+
+import bosun as kopf
 
 
-@bosun.on.create('kopfexamples')
-def create_fn(spec, **kwargs):
+@kopf.on.create('kopfexamples')
+def create_fn(spec: kopf.Spec, **_: Any) -> None:
 
     for item in spec.get('items', []):
 
-        @bosun.subhandler(id=item)
-        async def create_item_fn(item=item, **kwargs):
+        @kopf.subhandler(id=item)
+        async def create_item_fn(item: str = item, **_: Any) -> None:
             print(f"=== Handling creation for {item}. ===")

@@ -1,11 +1,13 @@
-import bosun
+from typing import Any
+
+import bosun as kopf
 
 
-@bosun.on.event('kopfexamples')
-def event_fn_with_error(**kwargs):
+@kopf.on.event('kopfexamples')
+def event_fn_with_error(**_: Any) -> None:
     raise Exception("Oops!")
 
 
-@bosun.on.event('kopfexamples')
-def normal_event_fn(event, **kwargs):
+@kopf.on.event('kopfexamples')
+def normal_event_fn(event: kopf.RawEvent, **_: Any) -> None:
     print(f"Event received: {event!r}")

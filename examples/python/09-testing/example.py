@@ -1,6 +1,8 @@
-import bosun
+from typing import Any
+
+import bosun as kopf
 
 
-@bosun.on.create('kopfexamples')
-def create_fn(logger, **kwargs):
+@kopf.on.create('kopfexamples')
+def create_fn(logger: kopf.Logger, **_: Any) -> None:
     logger.info("Something was logged here.")

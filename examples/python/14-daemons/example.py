@@ -1,16 +1,18 @@
 import asyncio
 import time
+from typing import Any
 
-import bosun
+import bosun as kopf
 
 
 # Sync daemons in threads are non-interruptable, they must check for the `stopped` flag.
 # This daemon exits after 3 attempts and then 30 seconds of running (unless stopped).
-@bosun.daemon('kopfexamples', backoff=3)
-def background_sync(spec, stopped, logger, retry, patch, **_):
+@kopf.daemon('kopfexamples', backoff=3)
+def background_sync(stopped: kopf.DaemonStopped, spec: kopf.Spec, logger: kopf.Logger,
+                    retry: int, patch: kopf.Patch, **_: Any) -> None:
     if retry < 3:
         patch.status['message'] = f"Failed {retry+1} times."
-        raise bosun.TemporaryError("Simulated failure.", delay=1)
+        raise kopf.TemporaryError("Simulated failure.", delay=1)
 
     started = time.time()
     while not stopped and time.time() - started <= 30:
@@ -22,11 +24,11 @@ def background_sync(spec, stopped, logger, retry, patch, **_):
 
 # Async daemons do not need the `stopped` signal, they can rely on `asyncio.CancelledError` raised.
 # This daemon runs forever (until stopped, i.e. cancelled). Yet fails to start for 3 first times.
-@bosun.daemon('kopfexamples', backoff=3, cancellation_backoff=1.0, cancellation_timeout=0.5,
-              annotations={'someannotation': 'somevalue'})
-async def background_async(spec, logger, retry, **_):
+@kopf.daemon('kopfexamples', backoff=3, cancellation_backoff=1.0, cancellation_timeout=0.5,
+             annotations={'someannotation': 'somevalue'})
+async def background_async(spec: kopf.Spec, logger: kopf.Logger, retry: int, **_: Any) -> None:
     if retry < 3:
-        raise bosun.TemporaryError("Simulated failure.", delay=1)
+        raise kopf.TemporaryError("Simulated failure.", delay=1)
 
     while True:
         logger.info(f"=> Ping from an async daemon: field={spec['field']!r}")

@@ -1,50 +1,47 @@
-"""
-Kubernetes operator example: all the features at once (for debugging & testing).
-"""
 import asyncio
 import pprint
 import time
+from typing import Any
 
-import bosun
-import kubernetes.client
-import kubernetes.config
+import bosun as kopf
+import pykube
 import yaml
 
 
-@bosun.on.startup()
-async def startup_fn_simple(logger, **kwargs):
+@kopf.on.startup()
+async def startup_fn_simple(logger: kopf.Logger, **_: Any) -> None:
     logger.info('Starting in 1s...')
     await asyncio.sleep(1)
 
 
-@bosun.on.startup()
-async def startup_fn_retried(retry, logger, **kwargs):
+@kopf.on.startup()
+async def startup_fn_retried(retry: int, logger: kopf.Logger, **_: Any) -> None:
     if retry < 3:
-        raise bosun.TemporaryError(f"Going to succeed in {3-retry}s", delay=1)
+        raise kopf.TemporaryError(f"Going to succeed in {3-retry}s", delay=1)
     else:
         logger.info('Starting retried...')
-        # raise bosun.PermanentError("Unable to start!")
+        # raise kopf.PermanentError("Unable to start!")
 
 
-@bosun.on.cleanup()
-async def cleanup_fn(logger, **kwargs):
+@kopf.on.cleanup()
+async def cleanup_fn(logger: kopf.Logger, **_: Any) -> None:
     logger.info('Cleaning up in 3s...')
     await asyncio.sleep(3)
 
 
-@bosun.on.create('kopfexamples')
-def create_1(body, **kwargs):
+@kopf.on.create('kopfexamples')
+def create_1(body: kopf.Body, **_: Any) -> Any:
     children = _create_children(owner=body)
 
-    bosun.info(body, reason='AnyReason')
-    bosun.event(body, type='Warning', reason='SomeReason', message="Cannot do something")
-    bosun.event(children, type='Normal', reason='SomeReason', message="Created as part of the job1step")
+    kopf.info(body, reason='AnyReason')
+    kopf.event(body, type='Warning', reason='SomeReason', message="Cannot do something")
+    kopf.event(children, type='Normal', reason='SomeReason', message="Created as part of the job1step")
 
     return {'job1-status': 100}
 
 
-@bosun.on.create('kopfexamples', backoff=1)
-def create_2(retry, **kwargs):
+@kopf.on.create('kopfexamples')
+def create_2(retry: int, **_: Any) -> Any:
     wait_for_something()  # specific for job2, e.g. an external API poller
 
     if not retry:
@@ -54,36 +51,36 @@ def create_2(retry, **kwargs):
     return {'job2-status': 100}
 
 
-@bosun.on.update('kopfexamples')
-def update(diff, **kwargs):
+@kopf.on.update('kopfexamples')
+def update(diff: kopf.Diff, **_: Any) -> None:
     print('Handling the diff')
     pprint.pprint(list(diff))
 
 
-@bosun.on.field('kopfexamples', field='spec.lst')
-def update_lst(old, new, **kwargs):
+@kopf.on.field('kopfexamples', field='spec.lst')
+def update_lst(old: Any, new: Any, **_: Any) -> None:
     print(f'Handling the FIELD = {old} -> {new}')
 
 
-@bosun.on.delete('kopfexamples')
-def delete(**kwargs):
+@kopf.on.delete('kopfexamples')
+def delete(**_: Any) -> None:
     pass
 
 
-def _create_children(owner):
+def _create_children(owner: kopf.Body) -> list[kopf.Body]:
     return []
 
 
-def wait_for_something():
+def wait_for_something() -> None:
     # Note: intentionally blocking from the asyncio point of view.
     time.sleep(1)
 
 
-@bosun.on.create('kopfexamples')
-def create_pod(**kwargs):
+@kopf.on.create('kopfexamples')
+def create_pod(**_: Any) -> None:
 
     # Render the pod yaml with some spec fields used in the template.
-    pod_data = yaml.safe_load("""
+    pod_data = yaml.safe_load(f"""
         apiVersion: v1
         kind: Pod
         spec:
@@ -94,15 +91,16 @@ def create_pod(**kwargs):
     """)
 
     # Make it our child: assign the namespace, name, labels, owner references, etc.
-    bosun.adopt(pod_data)
-    bosun.label(pod_data, {'application': 'kopf-example-10'})
+    kopf.adopt(pod_data)
+    kopf.label(pod_data, {'application': 'kopf-example-10'})
 
     # Actually create an object by requesting the Kubernetes API.
-    kubernetes.config.load_kube_config()  # $KUBECONFIG, which `bosun dev` sets
-    api = kubernetes.client.CoreV1Api()
-    api.create_namespaced_pod(namespace=pod_data['metadata']['namespace'], body=pod_data)
+    api = pykube.HTTPClient(pykube.KubeConfig.from_env())
+    pod = pykube.Pod(api, pod_data)
+    pod.create()
+    api.session.close()
 
 
-@bosun.on.event('pods', labels={'application': 'kopf-example-10'})
-def example_pod_change(logger, **kwargs):
+@kopf.on.event('pods', labels={'application': 'kopf-example-10'})
+def example_pod_change(logger: kopf.Logger, **_: Any) -> None:
     logger.info("This pod is special for us.")
