@@ -26,6 +26,13 @@ class Selector:
            shortcut=None, category=None) -> "Selector":
         args = tuple(a for a in args if a is not None)
         named = [n for n in (plural, kind, singular, shortcut, category) if n]
+        for given in (*args, *named, group, version):
+            if given is not None and not isinstance(given, str):
+                # Kopf's `kopf.EVERYTHING` and `lambda resource: …` select resources the
+                # controller would have to list for the server; not supported yet.
+                raise TypeError(f"the resource {given!r} is not a name: Bosun selects resources by name "
+                                "(plural, kind, short name, category or group/version/plural); "
+                                "kopf.EVERYTHING and callables are not supported yet")
         if len(args) > 3:
             raise TypeError(f"a resource is at most 3 positional arguments (group, version, name); got {args!r}")
         if len(named) > 1:

@@ -32,6 +32,8 @@ def test_resources_are_named_as_in_kopf(args, kwargs, expected):
     ((), {}, "which resource"),
     (("a", "b", "c", "d"), {}, "at most 3"),
     (("pods",), {"kind": "Pod"}, "either positionally"),
+    ((bosun.EVERYTHING,), {}, "not supported yet"),
+    ((lambda resource: resource.group == "apps",), {}, "not supported yet"),
 ])
 def test_bad_resources_are_rejected_at_registration(args, kwargs, error):
     with pytest.raises(TypeError, match=error):
