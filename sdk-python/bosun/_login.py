@@ -85,7 +85,8 @@ def login_via_client(*, logger: Optional[logging.Logger] = None, settings: Any =
         logger.debug("Client is configured in cluster with service account.")
     except kubernetes.config.ConfigException:
         try:
-            kubernetes.config.load_kube_config()
+            # The context the controller was given (`bosun run --context`), else the current one.
+            kubernetes.config.load_kube_config(context=os.environ.get("BOSUN_CONTEXT") or None)
             logger.debug("Client is configured via kubeconfig file.")
         except kubernetes.config.ConfigException as e:
             raise LoginError(f"Cannot authenticate the client library neither in-cluster, nor via kubeconfig: {e}") from None

@@ -56,6 +56,24 @@ def test_the_default_login_configures_the_kubernetes_client_when_the_handlers_us
     assert out.stdout.split() == ["http://127.0.0.1:6553", "Bearer", "secret-token"]
 
 
+def test_the_default_login_uses_the_context_the_controller_was_given(tmp_path):
+    pytest.importorskip("kubernetes")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG.replace("contexts: [", "contexts: [{name: other, context: {cluster: o, user: u}}, ")
+                          .replace("clusters: [", 'clusters: [{name: o, cluster: {server: "http://127.0.0.1:7001"}}, '))
+    code = """
+        import asyncio, os, kubernetes
+        import bosun
+        from bosun import _login, _settings
+        os.environ["BOSUN_CONTEXT"] = "other"
+        asyncio.run(_login.login(bosun.Registry(), _settings.current()))
+        print(kubernetes.client.Configuration.get_default_copy().host)
+    """
+    out = _run(code, kubeconfig)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "http://127.0.0.1:7001"
+
+
 def test_the_default_login_imports_no_client_for_handlers_that_use_none(tmp_path):
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(KUBECONFIG)
