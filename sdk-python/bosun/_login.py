@@ -2,14 +2,14 @@
 `kubernetes.client.CoreV1Api()` with no setup because Kopf's default login configured the
 `kubernetes` client. The controller has credentials of its own (kubeconfig, `--context`, the
 pod's service account) and gives the same cluster to the handler server it starts
-(`KUBECONFIG`); the login here configures the clients from it.
+(`KUBECONFIG`, `BOSUN_CONTEXT`); the login here configures the clients from it.
 
-- `@bosun.on.login` handlers, when registered, run when the server starts (retried as Kopf
-  retries activities); what they return is not used by the controller.
-- Otherwise the default login (Kopf's `login_via_client`) configures the `kubernetes` client:
-  at once when the handler files imported it, else the moment they import it (the server does
-  not import `kubernetes` for handlers that never use it). `pykube` needs no login: its users
-  build `pykube.KubeConfig.from_env()` themselves, as under Kopf."""
+As in Kopf: `@bosun.on.login` handlers, when registered, run when the server starts (retried as
+Kopf retries activities; what they return is not used by the controller); otherwise Kopf's
+default logins run for the client libraries that are installed — `login_via_client` configures
+the `kubernetes` client, `login_via_pykube` checks pykube's credentials (its users build
+`pykube.KubeConfig.from_env()` themselves). Like Kopf, that imports an installed library at
+start even if the handlers never use it."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ import datetime
 import importlib.util
 import logging
 import os
-import sys
 from typing import Any, Optional, Sequence, Union
 
 log = logging.getLogger("bosun")
@@ -217,53 +216,40 @@ def _named(items: Any, name: Optional[str]) -> dict:
     return {}
 
 
-class _LoginOnImport:
-    """Runs the default login right after the handlers first import `kubernetes` (a
-    `sys.meta_path` finder; not an `importlib.abc` subclass, whose import costs ~2 MiB)."""
-
-    def __init__(self, settings: Any):
-        self.settings = settings
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None):
-        if name != "kubernetes":
-            return None
-        sys.meta_path.remove(self)  # once; and `find_spec` below must not find this finder
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        settings, loader = self.settings, spec.loader
-
-        class _Then:
-            def create_module(self, spec):
-                return loader.create_module(spec)
-
-            def exec_module(self, module):
-                loader.exec_module(module)
-                _default_login(settings)
-
-        spec.loader = _Then()
-        return spec
+#: Kopf's default logins, run when the operator registers no login handler of its own: each
+#: for a client library that is installed (Kopf's `login_via_pykube` and `login_via_client`).
+DEFAULT_LOGINS = (("pykube", "login_via_pykube"), ("kubernetes", "login_via_client"))
 
 
-def _default_login(settings: Any) -> None:
+def _installed(library: str) -> bool:
     try:
-        login_via_client(settings=settings)
-    except LoginError as e:
-        log.warning("The kubernetes client is not configured: %s", e)
+        return importlib.util.find_spec(library) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 async def login(registry: Any, settings: Any) -> None:
-    """Logs the handler server in when it starts: the `@on.login` handlers of `registry`, or
-    the default login. A login handler that fails for good raises `LoginError`."""
+    """Logs the handler server in when it starts, as Kopf's operator does: the `@on.login`
+    handlers of `registry`, else Kopf's default logins for the client libraries installed
+    (which configure the `kubernetes` client). Each success is logged in Kopf's words
+    (`Activity 'login_via_client' succeeded.`). A login handler that fails for good raises
+    `LoginError`; a default login that fails is a warning (the controller has its own
+    credentials; only the handlers' own clients go without)."""
     handlers: Sequence[Any] = [h for h in registry.handlers if h.kind == "login"]
-    if not handlers:
-        if "kubernetes" in sys.modules:
-            _default_login(settings)
-        elif not any(isinstance(f, _LoginOnImport) for f in sys.meta_path):
-            sys.meta_path.insert(0, _LoginOnImport(settings))
-        return
     for handler in handlers:
         await _run_login(handler, settings)
+        log.info("Activity %r succeeded.", handler.id)
+    if handlers:
+        return
+    for library, name in DEFAULT_LOGINS:
+        if not _installed(library):
+            continue
+        try:
+            globals()[name](logger=log, settings=settings)
+        except LoginError as e:
+            log.warning("Activity %r failed: %s", name, e)
+        else:
+            log.info("Activity %r succeeded.", name)
 
 
 async def _run_login(handler: Any, settings: Any) -> Any:
