@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -231,3 +234,17 @@ def test_settings_held_when_described_go_to_the_controller(registry, serve):
     finally:
         _settings.replace(previous)
     assert described.settings.finalizer == "example.com/finalizer"
+
+
+def test_kopfs_command_line_runs_the_bosun_binary(tmp_path, monkeypatch):
+    import bosun.cli
+
+    fake = tmp_path / "bosun"  # a stand-in binary that prints what it was given
+    fake.write_text("#!/bin/sh\necho \"$@\"\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("BOSUN_BINARY", str(fake))
+    out = subprocess.run([sys.executable, "-m", "bosun.cli", "run", "-A", "handlers.py"], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert out.returncode == 3
+    assert out.stdout.split() == ["run", "--python", sys.executable, "-A", "handlers.py"]
+    assert bosun.cli.main(["freeze", "--lifetime", "5"]) == 3
