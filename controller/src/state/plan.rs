@@ -404,7 +404,7 @@ impl Cycle {
         let prev = self.records.get(&id).cloned();
         let outcome = pb::Outcome::try_from(answer.outcome).unwrap_or(pb::Outcome::UnexpectedError);
         let (attempt, checked) = match check(&answer, &id) {
-            Err(why) => (Attempt::Unexpected(why.to_string()), None),
+            Err(why) => (Attempt::unexpected(why.to_string()), None),
             Ok(c) => {
                 let given = Answer::Answered { outcome, message: answer.message.clone(), delay: answer.delay_seconds };
                 let attempt = attempt_of(&given, c.result.clone()).expect("an answer is an attempt");
