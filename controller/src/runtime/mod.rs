@@ -99,8 +99,12 @@ pub async fn run(client: kube::Client, mut settings: Settings, shutdown: impl Fu
         r = activities::startup(&startup_refs, &clients, &log) => r?,
         _ = &mut shutdown => return Ok(()),
     };
-    // What the startup handlers set applies before anything peers, serves or watches.
-    log.lines(None, &crate::settings::apply(&mut settings, &chosen));
+    // What the servers hold (in order) and the startup handlers set (theirs win) applies before
+    // anything peers, serves or watches.
+    let held = servers::held_settings(&settings.handlers, &described);
+    let mut sources: Vec<(&str, &pb::OperatorSettings)> = held.iter().map(|(from, s)| (from.as_str(), s)).collect();
+    sources.push((crate::settings::STARTUP, &chosen));
+    log.lines(None, &crate::settings::apply(&mut settings, &sources));
 
     // Who handles what: settled before the first watch, so nothing is handled that is not ours.
     let cluster = Cluster::new(client);
@@ -155,7 +159,8 @@ pub async fn run(client: kube::Client, mut settings: Settings, shutdown: impl Fu
 
     // Until the stop: a handler server that reconnects is described again; a changed
     // registry is applied without a restart (only the resources whose handlers changed are
-    // served anew).
+    // served anew). Its settings are not: they are said once to be applied at start only.
+    let mut settings_noted = HashSet::new();
     loop {
         let again = tokio::select! {
             _ = &mut shutdown => break,
@@ -166,9 +171,15 @@ pub async fn run(client: kube::Client, mut settings: Settings, shutdown: impl Fu
         if was_lost {
             log.info(None, &format!("Handler server {addr} is serving again."));
         }
+        if described[server].settings != response.settings && settings_noted.insert(server) {
+            log.warn(
+                None,
+                &format!("Handler server {addr} holds other settings now; settings are applied at start only, so they are not."),
+            );
+        }
         // Its indices are in its memory: a server that comes back lost them.
         let reindex = response.handlers.iter().any(|h| h.kind == pb::HandlerKind::Index as i32).then_some(server);
-        if described[server] == response {
+        if servers::same_handlers(&described[server], &response) {
             log.info(None, &format!("Handler server {addr} has the same {} handler(s) as before.", response.handlers.len()));
             if reindex.is_some() {
                 served.apply(handlers.clone(), &described, reindex).await;
