@@ -80,6 +80,18 @@ impl Logger {
         Logger { sink }
     }
 
+    /// Whether a line of `level` is written anywhere (to `tracing`, whose filter says, or to
+    /// the sink, which takes every line): lines that cost to build are built only then.
+    pub fn enabled(&self, level: Level) -> bool {
+        self.sink.is_some()
+            || match level {
+                Level::Debug => tracing::enabled!(tracing::Level::DEBUG),
+                Level::Info => tracing::enabled!(tracing::Level::INFO),
+                Level::Warn => tracing::enabled!(tracing::Level::WARN),
+                Level::Error => tracing::enabled!(tracing::Level::ERROR),
+            }
+    }
+
     /// Writes lines decided elsewhere.
     pub fn lines(&self, obj: Option<&ObjectRef>, lines: &[Line]) {
         for l in lines {
@@ -156,5 +168,19 @@ mod tests {
         log.warn(None, "careful");
         assert_eq!(rx.try_recv().unwrap(), "INFO [ns/n] Handler 'x' succeeded.");
         assert_eq!(rx.try_recv().unwrap(), "WARNING careful");
+    }
+
+    #[test]
+    fn a_level_is_enabled_when_tracing_shows_it_or_a_sink_takes_every_line() {
+        let quiet = tracing_subscriber::fmt().with_max_level(tracing::Level::INFO).finish();
+        tracing::subscriber::with_default(quiet, || {
+            let plain = Logger::new(None);
+            assert!(!plain.enabled(Level::Debug));
+            assert!(plain.enabled(Level::Info));
+            let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+            assert!(Logger::new(Some(LogSink(tx))).enabled(Level::Debug), "the sink takes every line");
+        });
+        let verbose = tracing_subscriber::fmt().with_max_level(tracing::Level::DEBUG).finish();
+        tracing::subscriber::with_default(verbose, || assert!(Logger::new(None).enabled(Level::Debug)));
     }
 }

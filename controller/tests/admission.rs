@@ -3,17 +3,19 @@
 //! handler server over real gRPC: allow, deny with the handler's message, mutate as one JSON
 //! patch, and a handler server that is down, fail-closed and fail-open.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
 use bosun_controller::engines::admission::{Reviewer, Reviewers, router};
-use bosun_controller::engines::dispatch::{HandlerClient, Server};
+use bosun_controller::engines::dispatch::{CallFailure, DaemonStream, HandlerClient, Server};
 use bosun_controller::engines::webhooks::{self, Certificate};
 use bosun_controller::logs::Logger;
 use bosun_controller::state::registry::Handler;
 use bosun_proto::v1 as pb;
 use bosun_sdk::{Cause, HandlerError, Operator, PermanentError};
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 /// A handler server with Kopf's example 17 in small: `check` denies odd `spec.field`,
@@ -129,6 +131,55 @@ async fn reviews_are_allowed_denied_and_mutated_by_a_real_handler_server() {
     assert_eq!((status, text), (400, json!("the AdmissionReview request has no uid")));
     let (status, _) = post(&client, "/check", b"not json".to_vec()).await;
     assert_eq!(status, 400);
+}
+
+/// Allows every review and keeps the headers each came with.
+#[derive(Default)]
+struct Headers(std::sync::Mutex<Vec<HashMap<String, String>>>);
+
+impl HandlerClient for Headers {
+    fn addr(&self) -> &str {
+        "headers://handlers"
+    }
+    fn handle(&self, _: pb::HandleRequest, _: Duration) -> BoxFuture<'_, Result<pb::HandleResponse, CallFailure>> {
+        Box::pin(async { Err(CallFailure::Unreachable("reviews only".into())) })
+    }
+    fn daemon(&self, _: pb::DaemonRequest) -> BoxFuture<'_, Result<DaemonStream, CallFailure>> {
+        Box::pin(async { Err(CallFailure::Unreachable("reviews only".into())) })
+    }
+    fn activity(&self, _: pb::ActivityRequest, _: Duration) -> BoxFuture<'_, Result<pb::ActivityResponse, CallFailure>> {
+        Box::pin(async { Err(CallFailure::Unreachable("reviews only".into())) })
+    }
+    fn admit(&self, req: pb::AdmitRequest, _: Duration) -> BoxFuture<'_, Result<pb::AdmitResponse, CallFailure>> {
+        self.0.lock().unwrap().push(req.headers);
+        Box::pin(async { Ok(pb::AdmitResponse { allowed: true, ..Default::default() }) })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handlers_get_the_webhook_requests_headers_but_not_its_authorization() {
+    let spec = pb::HandlerSpec {
+        id: "check".into(),
+        kind: pb::HandlerKind::Validate as i32,
+        resource: Some(pb::ResourceSelector { name: "kopfexamples".into(), ..Default::default() }),
+        ..Default::default()
+    };
+    let server = Arc::new(Headers::default());
+    let (client, _stop) = endpoint(vec![Handler::from_spec(&spec, 0).unwrap()], vec![server.clone()]).await;
+    let body = serde_json::to_vec(&review("CREATE", json!({}))).unwrap();
+    let req = http::Request::post("/check")
+        .header("content-type", "application/json")
+        .header("X-Request-Id", "req-1")
+        .header("Authorization", "Bearer secret")
+        .body(kube::client::Body::from(body))
+        .unwrap();
+    let res = client.send(req).await.expect("the endpoint answers over verified TLS");
+    assert_eq!(res.status().as_u16(), 200);
+    let seen = server.0.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].get("x-request-id").map(String::as_str), Some("req-1"), "{seen:?}");
+    assert_eq!(seen[0].get("content-type").map(String::as_str), Some("application/json"), "{seen:?}");
+    assert!(!seen[0].contains_key("authorization"), "{seen:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -34,6 +34,8 @@ pub struct Scripted {
     finishes_parents: bool,
     /// Operator settings that startup activities answer with, by id.
     startup_settings: Arc<HashMap<String, pb::OperatorSettings>>,
+    /// Operator settings held when described.
+    settings: Option<pb::OperatorSettings>,
     behaviours: Arc<HashMap<String, Behaviour>>,
     calls: Arc<Mutex<Vec<pb::HandleRequest>>>,
 }
@@ -83,6 +85,7 @@ impl Scripted {
             resources: Vec::new(),
             finishes_parents: false,
             startup_settings: Arc::default(),
+            settings: None,
             behaviours: Arc::new(behaviours),
             calls: Arc::default(),
         }
@@ -104,6 +107,13 @@ impl Scripted {
     /// Says in Describe that the server finishes parents (`finishes_parents`).
     pub fn finishing_parents(mut self) -> Scripted {
         self.finishes_parents = true;
+        self
+    }
+
+    /// Says in Describe that the server holds these operator settings (Kopf's
+    /// `kopf.operator(settings=…)`).
+    pub fn holding_settings(mut self, settings: pb::OperatorSettings) -> Scripted {
+        self.settings = Some(settings);
         self
     }
 
@@ -188,7 +198,7 @@ impl HandlerServer for Scripted {
             server_name: "scripted".into(),
             resources: self.resources.clone(),
             finishes_parents: self.finishes_parents,
-            settings: None,
+            settings: self.settings.clone(),
         }))
     }
 

@@ -106,3 +106,36 @@ async fn a_reconnected_server_with_the_same_handlers_changes_nothing() {
     controller.stop().await;
     stopper.stop().await;
 }
+
+#[tokio::test]
+async fn a_server_back_with_other_settings_is_told_once_that_settings_apply_at_start_only() {
+    let cluster = DevCluster::start_local().await.expect("dev cluster starts");
+    let client = cluster.client();
+    kex::install_crd(&client).await;
+    let server = |workers: u32| {
+        Scripted::new(vec![(spec("create_fn", pb::HandlerKind::Create), succeed(Value::Null))])
+            .holding_settings(pb::OperatorSettings { max_workers: Some(workers), ..Default::default() })
+    };
+    let listener = listen(0);
+    let port = listener.local_addr().unwrap().port();
+    let (addr, mut stopper) = server(4).spawn_on(listener).await;
+    let controller = Controller::start(client.clone(), Settings { handlers: vec![addr.clone()], ..Default::default() });
+    controller.wait_log(&format!("Setting execution.max_workers=4 from handler server {addr} is applied."), T).await;
+    let told = format!("Handler server {addr} holds other settings now; settings are applied at start only, so they are not.");
+    for round in 1..=2 {
+        stopper.stop().await;
+        controller.wait_log(&format!("Lost the connection to handler server {addr}"), T).await;
+        stopper = server(4 + round).spawn_on(listen(port)).await.1;
+        let same = format!("Handler server {addr} has the same 1 handler(s) as before.");
+        wait_for("the server described again", T, || {
+            let n = controller.count(&same);
+            async move { n == round as usize }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\nlog:\n{}", controller.log().join("\n")));
+    }
+    assert_eq!(controller.count(&told), 1, "{:#?}", controller.log());
+    assert_eq!(controller.count("max_workers=5"), 0, "{:#?}", controller.log());
+    controller.stop().await;
+    stopper.stop().await;
+}

@@ -1,6 +1,6 @@
 //! What handler servers decide beyond their handlers, end to end against the dev cluster:
-//! operator settings from startup handlers (Kopf's `settings` kwarg), and parents finished by
-//! their server (Kopf's `kopf.execute()`).
+//! operator settings held when described and from startup handlers (Kopf's `settings` kwarg),
+//! and parents finished by their server (Kopf's `kopf.execute()`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,6 +90,37 @@ async fn startup_settings_choose_the_finalizer_where_state_is_kept_and_posting_a
     kex::delete(&client, "default", "obj").await;
     kex::wait_gone(&client, "default", "obj").await;
     assert_eq!(controller.count("Deletion is processed: 1 succeeded; 0 failed."), 1, "{:#?}", controller.log());
+    controller.stop().await;
+    stopper.stop().await;
+}
+
+#[tokio::test]
+async fn settings_held_when_described_apply_under_the_startup_handlers_ones() {
+    let (_cluster, client) = setup().await;
+    let held = pb::OperatorSettings {
+        finalizer: Some("held.op.example/finalizer".into()),
+        posting_level: Some(pb::log_line::Level::Warning as i32),
+        ..Default::default()
+    };
+    let chosen = pb::OperatorSettings { finalizer: Some("my.op.example/finalizer".into()), ..Default::default() };
+    let server = Scripted::new(vec![
+        (spec("configure", pb::HandlerKind::Startup), bosun_tests::succeed(Value::Null)),
+        (spec("delete_fn", pb::HandlerKind::Delete), bosun_tests::succeed(Value::Null)),
+    ])
+    .holding_settings(held)
+    .with_startup_settings("configure", chosen);
+    let (addr, stopper) = server.clone().spawn().await;
+    let controller = Controller::start(client.clone(), Settings { handlers: vec![addr.clone()], ..Default::default() });
+    kex::create(&client, "default", "obj", json!({})).await;
+    let obj = wait_obj(&client, "the finalizer", |o| o["metadata"]["finalizers"].is_array()).await;
+    assert_eq!(obj["metadata"]["finalizers"], json!(["my.op.example/finalizer"]), "the startup handler's wins: {obj:#}");
+    for line in [
+        "Setting persistence.finalizer=my.op.example/finalizer from the startup handlers is applied.".to_string(),
+        format!("Setting posting.level=WARNING from handler server {addr} is applied."),
+    ] {
+        assert_eq!(controller.count(&line), 1, "{line}: {:#?}", controller.log());
+    }
+    assert_eq!(controller.count("held.op.example"), 0, "{:#?}", controller.log());
     controller.stop().await;
     stopper.stop().await;
 }

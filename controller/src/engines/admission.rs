@@ -5,10 +5,11 @@
 //! handlers and as certificate files rotate, and removed on a clean exit when asked
 //! (`--admission-cleanup`). The HTTPS server and its certificate are in `engines::webhooks`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bosun_proto::v1 as pb;
 use serde_json::Value;
@@ -49,8 +50,9 @@ impl Reviewer {
         Reviewer { handlers: handlers.into_iter().filter(|(h, _)| h.is_admission()).collect(), servers, log }
     }
 
-    /// The AdmissionReview answered for `review`, sent to the endpoint of handler `id`.
-    pub async fn review(&self, id: &str, review: &Value) -> Result<Value, Refusal> {
+    /// The AdmissionReview answered for `review`, sent to the endpoint of handler `id` with
+    /// the HTTP `headers` the handler gets (as [`forwarded_headers`] makes them).
+    pub async fn review(&self, id: &str, review: &Value, headers: HashMap<String, String>) -> Result<Value, Refusal> {
         let req = Request::parse(review)?;
         let (h, (group, version, plural)) = self.handlers.iter().find(|(h, _)| h.id == id).ok_or_else(|| Refusal::Unknown(id.into()))?;
         let mutating = h.kind == pb::HandlerKind::Mutate;
@@ -63,7 +65,7 @@ impl Reviewer {
             handler_id: h.id.clone(),
             request: serde_json::to_vec(&review["request"]).unwrap_or_default(),
             handler_key: h.key.clone(),
-            headers: Default::default(),
+            headers,
         };
         let answer = match self.servers[h.server].admit(call, decide::call_deadline(h)).await {
             Ok(said) => {
@@ -104,13 +106,39 @@ pub fn router(reviewers: Arc<Reviewers>) -> axum::Router {
     axum::Router::new().route("/{*id}", axum::routing::post(serve_review)).with_state(reviewers)
 }
 
-async fn serve_review(State(reviewers): State<Arc<Reviewers>>, Path(id): Path<String>, body: axum::body::Bytes) -> Response {
+/// The headers of the API server's webhook request as a handler gets them (Kopf's `headers`
+/// kwarg): names in lower case, a repeated header's values joined with `, `, values that are
+/// not text left out, and `Authorization` left out (its credentials are not the handler's).
+pub fn forwarded_headers(headers: &HeaderMap) -> HashMap<String, String> {
+    let mut forwarded: HashMap<String, String> = HashMap::new();
+    for (name, value) in headers {
+        if name == header::AUTHORIZATION {
+            continue;
+        }
+        let Ok(value) = value.to_str() else { continue };
+        forwarded
+            .entry(name.as_str().to_string())
+            .and_modify(|joined| {
+                joined.push_str(", ");
+                joined.push_str(value);
+            })
+            .or_insert_with(|| value.to_string());
+    }
+    forwarded
+}
+
+async fn serve_review(
+    State(reviewers): State<Arc<Reviewers>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
     let reviewer = reviewers.0.read().clone();
     let review: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return (StatusCode::BAD_REQUEST, format!("the body is not JSON: {e}")).into_response(),
     };
-    match reviewer.review(&id, &review).await {
+    match reviewer.review(&id, &review, forwarded_headers(&headers)).await {
         Ok(answer) => axum::Json(answer).into_response(),
         Err(e @ Refusal::Bad(_)) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
         Err(e @ Refusal::Unknown(_)) => (StatusCode::NOT_FOUND, e.to_string()).into_response(),
@@ -374,8 +402,31 @@ mod tests {
         let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
             "uid": "1", "operation": "CREATE", "object": {"metadata": {"name": "x"}},
             "resource": {"group": "kopf.dev", "version": "v1", "resource": "kopfexamples"}}});
-        let answer = reviewer.review("check", &review).await.unwrap();
+        let headers = HashMap::from([("x-request-id".to_string(), "abc".to_string())]);
+        let answer = reviewer.review("check", &review, headers.clone()).await.unwrap();
         assert_eq!(answer["response"]["allowed"], true, "{answer}");
         assert_eq!(*server.calls.lock(), [("Admit", "check".into(), "check-create".into())]);
+        assert_eq!(*server.headers.lock(), [headers], "the handler gets the request's headers");
+    }
+
+    #[test]
+    fn handlers_get_the_webhook_requests_headers_in_lower_case_without_authorization() {
+        let given: &[(&str, &[u8])] = &[
+            ("Content-Type", b"application/json"),
+            ("Authorization", b"Bearer secret"),
+            ("X-Forwarded-For", b"10.0.0.1"),
+            ("x-forwarded-for", b"10.0.0.2"),
+            ("X-Binary", b"\xff\xfe"),
+        ];
+        let mut headers = HeaderMap::new();
+        for (name, value) in given {
+            let name = axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap();
+            headers.append(name, axum::http::HeaderValue::from_bytes(value).unwrap());
+        }
+        let want = HashMap::from([
+            ("content-type".to_string(), "application/json".to_string()),
+            ("x-forwarded-for".to_string(), "10.0.0.1, 10.0.0.2".to_string()),
+        ]);
+        assert_eq!(forwarded_headers(&headers), want);
     }
 }

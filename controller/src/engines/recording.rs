@@ -14,6 +14,8 @@ use super::dispatch::{CallFailure, DaemonStream, HandlerClient};
 pub struct Recording {
     /// The calls so far.
     pub calls: Mutex<Vec<(&'static str, String, String)>>,
+    /// The headers of each admission review, in order.
+    pub headers: Mutex<Vec<std::collections::HashMap<String, String>>>,
 }
 
 impl Recording {
@@ -44,6 +46,7 @@ impl HandlerClient for Recording {
 
     fn admit(&self, req: pb::AdmitRequest, _: Duration) -> BoxFuture<'_, Result<pb::AdmitResponse, CallFailure>> {
         self.note("Admit", &req.handler_id, &req.handler_key);
+        self.headers.lock().push(req.headers);
         Box::pin(async { Ok(pb::AdmitResponse { allowed: true, ..Default::default() }) })
     }
 }

@@ -61,6 +61,11 @@ impl ResourceContext {
         self.lines(body, vec![Line::new(level, text)]);
     }
 
+    /// Whether a cycle's line of `level` is read: logged, or posted as an event.
+    fn reads(&self, level: Level) -> bool {
+        self.log.enabled(level) || self.posting.posts_line(level)
+    }
+
     /// Runs one cycle for `body` (`deleted`: the watch said DELETED).
     pub async fn process(self: &Arc<Self>, background: &Background, body: &Value, deleted: bool) -> CycleEnd {
         let obj = object_ref(body);
@@ -78,6 +83,10 @@ impl ResourceContext {
                 {
                     return Box::pin(self.process(background, &current, false)).await;
                 }
+            }
+            // Kopf's goodbye, for the objects this resource's handlers are for.
+            if self.reads(Level::Debug) && (self.storage.has_finalizer(body) || self.handlers.iter().any(|h| h.matches_object(body))) {
+                self.lines(body, Reason::Gone.idle_line().into_iter().collect());
             }
             self.seen.lock().remove(&uid);
             self.memos.lock().remove(&uid);
@@ -111,6 +120,10 @@ impl ResourceContext {
             }
             Start::Handle(cycle) => cycle,
         };
+        // Kopf's lines of every cycle: the body in progress (and the diff), built only if read.
+        if self.reads(Level::Debug) {
+            self.lines(body, crate::state::causes::progress_lines(cycle.reason, body, &cycle.diff));
+        }
         let labels = crate::metrics::CauseLabels { resource: self.resource.metrics_label(), cause: cycle.reason.purpose() };
         crate::metrics::global().causes.get_or_create(&labels).inc();
         // The cause and each handler are spans: log lines within carry them (`--log-format json`).

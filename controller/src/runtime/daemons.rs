@@ -81,7 +81,7 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
         match next {
             DaemonNext::Done => {
                 let how = match &ended {
-                    End::Exit(Attempt::Permanent(m) | Attempt::Unexpected(m)) => m.clone(),
+                    End::Exit(Attempt::Permanent(m) | Attempt::Unexpected { message: m, .. }) => m.clone(),
                     _ => "exited".into(),
                 };
                 ctx.log.info(Some(&obj), &format!("Daemon '{}' has exited: {how}", h.id));
@@ -90,7 +90,7 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
             DaemonNext::Restart(delay) => {
                 let why = match &ended {
                     End::Exit(Attempt::Temporary { message, .. }) => format!(" failed temporarily: {message};"),
-                    End::Exit(Attempt::Unexpected(message)) => format!(" failed with an exception: {message};"),
+                    End::Exit(Attempt::Unexpected { message, .. }) => format!(" failed with an exception: {message};"),
                     _ => String::new(),
                 };
                 ctx.log.warn(Some(&obj), &format!("Daemon '{}'{why} will be restarted in {}.", h.id, human(delay)));

@@ -32,6 +32,19 @@ pub struct Described {
     pub was_lost: bool,
 }
 
+/// The operator settings each server holds when described, named as the log names their
+/// source, servers in order (`addrs`: their addresses, as `described`).
+pub fn held_settings(addrs: &[String], described: &[pb::DescribeResponse]) -> Vec<(String, pb::OperatorSettings)> {
+    addrs.iter().zip(described).filter_map(|(addr, d)| Some((crate::settings::from_server(addr), d.settings.clone()?))).collect()
+}
+
+/// Whether two answers of a server to Describe register the same handlers. Their settings
+/// aside: those apply at start only.
+pub fn same_handlers(before: &pb::DescribeResponse, now: &pb::DescribeResponse) -> bool {
+    let handlers = |d: &pb::DescribeResponse| pb::DescribeResponse { settings: None, ..d.clone() };
+    handlers(before) == handlers(now)
+}
+
 /// How often each server's health is checked.
 const POLL: Duration = Duration::from_secs(1);
 

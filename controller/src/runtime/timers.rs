@@ -82,7 +82,7 @@ async fn tick(ctx: &ResourceContext, h: &Handler, body: &Value) -> TimerNext {
         Attempt::Skipped => {}
         Attempt::Temporary { message, .. } => ctx.log.warn(Some(&obj), &format!("Timer '{}' failed temporarily: {message}", h.id)),
         Attempt::Permanent(m) => ctx.log.error(Some(&obj), &format!("Timer '{}' failed permanently: {m}", h.id)),
-        Attempt::Unexpected(m) => ctx.log.warn(Some(&obj), &format!("Timer '{}' failed with an exception: {m}", h.id)),
+        Attempt::Unexpected { message: m, .. } => ctx.log.warn(Some(&obj), &format!("Timer '{}' failed with an exception: {m}", h.id)),
     }
     if matches!(attempt, Attempt::Success(_)) {
         let subject = ctx.subject();

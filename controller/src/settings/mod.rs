@@ -1,9 +1,12 @@
-//! Operator settings that startup handlers set (Kopf's `settings` kwarg of `on.startup`):
-//! merged in the order the handlers ran, checked, and applied over the controller's
+//! Operator settings from the handler servers: those a server holds when described (Kopf's
+//! `kopf.operator(settings=…)`, `KopfRunner(settings=…)`), servers in order, then those its
+//! startup handlers set (Kopf's `settings` kwarg of `on.startup`), in the order the handlers
+//! ran, a later source's over an earlier one's: checked and applied over the controller's
 //! [`Settings`] before it peers, serves admission or watches anything. A setting also given
 //! explicitly (a flag or its `BOSUN_*` variable) wins, and the log says so; a bad value is an
 //! error line naming it and is not applied; settings the controller has no use for are logged
-//! as ignored. Pure: the lines to log are returned.
+//! as ignored. Each line names where the setting came from. Pure: the lines to log are
+//! returned.
 //!
 //! Also where a resource's state is kept, as the flags and these settings say together.
 
@@ -69,11 +72,27 @@ pub fn merge(into: &mut pb::OperatorSettings, later: &pb::OperatorSettings) {
     }
 }
 
-/// Applies `given` (the startup handlers' settings, merged) to `settings`; returns the lines
-/// to log, once each: what is applied, what an explicit flag overrides, what is refused and
-/// why, what is kept otherwise than asked, and what is ignored.
-pub fn apply(settings: &mut Settings, given: &pb::OperatorSettings) -> Vec<Line> {
-    let mut a = Applier { settings, lines: Vec::new() };
+/// Where the startup handlers' settings come from, as the log names it.
+pub const STARTUP: &str = "the startup handlers";
+
+/// Where a handler server's described settings come from, as the log names it.
+pub fn from_server(addr: &str) -> String {
+    format!("handler server {addr}")
+}
+
+/// Applies the settings of `sources` (each named as the log names it: [`STARTUP`],
+/// [`from_server`]), a later source's over an earlier one's as [`merge`] takes them, to
+/// `settings`; returns the lines to log, once each: what is applied, what an explicit flag
+/// overrides, what is refused and why, what is kept otherwise than asked, and what is ignored,
+/// each naming the source its value came from.
+pub fn apply(settings: &mut Settings, sources: &[(&str, &pb::OperatorSettings)]) -> Vec<Line> {
+    let mut given = pb::OperatorSettings::default();
+    for (_, s) in sources {
+        merge(&mut given, s);
+    }
+    let given = &given;
+    let mut a = Applier { settings, lines: Vec::new(), sources, from: STARTUP };
+    a.source(|s| s.finalizer.is_some());
     if let Some(f) = &given.finalizer {
         match checks::qualified_name(f) {
             Err(why) => a.refuse("persistence.finalizer", f, &why),
@@ -82,12 +101,15 @@ pub fn apply(settings: &mut Settings, given: &pb::OperatorSettings) -> Vec<Line>
     }
     a.storages(given.progress_storage.as_ref(), given.diffbase_storage.as_ref());
     if let Some(v) = given.posting_enabled {
+        a.source(|s| s.posting_enabled.is_some());
         a.set("posting.enabled", v, &["--no-posting"], |s| s.posting.enabled = v);
     }
     if let Some(v) = given.posting_loggers {
+        a.source(|s| s.posting_loggers.is_some());
         a.set("posting.loggers", v, &["--posting-loggers"], |s| s.posting.loggers = v);
     }
     if let Some(v) = given.posting_level {
+        a.source(|s| s.posting_level.is_some());
         match pb::log_line::Level::try_from(v) {
             Err(_) => a.refuse("posting.level", v, "it is none of DEBUG, INFO, WARNING and ERROR"),
             Ok(_) => {
@@ -97,6 +119,7 @@ pub fn apply(settings: &mut Settings, given: &pb::OperatorSettings) -> Vec<Line>
         }
     }
     if let Some(v) = given.watching_server_timeout_seconds {
+        a.source(|s| s.watching_server_timeout_seconds.is_some());
         match seconds(Some(v), "watching_server_timeout_seconds") {
             Ok(Some(d)) if d >= Duration::from_secs(1) => {
                 a.set("watching.server_timeout", v, &["--inactivity-timeout"], |s| s.inactivity_timeout = d)
@@ -105,6 +128,7 @@ pub fn apply(settings: &mut Settings, given: &pb::OperatorSettings) -> Vec<Line>
         }
     }
     if let Some(v) = given.max_workers {
+        a.source(|s| s.max_workers.is_some());
         if (1..=MAX_WORKERS).contains(&v) {
             a.set("execution.max_workers", v, &["--max-workers"], |s| s.max_workers = v as usize);
         } else {
@@ -114,11 +138,11 @@ pub fn apply(settings: &mut Settings, given: &pb::OperatorSettings) -> Vec<Line>
     a.peering(given);
     a.admission(given);
     for entry in &given.ignored {
+        a.source(|s| s.ignored.contains(entry));
+        let from = a.from;
         let line = match entry.split_once(':') {
-            Some((name, why)) => {
-                format!("Setting {} from the startup handlers is ignored: {}.", name.trim(), why.trim().trim_end_matches('.'))
-            }
-            None => format!("Setting {} from the startup handlers is ignored.", entry.trim()),
+            Some((name, why)) => format!("Setting {} from {from} is ignored: {}.", name.trim(), why.trim().trim_end_matches('.')),
+            None => format!("Setting {} from {from} is ignored.", entry.trim()),
         };
         a.lines.push(Line::new(Level::Info, line));
     }
@@ -156,23 +180,35 @@ pub fn storage_for(settings: &Settings, in_status: bool) -> Storage {
 struct Applier<'a> {
     settings: &'a mut Settings,
     lines: Vec<Line>,
+    /// Where the settings come from, in order.
+    sources: &'a [(&'a str, &'a pb::OperatorSettings)],
+    /// Where the setting at hand comes from.
+    from: &'a str,
 }
 
 impl Applier<'_> {
+    /// Notes where the setting at hand comes from: the last source that sets it (`sets`).
+    fn source(&mut self, sets: impl Fn(&pb::OperatorSettings) -> bool) {
+        if let Some((from, _)) = self.sources.iter().rev().find(|(_, s)| sets(s)) {
+            self.from = from;
+        }
+    }
+
     /// Applies setting `name` (shown as `value`) unless one of `flags` was given explicitly.
     fn set(&mut self, name: &str, value: impl Display, flags: &[&str], apply: impl FnOnce(&mut Settings)) {
+        let from = self.from;
         let text = match flags.iter().find(|f| self.settings.explicit.contains(**f)) {
-            Some(flag) => format!("Setting {name}={value} from the startup handlers is overridden by {flag}."),
+            Some(flag) => format!("Setting {name}={value} from {from} is overridden by {flag}."),
             None => {
                 apply(self.settings);
-                format!("Setting {name}={value} from the startup handlers is applied.")
+                format!("Setting {name}={value} from {from} is applied.")
             }
         };
         self.lines.push(Line::new(Level::Info, text));
     }
 
     fn refuse(&mut self, name: &str, value: impl Display, why: &str) {
-        self.lines.push(Line::new(Level::Error, format!("Setting {name}={value} from the startup handlers is not applied: {why}.")));
+        self.lines.push(Line::new(Level::Error, format!("Setting {name}={value} from {} is not applied: {why}.", self.from)));
     }
 
     fn warn(&mut self, text: String) {
@@ -189,7 +225,7 @@ impl Applier<'_> {
             Ok(None) => None,
             Ok(Some((place, warnings))) => {
                 for w in warnings {
-                    self.warn(format!("Setting {name} from the startup handlers: {w}."));
+                    self.warn(format!("Setting {name} from {}: {w}.", self.from));
                 }
                 Some(place)
             }
@@ -201,8 +237,14 @@ impl Applier<'_> {
     fn storages(&mut self, progress: Option<&pb::StateStorage>, diffbase: Option<&pb::StateStorage>) {
         const PROGRESS: &str = "persistence.progress_storage";
         const DIFFBASE: &str = "persistence.diffbase_storage";
+        let set = |s: &Option<pb::StateStorage>| s.as_ref().is_some_and(|s| s.kind != pb::state_storage::Kind::Unspecified as i32);
+        self.source(|s| set(&s.progress_storage));
         let p = self.storage(PROGRESS, progress, "progress");
+        self.source(|s| set(&s.diffbase_storage));
         let d = self.storage(DIFFBASE, diffbase, "last-handled-configuration");
+        if p.is_some() {
+            self.source(|s| set(&s.progress_storage));
+        }
         let (name, place, last) = match (p, d) {
             (None, None) => return,
             (Some(p), None) => (PROGRESS, p, "progress"),
@@ -236,24 +278,29 @@ impl Applier<'_> {
 
     fn peering(&mut self, given: &pb::OperatorSettings) {
         if let Some(v) = &given.peering_name {
+            self.source(|s| s.peering_name.is_some());
             match checks::dns_subdomain(v) {
                 Err(why) => self.refuse("peering.name", v, &why),
                 Ok(()) => self.set("peering.name", v, &["--peering"], |s| s.peering.name = v.clone()),
             }
         }
         if let Some(v) = given.peering_priority {
+            self.source(|s| s.peering_priority.is_some());
             self.set("peering.priority", v, &["--priority", "--dev"], |s| s.peering.priority = i64::from(v));
         }
         if let Some(v) = given.peering_standalone {
+            self.source(|s| s.peering_standalone.is_some());
             self.set("peering.standalone", v, &["--standalone", "--peering"], |s| s.standalone = v);
         }
         if let Some(v) = given.peering_mandatory {
+            self.source(|s| s.peering_mandatory.is_some());
             self.set("peering.mandatory", v, &["--peering"], |s| s.peering.mandatory = v);
         }
     }
 
     fn admission(&mut self, given: &pb::OperatorSettings) {
         const MANAGED_BY: [&str; 2] = ["--admission-configuration", "--admission-unmanaged"];
+        self.source(|s| s.admission_managed.is_some());
         match given.admission_managed.as_deref() {
             None => {}
             Some("") => self.set("admission.managed", "\"\"", &MANAGED_BY, |s| s.admission.manage = false),
@@ -267,6 +314,7 @@ impl Applier<'_> {
         }
         let Some(server) = &given.admission_server else { return };
         if !server.listen.is_empty() {
+            self.source(|s| server_sets(s, |a| &a.listen));
             let v = &server.listen;
             match checks::listen_address(v) {
                 Err(why) => self.refuse("admission.server.listen", v, &why),
@@ -274,6 +322,7 @@ impl Applier<'_> {
             }
         }
         if !server.host.is_empty() {
+            self.source(|s| server_sets(s, |a| &a.host));
             let v = &server.host;
             match checks::host_name(v) {
                 Err(why) => self.refuse("admission.server.host", v, &why),
@@ -281,6 +330,7 @@ impl Applier<'_> {
                     .set("admission.server.host", v, &["--admission-url", "--admission-service"], |s| s.admission.host = Some(v.clone())),
             }
         }
+        self.source(|s| server_sets(s, |a| &a.certfile) || server_sets(s, |a| &a.pkeyfile) || server_sets(s, |a| &a.cafile));
         let (cert, key, ca) = (&server.certfile, &server.pkeyfile, &server.cafile);
         match (cert.is_empty(), key.is_empty()) {
             (true, true) if !ca.is_empty() => self.refuse("admission.server.cafile", ca, "it needs certfile and pkeyfile too"),
@@ -301,6 +351,11 @@ impl Applier<'_> {
             }
         }
     }
+}
+
+/// Whether `s` sets the field of the admission server that `field` reads.
+fn server_sets(s: &pb::OperatorSettings, field: fn(&pb::AdmissionServer) -> &String) -> bool {
+    s.admission_server.as_ref().is_some_and(|a| !field(a).is_empty())
 }
 
 /// A storage setting as the log shows it.

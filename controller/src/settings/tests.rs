@@ -280,7 +280,7 @@ fn settings_are_applied_unless_a_flag_gave_them_and_bad_ones_are_refused_by_name
         let mut settings = Settings { explicit: explicit.iter().map(|f| f.to_string()).collect(), ..Settings::default() };
         let mut expected = settings.clone();
         change(&mut expected);
-        let lines = apply(&mut settings, &given);
+        let lines = apply(&mut settings, &[(STARTUP, &given)]);
         let tag = |l: &Line| format!("{} {}", level_name(l.level), l.text);
         let got: Vec<String> = lines.iter().map(tag).collect();
         assert_eq!(got, want, "{given:?}");
@@ -316,4 +316,48 @@ fn the_storage_follows_the_flags_with_the_startup_handlers_choice_over_them_and_
             "kopf_compat {kopf_compat}, {storage:?}, {persistence:?}, in status {in_status}"
         );
     }
+}
+
+#[test]
+fn settings_held_when_described_go_under_the_startup_handlers_servers_in_order_and_lines_name_their_source() {
+    let first = pb::OperatorSettings {
+        finalizer: Some("first.op/finalizer".into()),
+        posting_level: Some(pb::log_line::Level::Debug as i32),
+        max_workers: Some(3),
+        peering_name: Some("first".into()),
+        ignored: vec!["batching.batch_window: no batches".into()],
+        ..Default::default()
+    };
+    let second = pb::OperatorSettings {
+        finalizer: Some("second.op/finalizer".into()),
+        max_workers: Some(0),
+        admission_server: Some(pb::AdmissionServer { host: "op.example".into(), ..Default::default() }),
+        ..Default::default()
+    };
+    let startup = pb::OperatorSettings {
+        finalizer: Some("startup.op/finalizer".into()),
+        peering_name: Some("chosen".into()),
+        ignored: vec!["batching.batch_window: no batches".into()],
+        ..Default::default()
+    };
+    let (a, b) = (from_server("http://127.0.0.1:1"), from_server("unix:///run/b.sock"));
+    let mut settings = Settings { explicit: ["--posting-level".to_string()].into(), ..Settings::default() };
+    let lines = apply(&mut settings, &[(&a, &first), (&b, &second), (STARTUP, &startup)]);
+    let got: Vec<String> = lines.iter().map(|l| format!("{} {}", level_name(l.level), l.text)).collect();
+    assert_eq!(
+        got,
+        [
+            "INFO Setting persistence.finalizer=startup.op/finalizer from the startup handlers is applied.",
+            "INFO Setting posting.level=DEBUG from handler server http://127.0.0.1:1 is overridden by --posting-level.",
+            "ERROR Setting execution.max_workers=0 from handler server unix:///run/b.sock is not applied: it must be from 1 to 10000.",
+            "INFO Setting peering.name=chosen from the startup handlers is applied.",
+            "INFO Setting admission.server.host=op.example from handler server unix:///run/b.sock is applied.",
+            "INFO Setting batching.batch_window from the startup handlers is ignored: no batches.",
+        ]
+    );
+    assert_eq!(settings.persistence.finalizer.as_deref(), Some("startup.op/finalizer"), "the startup handlers' win");
+    assert_eq!(settings.max_workers, 64, "a later server's bad value is refused, not replaced by an earlier one's");
+    assert_eq!(settings.peering.name, "chosen");
+    assert_eq!(settings.admission.host.as_deref(), Some("op.example"));
+    assert_eq!(settings.posting.level, Level::Info, "the explicit flag wins over a server's settings too");
 }

@@ -75,8 +75,18 @@ pub fn reviews(h: &Handler, resolved: (&str, &str, &str), mutating: bool, req: &
     h.kind == kind
         && resolved == (req.group.as_str(), req.version.as_str(), req.resource.as_str())
         && (a.operations.is_empty() || a.operations.contains(&req.operation))
-        && if req.sub_resource.is_empty() { a.subresources.is_empty() } else { a.subresources.contains(&req.sub_resource) }
+        && reviews_subresource(&a.subresources, &req.sub_resource)
         && req.object.as_ref().is_none_or(|o| h.matches_object(o))
+}
+
+/// Whether a handler registered for `subresources` (none: the main resource) reviews a request
+/// about `sub` ("" for the main resource). As in Kopf, `*` matches any subresource and the
+/// main resource alike; its webhook rule (`plural/*`) is what limits the requests sent.
+fn reviews_subresource(subresources: &[String], sub: &str) -> bool {
+    if subresources.iter().any(|s| s == "*") {
+        return true;
+    }
+    if sub.is_empty() { subresources.is_empty() } else { subresources.iter().any(|s| s == sub) }
 }
 
 /// One handler's answer to a review.
@@ -453,7 +463,7 @@ mod tests {
         /// Handler kind and options, its resolved resource, a mutating webhook's call,
         /// operation, subresource: whether the handler reviews the request.
         type Case<'a> = (pb::HandlerKind, Admission, (&'a str, &'a str, &'a str), bool, &'a str, &'a str, bool);
-        let cases: [Case; 9] = [
+        let cases: [Case; 12] = [
             (pb::HandlerKind::Validate, Admission::default(), ours, false, "CREATE", "", true),
             (pb::HandlerKind::Validate, Admission::default(), ours, true, "CREATE", "", false),
             (pb::HandlerKind::Mutate, Admission::default(), ours, true, "UPDATE", "", true),
@@ -463,6 +473,10 @@ mod tests {
             (pb::HandlerKind::Validate, Admission::default(), ours, false, "UPDATE", "status", false),
             (pb::HandlerKind::Validate, subs(&["status"]), ours, false, "UPDATE", "status", true),
             (pb::HandlerKind::Validate, subs(&["status"]), ours, false, "UPDATE", "", false),
+            // Kopf's `subresource='*'` (example 17's `validate_subresources`): any of them.
+            (pb::HandlerKind::Validate, subs(&["*"]), ours, false, "UPDATE", "status", true),
+            (pb::HandlerKind::Validate, subs(&["*"]), ours, false, "UPDATE", "scale", true),
+            (pb::HandlerKind::Validate, subs(&["*"]), ours, false, "CREATE", "", true),
         ];
         for (kind, admission, resolved, mutating, op, sub, want) in cases {
             let h = handler("h", kind, admission.clone());

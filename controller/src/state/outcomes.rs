@@ -75,10 +75,23 @@ pub enum Attempt {
     },
     /// Failed for good.
     Permanent(String),
-    /// Failed unexpectedly: the errors mode decides.
-    Unexpected(String),
+    /// Failed unexpectedly: the errors mode decides; a retry waits the delay the server gave
+    /// (the operator's default backoff, say), else the handler's backoff.
+    Unexpected {
+        /// The error message.
+        message: String,
+        /// The requested delay.
+        delay: Option<Duration>,
+    },
     /// The handler's `when` predicate did not hold.
     Skipped,
+}
+
+impl Attempt {
+    /// An unexpected error with no delay of its own (a broken call, an unusable answer).
+    pub fn unexpected(message: impl Into<String>) -> Attempt {
+        Attempt::Unexpected { message: message.into(), delay: None }
+    }
 }
 
 /// What the controller concludes from an attempt.
@@ -175,8 +188,8 @@ pub fn record_attempt(
         Attempt::Success(_) => (Some(finish(r, true, None)), Verdict::Succeeded),
         Attempt::Permanent(m) => (Some(finish(r, false, Some(m.clone()))), Verdict::Failed(m.clone())),
         Attempt::Temporary { message, delay } => retry(r, message.clone(), delay.unwrap_or(h.backoff), false),
-        Attempt::Unexpected(m) => match h.errors {
-            ErrorsMode::Temporary => retry(r, m.clone(), h.backoff, true),
+        Attempt::Unexpected { message: m, delay } => match h.errors {
+            ErrorsMode::Temporary => retry(r, m.clone(), delay.unwrap_or(h.backoff), true),
             ErrorsMode::Permanent => (Some(finish(r, false, Some(m.clone()))), Verdict::Failed(m.clone())),
             ErrorsMode::Ignored => (Some(finish(r, true, Some(m.clone()))), Verdict::Ignored(m.clone())),
         },
@@ -197,22 +210,30 @@ pub fn record_limit_failure(prev: Option<&ProgressRecord>, purpose: &str, messag
 }
 
 /// The attempt an answer stands for; `None` when the server could not be reached (nothing
-/// ran, nothing counts). A delay the server should not have sent makes the attempt an
-/// unexpected error that names the value.
+/// ran, nothing counts). A delay the server should not have sent (with a temporary or an
+/// unexpected error) makes the attempt an unexpected error that names the value, retried after
+/// the handler's backoff.
 pub fn attempt_of(answer: &Answer, result: Option<Value>) -> Option<Attempt> {
     use bosun_proto::v1::Outcome;
+    let delayed = |message: &str, delay: Option<f64>| {
+        seconds(delay, "delay_seconds")
+            .map_err(|why| Attempt::unexpected(format!("the handler server answered with an invalid delay: {why} ({message})")))
+    };
     match answer {
         Answer::Unreachable(_) => None,
-        Answer::Broken(why) => Some(Attempt::Unexpected(why.clone())),
+        Answer::Broken(why) => Some(Attempt::unexpected(why.clone())),
         Answer::Answered { outcome, message, delay } => Some(match outcome {
             Outcome::Success => Attempt::Success(result),
-            Outcome::TemporaryError => match seconds(*delay, "delay_seconds") {
+            Outcome::TemporaryError => match delayed(message, *delay) {
                 Ok(delay) => Attempt::Temporary { message: message.clone(), delay },
-                Err(why) => Attempt::Unexpected(format!("the handler server answered with an invalid delay: {why} ({message})")),
+                Err(bad) => bad,
             },
             Outcome::PermanentError => Attempt::Permanent(message.clone()),
             Outcome::Skipped => Attempt::Skipped,
-            Outcome::UnexpectedError => Attempt::Unexpected(message.clone()),
+            Outcome::UnexpectedError => match delayed(message, *delay) {
+                Ok(delay) => Attempt::Unexpected { message: message.clone(), delay },
+                Err(bad) => bad,
+            },
         }),
     }
 }
@@ -236,8 +257,8 @@ pub fn timer_next(h: &Handler, attempt: Option<&Attempt>) -> TimerNext {
         None => TimerNext::Retry(h.backoff.min(UNREACHABLE_RETRY)),
         Some(Attempt::Success(_) | Attempt::Skipped | Attempt::Permanent(_)) => TimerNext::Interval,
         Some(Attempt::Temporary { delay, .. }) => TimerNext::Retry(delay.unwrap_or(h.backoff)),
-        Some(Attempt::Unexpected(_)) if h.errors == ErrorsMode::Temporary => TimerNext::Retry(h.backoff),
-        Some(Attempt::Unexpected(_)) => TimerNext::Interval,
+        Some(Attempt::Unexpected { delay, .. }) if h.errors == ErrorsMode::Temporary => TimerNext::Retry(delay.unwrap_or(h.backoff)),
+        Some(Attempt::Unexpected { .. }) => TimerNext::Interval,
     }
 }
 
@@ -257,7 +278,7 @@ pub fn daemon_next(h: &Handler, attempt: Option<&Attempt>) -> DaemonNext {
     match attempt {
         None => DaemonNext::Restart(backoff.min(UNREACHABLE_RETRY)),
         Some(Attempt::Temporary { delay, .. }) => DaemonNext::Restart(delay.unwrap_or(backoff)),
-        Some(Attempt::Unexpected(_)) if h.errors == ErrorsMode::Temporary => DaemonNext::Restart(backoff),
+        Some(Attempt::Unexpected { delay, .. }) if h.errors == ErrorsMode::Temporary => DaemonNext::Restart(delay.unwrap_or(backoff)),
         Some(_) => DaemonNext::Done,
     }
 }
@@ -284,10 +305,10 @@ pub fn activity_next(h: &Handler, attempt: Option<&Attempt>, unreachable: &str, 
         Some(Attempt::Success(_) | Attempt::Skipped) => ActivityNext::Succeeded,
         Some(Attempt::Permanent(m)) => ActivityNext::Failed(m.clone()),
         Some(Attempt::Temporary { message, delay }) => retry_or_fail(delay.unwrap_or(h.backoff), message.clone()),
-        Some(Attempt::Unexpected(m)) => match h.errors {
+        Some(Attempt::Unexpected { message, delay }) => match h.errors {
             ErrorsMode::Ignored => ActivityNext::Succeeded,
-            ErrorsMode::Permanent => ActivityNext::Failed(m.clone()),
-            ErrorsMode::Temporary => retry_or_fail(h.backoff, m.clone()),
+            ErrorsMode::Permanent => ActivityNext::Failed(message.clone()),
+            ErrorsMode::Temporary => retry_or_fail(delay.unwrap_or(h.backoff), message.clone()),
         },
     }
 }
@@ -339,12 +360,12 @@ mod tests {
             ),
             (
                 ErrorsMode::Temporary,
-                Attempt::Unexpected("boom".into()),
+                Attempt::unexpected("boom"),
                 Some((None, None, Some(1))),
                 Verdict::Retry { message: "boom".into(), until: later(60), unexpected: true },
             ),
-            (ErrorsMode::Permanent, Attempt::Unexpected("boom".into()), Some((None, Some(true), None)), Verdict::Failed("boom".into())),
-            (ErrorsMode::Ignored, Attempt::Unexpected("boom".into()), Some((Some(true), None, None)), Verdict::Ignored("boom".into())),
+            (ErrorsMode::Permanent, Attempt::unexpected("boom"), Some((None, Some(true), None)), Verdict::Failed("boom".into())),
+            (ErrorsMode::Ignored, Attempt::unexpected("boom"), Some((Some(true), None, None)), Verdict::Ignored("boom".into())),
             (ErrorsMode::Temporary, Attempt::Skipped, None, Verdict::Skipped),
         ];
         for (mode, attempt, want_record, want_verdict) in cases {
@@ -436,15 +457,64 @@ mod tests {
             (answered(pb::Outcome::TemporaryError, Some(1e300)), Some(Attempt::Temporary { message: "m".into(), delay: Some(MAX_DELAY) })),
             (answered(pb::Outcome::PermanentError, None), Some(Attempt::Permanent("m".into()))),
             (answered(pb::Outcome::Skipped, None), Some(Attempt::Skipped)),
-            (answered(pb::Outcome::UnexpectedError, None), Some(Attempt::Unexpected("m".into()))),
-            (Answer::Broken("failed with UNKNOWN: boom".into()), Some(Attempt::Unexpected("failed with UNKNOWN: boom".into()))),
+            (answered(pb::Outcome::UnexpectedError, None), Some(Attempt::unexpected("m"))),
+            (Answer::Broken("failed with UNKNOWN: boom".into()), Some(Attempt::unexpected("failed with UNKNOWN: boom"))),
             (Answer::Unreachable("refused".into()), None),
         ];
         for (answer, want) in cases {
             assert_eq!(attempt_of(&answer, None), want, "{answer:?}");
         }
         let bad = attempt_of(&answered(pb::Outcome::TemporaryError, Some(-5.0)), None);
-        assert!(matches!(&bad, Some(Attempt::Unexpected(m)) if m.contains("-5")), "{bad:?}");
+        assert!(matches!(&bad, Some(Attempt::Unexpected { message, delay: None }) if message.contains("-5")), "{bad:?}");
+    }
+
+    /// `delay_seconds` on an unexpected error (a Python SDK gives the operator's default
+    /// backoff) replaces the handler's backoff wherever one applies, validated as a temporary
+    /// error's delay is.
+    #[test]
+    fn unexpected_errors_with_a_delay_wait_it_instead_of_the_backoff() {
+        let s = Duration::from_secs;
+        let boom = |delay: Option<f64>| Answer::Answered { outcome: pb::Outcome::UnexpectedError, message: "boom".into(), delay };
+        let read = [
+            (boom(Some(7.0)), Attempt::Unexpected { message: "boom".into(), delay: Some(s(7)) }),
+            (boom(None), Attempt::unexpected("boom")),
+            (boom(Some(1e300)), Attempt::Unexpected { message: "boom".into(), delay: Some(MAX_DELAY) }),
+        ];
+        for (answer, want) in read {
+            assert_eq!(attempt_of(&answer, None), Some(want), "{answer:?}");
+        }
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            let got = attempt_of(&boom(Some(bad)), None);
+            assert!(
+                matches!(&got, Some(Attempt::Unexpected { message, delay: None }) if message.contains("invalid delay") && message.contains("(boom)")),
+                "{bad}: {got:?}"
+            );
+        }
+
+        let delayed = Attempt::Unexpected { message: "boom".into(), delay: Some(s(7)) };
+        let plain = Attempt::unexpected("boom");
+        let mut h = handler(ErrorsMode::Temporary, None, None);
+        h.daemon.backoff = s(2);
+        let mut permanent = h.clone();
+        permanent.errors = ErrorsMode::Permanent;
+        // (handler, attempt) → the changing handler's retry, the timer's, the daemon's, the activity's
+        type Want = (Option<i64>, TimerNext, DaemonNext, ActivityNext);
+        let cases: [(&Handler, &Attempt, Want); 3] = [
+            (&h, &delayed, (Some(7), TimerNext::Retry(s(7)), DaemonNext::Restart(s(7)), ActivityNext::Retry(s(7), "boom".into()))),
+            (&h, &plain, (Some(60), TimerNext::Retry(s(60)), DaemonNext::Restart(s(2)), ActivityNext::Retry(s(60), "boom".into()))),
+            (&permanent, &delayed, (None, TimerNext::Interval, DaemonNext::Done, ActivityNext::Failed("boom".into()))),
+        ];
+        for (h, attempt, (retry, timer, daemon, activity)) in cases {
+            let (_, verdict) = record_attempt(h, None, "create", attempt, now());
+            let until = match verdict {
+                Verdict::Retry { until, unexpected: true, .. } => Some((until - now()).num_seconds()),
+                _ => None,
+            };
+            assert_eq!(until, retry, "{:?} {attempt:?}", h.errors);
+            assert_eq!(timer_next(h, Some(attempt)), timer, "{:?} {attempt:?}", h.errors);
+            assert_eq!(daemon_next(h, Some(attempt)), daemon, "{:?} {attempt:?}", h.errors);
+            assert_eq!(activity_next(h, Some(attempt), "", 0), activity, "{:?} {attempt:?}", h.errors);
+        }
     }
 
     #[test]
@@ -456,8 +526,8 @@ mod tests {
             (ErrorsMode::Temporary, Some(tmp(Some(3))), TimerNext::Retry(s(3))),
             (ErrorsMode::Temporary, Some(tmp(None)), TimerNext::Retry(s(60))),
             (ErrorsMode::Temporary, Some(Attempt::Permanent("m".into())), TimerNext::Interval),
-            (ErrorsMode::Temporary, Some(Attempt::Unexpected("m".into())), TimerNext::Retry(s(60))),
-            (ErrorsMode::Ignored, Some(Attempt::Unexpected("m".into())), TimerNext::Interval),
+            (ErrorsMode::Temporary, Some(Attempt::unexpected("m")), TimerNext::Retry(s(60))),
+            (ErrorsMode::Ignored, Some(Attempt::unexpected("m")), TimerNext::Interval),
             (ErrorsMode::Temporary, None, TimerNext::Retry(s(10))),
         ];
         for (mode, attempt, want) in cases {
@@ -478,8 +548,8 @@ mod tests {
             (&h, Some(tmp(Some(5))), DaemonNext::Restart(s(5))),
             (&h, Some(tmp(None)), DaemonNext::Restart(s(2))),
             (&h, Some(Attempt::Permanent("m".into())), DaemonNext::Done),
-            (&h, Some(Attempt::Unexpected("m".into())), DaemonNext::Restart(s(2))),
-            (&permanent, Some(Attempt::Unexpected("m".into())), DaemonNext::Done),
+            (&h, Some(Attempt::unexpected("m")), DaemonNext::Restart(s(2))),
+            (&permanent, Some(Attempt::unexpected("m")), DaemonNext::Done),
             (&h, None, DaemonNext::Restart(s(2))),
         ];
         for (h, attempt, want) in cases {
@@ -499,7 +569,7 @@ mod tests {
             (&h, Some(tmp(None)), 0, ActivityNext::Retry(s(60), "m".into())),
             (&limited, Some(tmp(Some(1))), 2, ActivityNext::Failed("m (retries exhausted)".into())),
             (&h, Some(Attempt::Permanent("m".into())), 0, ActivityNext::Failed("m".into())),
-            (&h, Some(Attempt::Unexpected("m".into())), 0, ActivityNext::Retry(s(60), "m".into())),
+            (&h, Some(Attempt::unexpected("m")), 0, ActivityNext::Retry(s(60), "m".into())),
             (&h, None, 0, ActivityNext::Retry(s(5), "handler server unreachable: down".into())),
         ];
         for (h, attempt, retry, want) in cases {

@@ -291,7 +291,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
     // Nothing to do, unless a finalizer nobody needs any more is to be released.
     let releases_finalizer = reason == Reason::Noop && has_finalizer && !wants_finalizer;
     if matches!(reason, Reason::Free | Reason::Noop) && !releases_finalizer {
-        return Start::Idle(Vec::new());
+        return Start::Idle(reason.idle_line().into_iter().collect());
     }
     let new_essence = new_essence.unwrap_or_else(|| essence(body, subject.rules));
     let old_essence = match (&base, reason) {
@@ -313,7 +313,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
         })
         .filter_map(|h| h.due(reason, old_essence, &new_essence, &diff_items).map(|(old, new)| Due { handler: Arc::clone(h), old, new }))
         .collect();
-    let mut lines = Vec::new();
+    let mut lines: Vec<Line> = reason.idle_line().into_iter().collect();
     if let Stored::Digest(_) = base
         && reason == Reason::Update
     {
@@ -404,7 +404,7 @@ impl Cycle {
         let prev = self.records.get(&id).cloned();
         let outcome = pb::Outcome::try_from(answer.outcome).unwrap_or(pb::Outcome::UnexpectedError);
         let (attempt, checked) = match check(&answer, &id) {
-            Err(why) => (Attempt::Unexpected(why.to_string()), None),
+            Err(why) => (Attempt::unexpected(why.to_string()), None),
             Ok(c) => {
                 let given = Answer::Answered { outcome, message: answer.message.clone(), delay: answer.delay_seconds };
                 let attempt = attempt_of(&given, c.result.clone()).expect("an answer is an attempt");

@@ -2,7 +2,7 @@
 //! cluster. Every flag has a `BOSUN_*` environment equivalent.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -94,10 +94,10 @@ pub struct ControllerArgs {
     pub standalone: bool,
     /// The peering object to take part in; it must exist (without this flag: `default`, and
     /// standalone when it does not exist).
-    #[arg(long, env = "BOSUN_PEERING", conflicts_with = "standalone")]
+    #[arg(short = 'P', long, env = "BOSUN_PEERING", conflicts_with = "standalone")]
     pub peering: Option<String>,
     /// This controller's priority among its peers: lower ones pause while it runs.
-    #[arg(long, env = "BOSUN_PRIORITY", allow_negative_numbers = true)]
+    #[arg(short = 'p', long, env = "BOSUN_PRIORITY", allow_negative_numbers = true)]
     pub priority: Option<i64>,
     /// Development mode: priority 666, so deployed controllers of the same peering pause.
     #[arg(long, conflicts_with = "priority")]
@@ -194,14 +194,9 @@ pub struct ControllerArgs {
     /// The least level of the lines --posting-loggers posts (Kopf's `settings.posting.level`).
     #[arg(long, env = "BOSUN_POSTING_LEVEL", value_enum, default_value = "info", value_name = "LEVEL")]
     pub posting_level: PostingLevel,
-    /// How log lines look, as Kopf's `--log-format`: `plain` (the message), `full` (time,
-    /// logger, level and message) or `json` (one object per line with the object, cause,
-    /// handler and trace id).
-    #[arg(long, env = "BOSUN_LOG_FORMAT", value_enum, default_value_t)]
-    pub log_format: crate::logging::LogFormat,
-    /// Debug logging.
-    #[arg(short, long)]
-    pub verbose: bool,
+    /// Logging (Kopf's flags).
+    #[command(flatten)]
+    pub log: crate::logging::LogArgs,
     /// The cluster.
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -240,89 +235,6 @@ pub fn default_lease_namespace() -> String {
         .unwrap_or_else(|| "default".into())
 }
 
-/// The handler server that `run` and `dev` start themselves: Python files or modules (served
-/// by Bosun's Python SDK, `python -m bosun`), or any command after `--`.
-#[derive(Debug, Args, Clone)]
-pub struct HandlerServerArgs {
-    /// Python files with handlers, served by Bosun's Python SDK as a child (`bosun dev
-    /// handlers.py`), as `kopf run handlers.py` does.
-    #[arg(value_name = "FILE.py")]
-    pub files: Vec<PathBuf>,
-    /// Python modules with handlers, as `kopf run -m MODULE` (repeatable).
-    #[arg(short = 'm', long = "module", value_name = "MODULE")]
-    pub modules: Vec<String>,
-    /// The Python interpreter for FILE.py and -m (default: the `python3` or `python` beside
-    /// this `bosun` binary, as in a virtualenv where `pip install` put both, else `python3`).
-    #[arg(long, env = "BOSUN_PYTHON", value_name = "PATH")]
-    pub python: Option<PathBuf>,
-    /// The handler server command to start (and restart) as a child; it must listen where
-    /// $BOSUN_LISTEN says.
-    #[arg(last = true)]
-    pub command: Vec<String>,
-}
-
-impl HandlerServerArgs {
-    /// The command to start as the handler server, if these flags name one.
-    pub fn command(&self, verbose: bool) -> anyhow::Result<Option<Vec<String>>> {
-        if self.files.is_empty() && self.modules.is_empty() {
-            return Ok((!self.command.is_empty()).then(|| self.command.clone()));
-        }
-        if !self.command.is_empty() {
-            anyhow::bail!("give either handler files (FILE.py, -m MODULE) or a handler server command after --, not both");
-        }
-        let mut files = Vec::new();
-        for file in &self.files {
-            if file.extension().and_then(|e| e.to_str()) != Some("py") {
-                anyhow::bail!(
-                    "{}: a handler file must be a Python file (.py), served by Bosun's Python SDK; for a server in another language give its command after --",
-                    file.display()
-                );
-            }
-            if !file.is_file() {
-                anyhow::bail!("{}: no such handler file", file.display());
-            }
-            files.push(std::path::absolute(file)?.display().to_string());
-        }
-        let python = self.interpreter();
-        // Checked once here: a missing SDK would otherwise be a restart loop of the child.
-        let probe = std::process::Command::new(&python)
-            .args(["-c", "import bosun.v1.handler_pb2"])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .with_context(|| format!("cannot start the Python interpreter {} (set --python or BOSUN_PYTHON)", python.display()))?;
-        if !probe.status.success() {
-            let stderr = String::from_utf8_lossy(&probe.stderr);
-            let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
-            anyhow::bail!(
-                "the Python at {} cannot import Bosun's Python SDK ({last}): `pip install ./sdk-python` (from Bosun's repository) into its environment, or point --python / BOSUN_PYTHON at one that has it",
-                python.display()
-            );
-        }
-        let mut command = vec![python.display().to_string(), "-m".into(), "bosun".into()];
-        command.extend(files);
-        for module in &self.modules {
-            command.extend(["-m".to_string(), module.clone()]);
-        }
-        if verbose {
-            command.push("--verbose".into());
-        }
-        Ok(Some(command))
-    }
-
-    fn interpreter(&self) -> PathBuf {
-        if let Some(python) = &self.python {
-            return python.clone();
-        }
-        let beside = std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_path_buf));
-        for name in ["python3", "python"] {
-            if let Some(path) = beside.as_ref().map(|dir| dir.join(name)).filter(|p| p.is_file()) {
-                return path;
-            }
-        }
-        PathBuf::from("python3")
-    }
-}
-
 /// `bosun run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -331,7 +243,7 @@ pub struct RunArgs {
     pub controller: ControllerArgs,
     /// A handler server to start as a child.
     #[command(flatten)]
-    pub server: HandlerServerArgs,
+    pub server: crate::supervise::HandlerServerArgs,
 }
 
 /// `bosun dev`.
@@ -360,7 +272,7 @@ pub struct DevArgs {
     pub controller: ControllerArgs,
     /// A handler server to start as a child.
     #[command(flatten)]
-    pub server: HandlerServerArgs,
+    pub server: crate::supervise::HandlerServerArgs,
 }
 
 /// `--admission-service NAMESPACE/NAME[:PORT]`.
@@ -506,22 +418,6 @@ impl ClusterArgs {
     }
 }
 
-/// Sets up the log output: Kopf-like lines, debug with `-v`, `RUST_LOG` overrides.
-/// With `OTEL_EXPORTER_OTLP_ENDPOINT` set, spans are exported too; the returned guard flushes
-/// them when dropped.
-pub fn init_tracing(verbose: bool, format: crate::logging::LogFormat) -> anyhow::Result<Option<crate::telemetry::Telemetry>> {
-    use tracing_subscriber::Layer as _;
-    use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
-    let default = if verbose { "bosun_controller=debug,bosun=debug,info" } else { "info,kube=warn,tower=warn,hyper=warn,h2=warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let (otel, guard) = crate::telemetry::layer()?.unzip();
-    // The spans are the controller's own: the libraries' (kube, hyper, tonic) stay out of traces.
-    let otel = otel.map(|l| l.with_filter(tracing_subscriber::filter::filter_fn(|m| m.target().starts_with("bosun"))));
-    let _ = tracing_subscriber::registry().with(otel).with(filter).with(crate::logging::Lines::new(format)).try_init();
-    Ok(guard)
-}
-
 /// A future that resolves on SIGINT or SIGTERM. The handlers are installed at once, not when
 /// the future is first polled: a signal that comes while bosun starts (the dev cluster, the
 /// handler command) stops it cleanly instead of killing it and leaving the command running.
@@ -541,9 +437,9 @@ pub fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
 pub async fn main(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => {
-            let _telemetry = init_tracing(args.controller.verbose, args.controller.log_format)?;
+            let _telemetry = crate::logging::init_tracing(&args.controller.log)?;
             let stop = stop_signal().context("cannot install the SIGINT and SIGTERM handlers")?;
-            let command = args.server.command(args.controller.verbose)?;
+            let command = args.server.command(args.controller.log.debugging())?;
             let client = args.controller.client().await?;
             let mut settings = args.controller.settings();
             let kubeconfig = args.controller.cluster.kubeconfig.clone().map(std::path::absolute).transpose()?;
@@ -555,7 +451,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             Ok(result?)
         }
         Command::Dev(args) => {
-            let _telemetry = init_tracing(args.controller.verbose, args.controller.log_format)?;
+            let _telemetry = crate::logging::init_tracing(&args.controller.log)?;
             crate::dev::dev(args).await
         }
         Command::Freeze(args) => crate::peers::freeze(args).await,
@@ -580,6 +476,41 @@ mod tests {
         let explicit: Vec<&str> = run.controller.explicit.iter().map(String::as_str).collect();
         assert_eq!(explicit, ["--handler", "--max-workers", "--posting-level", "--standalone"]);
         assert_eq!(run.controller.settings().explicit, run.controller.explicit);
+    }
+
+    /// Kopf's `kopf run` flags, as Kopf's own tests pass them, parsed into the controller's.
+    #[test]
+    fn kopf_runs_flags_are_taken() {
+        use crate::logging::{LogFormat, Verbosity};
+        /// The flags after `bosun run`, and what they say: verbosity, prefix, refkey, peering,
+        /// priority, standalone, all namespaces.
+        type Case<'a> = (&'a [&'a str], (Verbosity, bool, &'a str, Option<&'a str>, Option<i64>, bool, bool));
+        let cases: [Case; 9] = [
+            (&["--all-namespaces", "--verbose", "--standalone", "example.py"], (Verbosity::Debug, true, "object", None, None, true, true)),
+            (&["-A", "-d", "--standalone"], (Verbosity::Debug, true, "object", None, None, true, true)),
+            (&["-q"], (Verbosity::Quiet, true, "object", None, None, false, false)),
+            (&["--quiet", "--debug"], (Verbosity::Debug, true, "object", None, None, false, false)),
+            (&["--no-log-prefix"], (Verbosity::Normal, false, "object", None, None, false, false)),
+            (&["--log-format", "json"], (Verbosity::Normal, false, "object", None, None, false, false)),
+            (&["--log-format", "json", "--log-prefix", "--log-refkey", "k8s"], (Verbosity::Normal, true, "k8s", None, None, false, false)),
+            (&["--log-prefix", "--no-log-prefix"], (Verbosity::Normal, false, "object", None, None, false, false)),
+            (&["-P", "team", "-p", "-5"], (Verbosity::Normal, true, "object", Some("team"), Some(-5), false, false)),
+        ];
+        for (flags, (verbosity, prefix, refkey, peering, priority, standalone, all)) in cases {
+            let args: Vec<&str> = ["bosun", "run"].iter().chain(flags).copied().collect();
+            let cli = Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+            let Command::Run(run) = cli.command else { panic!("run") };
+            let c = &run.controller;
+            let style = c.log.style();
+            assert_eq!(c.log.verbosity(), verbosity, "{flags:?}");
+            assert_eq!((style.prefix, style.refkey.as_str()), (prefix, refkey), "{flags:?}");
+            assert_eq!(
+                (c.peering.as_deref(), c.priority, c.standalone, c.all_namespaces),
+                (peering, priority, standalone, all),
+                "{flags:?}"
+            );
+            assert_eq!(style.format == LogFormat::Json, flags.contains(&"json"), "{flags:?}");
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::supervise;
 /// Runs `bosun dev`.
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let stop = stop_signal().context("cannot install the SIGINT and SIGTERM handlers")?;
-    let command = args.server.command(args.controller.verbose)?;
+    let command = args.server.command(args.controller.log.debugging())?;
     let log = Logger::new(None);
     let mut settings = args.controller.settings();
     // On a real cluster, the developer's controller takes over from the deployed ones of the

@@ -7,6 +7,10 @@
 //! - `full` (the default, as Kopf's): `[2026-11-23 08:00:00,123] bosun.objects [INFO    ] …`;
 //! - `json`: one object per line with Kopf's keys (`timestamp`, `severity`, `message`,
 //!   `object`) and `cause`, `handler`, `trace_id` and any other field beside them.
+//!
+//! And Kopf's other logging flags: `-v`/`-d` (debug), `-q` (warnings and errors only),
+//! `--log-prefix`/`--no-log-prefix` (the `[namespace/name]` prefix; on by default in the text
+//! formats, off in JSON) and `--log-refkey` (the key of the object in JSON lines).
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -30,6 +34,104 @@ pub enum LogFormat {
     Full,
     /// One JSON object per line.
     Json,
+}
+
+/// Kopf's logging flags, shared by `bosun run` and `bosun dev`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LogArgs {
+    /// How log lines look, as Kopf's `--log-format`: `plain` (the message), `full` (time,
+    /// logger, level and message) or `json` (one object per line with the object, cause,
+    /// handler and trace id).
+    #[arg(long, env = "BOSUN_LOG_FORMAT", value_enum, default_value_t)]
+    pub log_format: LogFormat,
+    /// Prefix object lines with `[namespace/name]`: the default in the plain and full formats;
+    /// in JSON lines the message gets the prefix too.
+    #[arg(long = "log-prefix", env = "BOSUN_LOG_PREFIX", overrides_with = "no_log_prefix")]
+    pub log_prefix: bool,
+    /// Object lines without the `[namespace/name]` prefix (the default in JSON lines).
+    #[arg(long = "no-log-prefix", overrides_with = "log_prefix")]
+    pub no_log_prefix: bool,
+    /// The key of the object's reference in JSON lines.
+    #[arg(long, env = "BOSUN_LOG_REFKEY", value_name = "KEY", default_value = "object")]
+    pub log_refkey: String,
+    /// Debug logging.
+    #[arg(short, long, env = "BOSUN_VERBOSE")]
+    pub verbose: bool,
+    /// Debug logging (as -v; Kopf's `--debug`).
+    #[arg(short, long, env = "BOSUN_DEBUG")]
+    pub debug: bool,
+    /// Warnings and errors only (-v and -d win).
+    #[arg(short, long, env = "BOSUN_QUIET")]
+    pub quiet: bool,
+}
+
+/// How much is logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verbosity {
+    /// Warnings and errors (`-q`).
+    Quiet,
+    /// Info and above (the default).
+    Normal,
+    /// Debug lines too (`-v`, `-d`).
+    Debug,
+}
+
+/// How lines are written: the format, whether object lines carry the `[namespace/name]`
+/// prefix, and the key of the object in JSON lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Style {
+    /// The format.
+    pub format: LogFormat,
+    /// Object lines prefixed `[namespace/name]`.
+    pub prefix: bool,
+    /// The key of the object in JSON lines.
+    pub refkey: String,
+}
+
+impl LogArgs {
+    /// How much these flags log: debug wins over quiet, as in Kopf.
+    pub fn verbosity(&self) -> Verbosity {
+        match (self.verbose || self.debug, self.quiet) {
+            (true, _) => Verbosity::Debug,
+            (false, true) => Verbosity::Quiet,
+            (false, false) => Verbosity::Normal,
+        }
+    }
+
+    /// Whether debug lines are logged.
+    pub fn debugging(&self) -> bool {
+        self.verbosity() == Verbosity::Debug
+    }
+
+    /// How these flags write lines.
+    pub fn style(&self) -> Style {
+        let prefix = match (self.log_prefix, self.no_log_prefix) {
+            (true, _) => true,
+            (_, true) => false,
+            _ => self.log_format != LogFormat::Json,
+        };
+        Style { format: self.log_format, prefix, refkey: self.log_refkey.clone() }
+    }
+}
+
+/// Sets up the log output as `args` say; `RUST_LOG` overrides the levels. With
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` set, spans are exported too; the returned guard flushes them
+/// when dropped.
+pub fn init_tracing(args: &LogArgs) -> anyhow::Result<Option<crate::telemetry::Telemetry>> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let default = match args.verbosity() {
+        Verbosity::Debug => "bosun_controller=debug,bosun=debug,info",
+        Verbosity::Normal => "info,kube=warn,tower=warn,hyper=warn,h2=warn",
+        Verbosity::Quiet => "warn",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let (otel, guard) = crate::telemetry::layer()?.unzip();
+    // The spans are the controller's own: the libraries' (kube, hyper, tonic) stay out of traces.
+    let otel = otel.map(|l| l.with_filter(tracing_subscriber::filter::filter_fn(|m| m.target().starts_with("bosun"))));
+    let _ = tracing_subscriber::registry().with(otel).with(filter).with(Lines::new(args.style())).try_init();
+    Ok(guard)
 }
 
 /// The fields of an event or span, in the order given; the event's message apart.
@@ -92,13 +194,17 @@ fn level_name(level: &str) -> &'static str {
 /// the context of the line already.
 const CONTEXT: [&str; 5] = ["namespace", "name", "cause", "handler", "trace_id"];
 
-/// The line for `record` in `format`, without the newline.
-pub fn render(format: LogFormat, record: &Record<'_>) -> String {
+/// The line for `record` in `style`, without the newline.
+pub fn render(style: &Style, record: &Record<'_>) -> String {
     let f = &record.fields;
-    let message = f.message.clone().unwrap_or_default();
+    let mut message = f.message.clone().unwrap_or_default();
     // The library's object lines carry `namespace` and `name`.
     let object = f.get("name").map(|name| ObjectRef { namespace: f.get("namespace").unwrap_or_default().into(), name: name.into() });
+    if let Some(o) = object.as_ref().filter(|_| style.prefix) {
+        message = format!("{o} {message}");
+    }
     let extras: Vec<&(&str, String)> = f.fields.iter().filter(|(n, _)| !CONTEXT.contains(n)).collect();
+    let format = style.format;
     match format {
         LogFormat::Plain | LogFormat::Full => {
             let mut text = String::new();
@@ -117,9 +223,6 @@ pub fn render(format: LogFormat, record: &Record<'_>) -> String {
                 let time = record.time.format_with_items(TIME.iter());
                 let _ = write!(text, "[{time}] {logger:<20.20} [{:<8.8}] ", level_name(record.level));
             }
-            if let Some(o) = &object {
-                let _ = write!(text, "{o} ");
-            }
             text.push_str(&message);
             for (k, v) in extras {
                 let _ = write!(text, " {k}={v}");
@@ -137,7 +240,7 @@ pub fn render(format: LogFormat, record: &Record<'_>) -> String {
                     ref_.insert("namespace".into(), json!(o.namespace));
                 }
                 ref_.insert("name".into(), json!(o.name));
-                line.insert("object".into(), Value::Object(ref_));
+                line.insert(style.refkey.clone(), Value::Object(ref_));
             }
             for key in ["cause", "handler", "trace_id"] {
                 if let Some(v) = f.get(key) {
@@ -155,15 +258,15 @@ pub fn render(format: LogFormat, record: &Record<'_>) -> String {
     }
 }
 
-/// Writes every event as one line to stderr in its format.
+/// Writes every event as one line to stderr in its style.
 pub struct Lines {
-    format: LogFormat,
+    style: Style,
 }
 
 impl Lines {
-    /// A layer writing `format`.
-    pub fn new(format: LogFormat) -> Lines {
-        Lines { format }
+    /// A layer writing in `style`.
+    pub fn new(style: Style) -> Lines {
+        Lines { style }
     }
 }
 
@@ -199,7 +302,7 @@ where
         event.record(&mut fields);
         let meta = event.metadata();
         let record = Record { time: Utc::now(), level: meta.level().as_str(), target: meta.target(), fields };
-        let mut line = render(self.format, &record);
+        let mut line = render(&self.style, &record);
         line.push('\n');
         // One write per line, so that lines of several threads never interleave.
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
@@ -216,6 +319,35 @@ mod tests {
             level,
             target: "bosun_controller::logs",
             fields: Fields { message: Some(message.into()), fields: fields.iter().map(|(k, v)| (*k, v.to_string())).collect() },
+        }
+    }
+
+    /// Kopf's default style of `format`: prefixed object lines in text, none in JSON.
+    fn kopfs(format: LogFormat) -> Style {
+        Style { format, prefix: format != LogFormat::Json, refkey: "object".into() }
+    }
+
+    #[test]
+    fn the_object_prefix_and_the_json_refkey_follow_kopfs_flags() {
+        let handled = record("INFO", &[("namespace", "default"), ("name", "kopf-example-1")], "Handler 'create_fn' succeeded.");
+        let style = |format, prefix, refkey: &str| Style { format, prefix, refkey: refkey.into() };
+        let cases = [
+            (style(LogFormat::Plain, false, "object"), "Handler 'create_fn' succeeded."),
+            (
+                style(LogFormat::Full, false, "object"),
+                "[2026-11-23 08:00:00,123] bosun.objects        [INFO    ] Handler 'create_fn' succeeded.",
+            ),
+            (
+                style(LogFormat::Json, true, "object"),
+                r#"{"timestamp":"2026-11-23T08:00:00.123456+00:00","severity":"info","message":"[default/kopf-example-1] Handler 'create_fn' succeeded.","object":{"namespace":"default","name":"kopf-example-1"}}"#,
+            ),
+            (
+                style(LogFormat::Json, false, "k8s"),
+                r#"{"timestamp":"2026-11-23T08:00:00.123456+00:00","severity":"info","message":"Handler 'create_fn' succeeded.","k8s":{"namespace":"default","name":"kopf-example-1"}}"#,
+            ),
+        ];
+        for (style, want) in cases {
+            assert_eq!(render(&style, &handled), want, "{style:?}");
         }
     }
 
@@ -254,7 +386,7 @@ mod tests {
             ),
         ];
         for (format, record, want) in cases {
-            assert_eq!(render(format, record), want, "{format:?}");
+            assert_eq!(render(&kopfs(format), record), want, "{format:?}");
         }
     }
 
@@ -262,8 +394,8 @@ mod tests {
     fn other_libraries_lines_name_their_logger() {
         let mut r = record("WARN", &[], "connection reset");
         r.target = "kube_client::client";
-        assert_eq!(render(LogFormat::Full, &r), "[2026-11-23 08:00:00,123] kube_client::client  [WARNING ] connection reset");
-        let json: Value = serde_json::from_str(&render(LogFormat::Json, &r)).unwrap();
+        assert_eq!(render(&kopfs(LogFormat::Full), &r), "[2026-11-23 08:00:00,123] kube_client::client  [WARNING ] connection reset");
+        let json: Value = serde_json::from_str(&render(&kopfs(LogFormat::Json), &r)).unwrap();
         assert_eq!(json["logger"], "kube_client::client");
         assert_eq!(json["severity"], "warning");
     }

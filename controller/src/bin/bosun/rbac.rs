@@ -15,7 +15,8 @@ use bosun_controller::state::registry;
 use bosun_proto::v1 as pb;
 use clap::Args;
 
-use crate::cli::{ControllerArgs, HandlerServerArgs};
+use crate::cli::ControllerArgs;
+use crate::supervise::HandlerServerArgs;
 
 /// How long a handler server gets to come up before `bosun rbac` gives up.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -54,7 +55,7 @@ pub struct Output {
 
 /// Runs `bosun rbac`.
 pub async fn rbac(args: RbacArgs) -> anyhow::Result<()> {
-    let command = args.server.command(args.controller.verbose)?;
+    let command = args.server.command(args.controller.log.debugging())?;
     let mut settings = args.controller.settings();
     let kubeconfig = args.controller.cluster.kubeconfig.clone().map(std::path::absolute).transpose()?;
     let child = command.map(|command| crate::supervise::start(command, &mut settings, kubeconfig)).transpose()?;

@@ -1,18 +1,104 @@
-//! The handler server command under `bosun dev`, supervised: restarted with backoff when it
+//! The handler server command under `bosun run` and `bosun dev` (Python files served by the
+//! Python SDK, or a command in any language), supervised: restarted with backoff when it
 //! exits, its output prefixed `[handler]`. It runs in a process group of its own, because the
 //! command is often a wrapper (`npm start`, `cargo run`, `sh -c`) whose server is a grandchild:
 //! ending only the direct child would leave the server running and its port taken. When bosun
 //! stops or restarts the command, the whole group gets SIGTERM, then SIGKILL after [`GRACE`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use bosun_controller::logs::Logger;
+use clap::Args;
 use rustix::io::Errno;
 use rustix::process::{Pid, Signal};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
+
+/// The handler server that `run` and `dev` start themselves: Python files or modules (served
+/// by Bosun's Python SDK, `python -m bosun`), or any command after `--`.
+#[derive(Debug, Args, Clone)]
+pub struct HandlerServerArgs {
+    /// Python files with handlers, served by Bosun's Python SDK as a child (`bosun dev
+    /// handlers.py`), as `kopf run handlers.py` does.
+    #[arg(value_name = "FILE.py")]
+    pub files: Vec<PathBuf>,
+    /// Python modules with handlers, as `kopf run -m MODULE` (repeatable).
+    #[arg(short = 'm', long = "module", value_name = "MODULE")]
+    pub modules: Vec<String>,
+    /// The Python interpreter for FILE.py and -m (default: the `python3` or `python` beside
+    /// this `bosun` binary, as in a virtualenv where `pip install` put both, else `python3`).
+    #[arg(long, env = "BOSUN_PYTHON", value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// The handler server command to start (and restart) as a child; it must listen where
+    /// $BOSUN_LISTEN says.
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+impl HandlerServerArgs {
+    /// The command to start as the handler server, if these flags name one.
+    pub fn command(&self, verbose: bool) -> anyhow::Result<Option<Vec<String>>> {
+        if self.files.is_empty() && self.modules.is_empty() {
+            return Ok((!self.command.is_empty()).then(|| self.command.clone()));
+        }
+        if !self.command.is_empty() {
+            anyhow::bail!("give either handler files (FILE.py, -m MODULE) or a handler server command after --, not both");
+        }
+        let mut files = Vec::new();
+        for file in &self.files {
+            if file.extension().and_then(|e| e.to_str()) != Some("py") {
+                anyhow::bail!(
+                    "{}: a handler file must be a Python file (.py), served by Bosun's Python SDK; for a server in another language give its command after --",
+                    file.display()
+                );
+            }
+            if !file.is_file() {
+                anyhow::bail!("{}: no such handler file", file.display());
+            }
+            files.push(std::path::absolute(file)?.display().to_string());
+        }
+        let python = self.interpreter();
+        // Checked once here: a missing SDK would otherwise be a restart loop of the child.
+        let probe = std::process::Command::new(&python)
+            .args(["-c", "import bosun.v1.handler_pb2"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .with_context(|| format!("cannot start the Python interpreter {} (set --python or BOSUN_PYTHON)", python.display()))?;
+        if !probe.status.success() {
+            let stderr = String::from_utf8_lossy(&probe.stderr);
+            let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+            anyhow::bail!(
+                "the Python at {} cannot import Bosun's Python SDK ({last}): `pip install ./sdk-python` (from Bosun's repository) into its environment, or point --python / BOSUN_PYTHON at one that has it",
+                python.display()
+            );
+        }
+        let mut command = vec![python.display().to_string(), "-m".into(), "bosun".into()];
+        command.extend(files);
+        for module in &self.modules {
+            command.extend(["-m".to_string(), module.clone()]);
+        }
+        if verbose {
+            command.push("--verbose".into());
+        }
+        Ok(Some(command))
+    }
+
+    fn interpreter(&self) -> PathBuf {
+        if let Some(python) = &self.python {
+            return python.clone();
+        }
+        let beside = std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_path_buf));
+        for name in ["python3", "python"] {
+            if let Some(path) = beside.as_ref().map(|dir| dir.join(name)).filter(|p| p.is_file()) {
+                return path;
+            }
+        }
+        PathBuf::from("python3")
+    }
+}
 
 /// How long the handler server's process group has to exit after SIGTERM before SIGKILL.
 const GRACE: Duration = Duration::from_secs(5);

@@ -124,6 +124,51 @@ fn causes_cross_finalizer_deletion_stored_state_and_first_sight() {
 }
 
 #[test]
+fn causes_that_call_no_handler_say_so_in_kopfs_words() {
+    use pb::HandlerKind as K;
+    let world = World::new(&[("c", K::Create), ("u", K::Update)]);
+    let filtered = {
+        let mut spec = pb::HandlerSpec {
+            id: "c".into(),
+            kind: K::Create as i32,
+            resource: Some(pb::ResourceSelector { name: "kex".into(), ..Default::default() }),
+            ..Default::default()
+        };
+        let absent = pb::ValueFilter { check: Some(pb::value_filter::Check::Absent(true)) };
+        spec.filters = Some(pb::Filters { labels: [("skip".to_string(), absent)].into(), ..Default::default() });
+        let mut w = World::new(&[]);
+        w.handlers = vec![Arc::new(Handler::from_spec(&spec, 0).unwrap())];
+        w
+    };
+    let same = Some(json!({"spec": {"a": 1}}));
+    const NOOP: &str = "Something has changed, but we are not interested (the essence is the same).";
+    const FREE: &str = "Deletion, but we are done with it, and we do not care.";
+    // (world, finalizer, deleting, labels) → the start and its lines
+    type Row<'a> = (&'a World, bool, bool, Value, &'a str, Vec<&'a str>);
+    let rows: Vec<Row> = vec![
+        (&world, false, false, json!({}), "idle", vec![NOOP]),
+        (&world, false, true, json!({}), "idle", vec![FREE]),
+        // A leftover finalizer is released in a cycle of its own, which says the same.
+        (&world, true, false, json!({}), "noop:", vec![NOOP]),
+        // Objects no handler is for are not looked at (Kopf is blind to them too).
+        (&filtered, false, false, json!({"skip": "yes"}), "idle", vec![]),
+    ];
+    for (w, fin, del, labels, want, want_lines) in rows {
+        let mut b = body(json!({"a": 1}), fin, del, same.clone(), json!({}));
+        b["metadata"]["labels"] = labels;
+        let start = begin(&w.subject(), &b, None, false, now());
+        let lines = match &start {
+            Start::Idle(lines) => lines.clone(),
+            Start::Handle(c) => c.lines.clone(),
+            Start::AddFinalizer(_, lines) => lines.clone(),
+        };
+        assert_eq!(start_of(&start), want, "finalizer {fin}, deleting {del}");
+        assert_eq!(lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(), want_lines, "finalizer {fin}, deleting {del}");
+        assert!(lines.iter().all(|l| l.level == Level::Debug));
+    }
+}
+
+#[test]
 fn resume_handlers_run_on_deletion_only_when_they_ask_for_it() {
     let mut spec = pb::HandlerSpec {
         id: "r".into(),

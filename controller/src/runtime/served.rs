@@ -1,0 +1,435 @@
+//! The resources served: one job per resource (resolved, watched, its events routed to
+//! per-object workers), started, replaced when its handlers change and stopped, each with the
+//! memory of its objects kept across replacements; and the following of the authority's
+//! verdict (pause, leadership, shards) for each.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Semaphore;
+use tokio_util::task::TaskTracker;
+
+use super::context::{Clock, ResourceContext};
+use super::worker::Router;
+use super::{GRACE, indexing, namespaces, spies};
+use crate::Namespaces;
+use crate::Settings;
+use crate::cluster::watching::{self, Seen, WatchScope};
+use crate::cluster::{Cluster, discovery};
+use crate::coordination::Authority;
+use crate::engines::dispatch::Servers;
+use crate::logs::Logger;
+use crate::object;
+use crate::state::essence::{EssenceRules, parse_path};
+use crate::state::registry::{self, Handler};
+use crate::state::storage::StorageKind;
+use bosun_proto::v1 as pb;
+
+/// A resource's handlers, grouped by selector in registration order. Activities and
+/// admission handlers (served by `engines::admission`, not by watching) are not among them.
+fn resource_groups(handlers: Vec<Handler>) -> Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> {
+    let mut groups: Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> = Vec::new();
+    for h in handlers.into_iter().filter(|h| !h.is_activity() && !h.is_admission()) {
+        let key = discovery::normalize(&h.resource);
+        match groups.iter_mut().find(|(sel, _)| discovery::normalize(sel) == key) {
+            Some((_, list)) => list.push(Arc::new(h)),
+            None => groups.push((h.resource.clone(), vec![Arc::new(h)])),
+        }
+    }
+    groups
+}
+
+type ResourceKey = discovery::Normalized;
+
+/// What the controller remembers of one resource's objects while it serves it, kept when its
+/// handlers change: which objects were seen (so a new registry fires no resume handlers) and
+/// their memos.
+#[derive(Clone, Default)]
+struct Memory {
+    seen: Arc<Mutex<HashSet<String>>>,
+    memos: Arc<Mutex<HashMap<String, Vec<u8>>>>,
+}
+
+/// One resource being served.
+struct Running {
+    handlers: Vec<Arc<Handler>>,
+    ignored: Vec<Vec<String>>,
+    memory: Memory,
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: TaskTracker,
+}
+
+impl Running {
+    /// Stops its watches, workers, timers and daemons, and waits for its cycles in flight.
+    async fn stop(self, log: &Logger, name: &str) {
+        let _ = self.stop.send(true);
+        self.tasks.close();
+        if tokio::time::timeout(GRACE, self.tasks.wait()).await.is_err() {
+            log.warn(None, &format!("Some cycles of '{name}' did not finish within {GRACE:?}; going on without them."));
+        }
+    }
+}
+
+/// What every served resource shares.
+#[derive(Clone)]
+struct Shared {
+    cluster: Cluster,
+    /// Which objects are ours now.
+    authority: Authority,
+    servers: Servers,
+    outages: Arc<crate::engines::dispatch::Outages>,
+    kinds: Arc<discovery::Kinds>,
+    log: Logger,
+    settings: Settings,
+    /// Cycles in flight, across all resources.
+    limit: Arc<Semaphore>,
+    /// Open once every index is populated.
+    gate: Arc<indexing::IndexGate>,
+}
+
+/// The resources served, by selector.
+pub(super) struct Served {
+    running: HashMap<ResourceKey, Running>,
+    shared: Shared,
+}
+
+impl Served {
+    /// Serves nothing yet: `apply` starts what the handlers need, on `cluster` and `servers`,
+    /// processing at most `settings.max_workers` objects at once.
+    pub(super) fn new(
+        cluster: Cluster,
+        authority: Authority,
+        servers: Servers,
+        outages: Arc<crate::engines::dispatch::Outages>,
+        log: Logger,
+        settings: Settings,
+    ) -> Served {
+        let limit = Arc::new(Semaphore::new(settings.max_workers.max(1)));
+        let shared = Shared { cluster, authority, servers, outages, kinds: Arc::default(), log, settings, limit, gate: Arc::default() };
+        Served { running: HashMap::new(), shared }
+    }
+
+    /// The cluster the resources are served from.
+    pub(super) fn cluster(&self) -> &Cluster {
+        &self.shared.cluster
+    }
+
+    /// Serves what `handlers` need: resources no longer handled stop, resources whose handlers
+    /// changed are served anew (their memory kept), new resources start; so are the resources
+    /// with index handlers of server `reindex`, whose indices must be filled again.
+    pub(super) async fn apply(&mut self, handlers: Vec<Handler>, described: &[pb::DescribeResponse], reindex: Option<usize>) {
+        let admits = handlers.iter().any(Handler::is_admission);
+        let groups = resource_groups(handlers);
+        if groups.is_empty() && !admits {
+            self.shared.log.warn(None, "No resource handlers are registered; nothing to watch.");
+        }
+        let keys: Vec<ResourceKey> = groups.iter().map(|(sel, _)| discovery::normalize(sel)).collect();
+        let gone: Vec<ResourceKey> = self.running.keys().filter(|k| !keys.contains(k)).cloned().collect();
+        for key in gone {
+            let running = self.running.remove(&key).expect("a running key");
+            self.shared.log.info(None, &format!("No handlers for '{}' any more; it is not served now.", key.2));
+            running.stop(&self.shared.log, &key.2).await;
+        }
+        for ((selector, hs), key) in groups.into_iter().zip(keys) {
+            let ignored: Vec<Vec<String>> = described
+                .iter()
+                .flat_map(|d| &d.resources)
+                .filter(|r| r.resource.as_ref().map(discovery::normalize).as_ref() == Some(&key))
+                .flat_map(|r| r.ignored_fields.iter().map(|f| parse_path(f)))
+                .collect();
+            let indexed_by = |server: usize| hs.iter().any(|h| h.kind == pb::HandlerKind::Index && h.server == server);
+            let to_reindex = reindex.is_some_and(indexed_by);
+            if matches!(self.running.get(&key), Some(r) if r.handlers == hs && r.ignored == ignored && !to_reindex) {
+                continue;
+            }
+            // Taken before the job it replaces stops, so that the gate never opens between.
+            let hold = hs.iter().any(|h| h.kind == pb::HandlerKind::Index).then(|| self.shared.gate.hold(&key.2));
+            let memory = match self.running.remove(&key) {
+                Some(r) => {
+                    let name = &key.2;
+                    let line = if r.handlers == hs && r.ignored == ignored {
+                        format!("The index handlers of '{name}' lost their index; listing it again.")
+                    } else {
+                        format!("The handlers of '{name}' changed; serving it anew.")
+                    };
+                    self.shared.log.info(None, &line);
+                    let memory = r.memory.clone();
+                    r.stop(&self.shared.log, &key.2).await;
+                    memory
+                }
+                None => Memory::default(),
+            };
+            let (stop, stop_rx) = tokio::sync::watch::channel(false);
+            let tasks = TaskTracker::new();
+            let job = ResourceJob {
+                selector,
+                handlers: hs.clone(),
+                ignored: ignored.clone(),
+                memory: memory.clone(),
+                shared: self.shared.clone(),
+                hold,
+                tasks: tasks.clone(),
+                stop: stop_rx,
+            };
+            tasks.spawn(job.run());
+            self.running.insert(key, Running { handlers: hs, ignored, memory, stop, tasks });
+        }
+    }
+
+    /// Stops every resource, their cycles in flight finishing within [`GRACE`] together.
+    pub(super) async fn stop_all(&mut self) {
+        let log = &self.shared.log;
+        futures::future::join_all(self.running.drain().map(|(key, r)| async move { r.stop(log, &key.2).await })).await;
+    }
+}
+
+/// Everything needed to serve one resource.
+struct ResourceJob {
+    selector: pb::ResourceSelector,
+    handlers: Vec<Arc<Handler>>,
+    ignored: Vec<Vec<String>>,
+    memory: Memory,
+    shared: Shared,
+    /// Keeps the other handlers waiting until this resource's index handlers saw its listing.
+    hold: Option<indexing::GateHold>,
+    tasks: TaskTracker,
+    stop: tokio::sync::watch::Receiver<bool>,
+}
+
+impl ResourceJob {
+    async fn run(mut self) {
+        let mut stop = self.stop.clone();
+        let name = &self.selector.name;
+        let mut delay = Duration::from_secs(1);
+        let resource = loop {
+            let attempt = tokio::select! {
+                _ = stop.changed() => return,
+                r = discovery::resolve(&self.shared.cluster, &self.selector) => r,
+            };
+            if !matches!(attempt, Ok(Some(_))) && self.hold.take().is_some() {
+                self.shared
+                    .log
+                    .warn(None, &format!("The other handlers do not wait for the index of '{name}', which cannot be listed now."));
+            }
+            match attempt {
+                Ok(Some(r)) => break r,
+                Ok(None) => {
+                    self.shared.log.warn(None, &format!("Resource '{name}' is not served by the API server (yet); retrying in {delay:?}."))
+                }
+                Err(e) => self.shared.log.warn(None, &format!("Resource '{name}' could not be resolved: {e}; retrying in {delay:?}.")),
+            }
+            tokio::select! {
+                _ = stop.changed() => return,
+                _ = tokio::time::sleep(delay) => {}
+            }
+            delay = (delay * 2).min(Duration::from_secs(30));
+        };
+        let storage = crate::settings::storage_for(&self.shared.settings, resource.has_status && resource.status_keeps_unknown);
+        let extra: Vec<Vec<String>> =
+            self.handlers.iter().filter_map(|h| h.field.clone()).filter(|f| f.first().map(String::as_str) == Some("status")).collect();
+        let mut own_prefixes = vec![format!("{}/", storage.prefix)];
+        if !own_prefixes.contains(&"kopf.zalando.org/".to_string()) {
+            own_prefixes.push("kopf.zalando.org/".into());
+        }
+        self.shared.log.info(
+            None,
+            &format!(
+                "Serving {} with {} handler(s); state in {}.",
+                resource.display(),
+                self.handlers.len(),
+                match storage.kind {
+                    StorageKind::Status => format!("status.{}", storage.status_stanza()),
+                    StorageKind::Annotations => "annotations".into(),
+                }
+            ),
+        );
+        if !resource.status_keeps_unknown {
+            self.shared.log.info(
+                None,
+                &format!(
+                    "The status of {} keeps no unknown fields: handler results go to annotations {}.",
+                    resource.display(),
+                    crate::state::plan::result_annotation(&storage.prefix, "<id>")
+                ),
+            );
+        }
+        let of = |kind: pb::HandlerKind| self.handlers.iter().filter(|h| h.kind == kind).cloned().collect::<Vec<_>>();
+        let (spies, indexers) = (of(pb::HandlerKind::Event), of(pb::HandlerKind::Index));
+        let changing: Vec<Arc<Handler>> =
+            self.handlers.iter().filter(|h| !matches!(h.kind, pb::HandlerKind::Event | pb::HandlerKind::Index)).cloned().collect();
+        let selector = registry::common_label_selector(&self.handlers.iter().map(|h| h.as_ref()).collect::<Vec<_>>());
+        if let Some(sel) = &selector {
+            self.shared
+                .log
+                .info(None, &format!("Watching {} with the label selector {sel}, which all its handlers share.", resource.display()));
+        }
+        let ctx = Arc::new(ResourceContext {
+            resource: resource.clone(),
+            handlers: changing,
+            spies,
+            indexers,
+            gate: self.shared.gate.clone(),
+            storage,
+            rules: EssenceRules { own_prefixes, extra_fields: extra, ignored_fields: self.ignored.clone() },
+            api: Arc::new(self.shared.cluster.clone()),
+            servers: self.shared.servers.clone(),
+            outages: self.shared.outages.clone(),
+            kinds: self.shared.kinds.clone(),
+            log: self.shared.log.clone(),
+            posting: self.shared.settings.posting,
+            poster: crate::engines::posting::Poster::start(Arc::new(self.shared.cluster.clone()), self.shared.log.clone(), &self.tasks),
+            authority: self.shared.authority.clone(),
+            selector_pushed: selector.is_some(),
+            seen: self.memory.seen.clone(),
+            memos: self.memory.memos.clone(),
+            tasks: self.tasks.clone(),
+            stop: self.stop.clone(),
+            clock: Clock::Wall,
+        });
+        let scopes: Vec<(Option<String>, Option<Vec<String>>)> = match (&self.shared.settings.namespaces, resource.namespaced) {
+            (Namespaces::Patterns(p), true) if namespaces::plain_names(p) => p.iter().map(|ns| (Some(ns.clone()), None)).collect(),
+            (Namespaces::Patterns(p), true) => vec![(None, Some(p.clone()))],
+            _ => vec![(None, None)],
+        };
+        let spies = spies::Spies::new(ctx.clone(), self.tasks.clone(), self.stop.clone());
+        let indexer = indexing::Indexer::new(ctx.clone(), scopes.len(), self.hold.take(), self.tasks.clone(), self.stop.clone());
+        let router = Router::new(ctx, self.shared.limit.clone(), self.tasks.clone(), self.stop.clone());
+        // Objects seen and owned, counted when scraped, for as long as the resource is served.
+        let _counted = {
+            let (seen, authority) = (self.memory.seen.clone(), self.shared.authority.clone());
+            let resource = resource.metrics_label();
+            crate::metrics::global().on_scrape(move |m| {
+                let seen = seen.lock();
+                let owned = seen.iter().filter(|uid| authority.owns(uid)).count();
+                let labels = |state| crate::metrics::ObjectLabels { resource: resource.clone(), state };
+                m.objects.get_or_create(&labels("seen")).set(seen.len() as i64);
+                m.objects.get_or_create(&labels("owned")).set(owned as i64);
+            })
+        };
+        let mut watchers = Vec::new();
+        let watch_scopes: Vec<(WatchScope, Option<Vec<String>>)> = scopes
+            .into_iter()
+            .map(|(namespace, patterns)| {
+                let scope =
+                    WatchScope { namespace, label_selector: selector.clone(), inactivity_timeout: self.shared.settings.inactivity_timeout };
+                (scope, patterns)
+            })
+            .collect();
+        self.tasks.spawn(follow_authority(self.shared.clone(), resource.clone(), watch_scopes.clone(), router.clone(), self.stop.clone()));
+        for (scope, patterns) in watch_scopes {
+            let router = router.clone();
+            let spies = spies.clone();
+            let indexer = indexer.clone();
+            let listed = indexer.clone();
+            let listing = crate::metrics::global().watch_listing();
+            let authority = self.shared.authority.clone();
+            let fut = watching::watch(
+                self.shared.cluster.clone(),
+                resource.clone(),
+                scope,
+                self.shared.log.clone(),
+                self.stop.clone(),
+                {
+                    let resource = resource.clone();
+                    move |seen: Seen| {
+                        let Some(seen) = in_scope(seen, &resource, patterns.as_deref()) else { return };
+                        // Index handlers see every object (their index serves all); spies and
+                        // the other handlers only the objects that are ours now.
+                        indexer.observe(&seen);
+                        if authority.owns(object::meta_str(seen.body(), "uid")) {
+                            spies.observe(&seen);
+                        }
+                        router.deliver(seen)
+                    }
+                },
+                move || {
+                    listed.listed();
+                    listing.listed();
+                },
+            );
+            watchers.push(tokio::spawn(fut));
+        }
+        for w in watchers {
+            let _ = w.await;
+        }
+    }
+}
+
+/// Follows the authority's verdict for one resource: stops the timers and daemons of objects
+/// no longer ours, and lists the resource again when objects may have become ours (resumed
+/// after a pause, leadership won, a shard grown), so that they get their cycle, timers and
+/// daemons; the watches themselves never stopped.
+async fn follow_authority(
+    shared: Shared,
+    resource: discovery::ResolvedResource,
+    scopes: Vec<(WatchScope, Option<Vec<String>>)>,
+    router: Router,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let authority = shared.authority.clone();
+    let mut changes = authority.subscribe();
+    let mut gained = changes.borrow_and_update().gained;
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            r = changes.changed() => if r.is_err() { return },
+        }
+        let now = *changes.borrow_and_update();
+        let stopped = router.background().stop_unowned(&authority);
+        if stopped > 0 {
+            shared.log.info(
+                None,
+                &format!("Stopped the timers and daemons of {stopped} object(s) of {} that are not ours now.", resource.display()),
+            );
+        }
+        if now.gained == gained {
+            continue;
+        }
+        gained = now.gained;
+        for (scope, patterns) in &scopes {
+            let listing = watching::list_all(&shared.cluster, &resource, scope, |seen| {
+                if let Some(seen) = in_scope(seen, &resource, patterns.as_deref()) {
+                    router.deliver(seen);
+                }
+            });
+            let listed = tokio::select! {
+                _ = stop.changed() => return,
+                r = listing => r,
+            };
+            if listed.is_ok() {
+                let labels = crate::metrics::WatchLabels { resource: resource.metrics_label(), reason: "ownership" };
+                crate::metrics::global().relists.get_or_create(&labels).inc();
+            }
+            match listed {
+                Ok(n) => shared
+                    .log
+                    .info(None, &format!("Listed {n} object(s) of {} again: those that are ours now are handled.", resource.display())),
+                Err(e) => shared.log.warn(
+                    None,
+                    &format!("Could not list {} again: {e}; objects that became ours wait for their next change.", resource.display()),
+                ),
+            }
+        }
+    }
+}
+
+/// What a watch or a listing of one scope delivers: the object with its apiVersion and kind,
+/// unless its namespace is one the namespace patterns (a scope watching all of them for
+/// globs or negations) do not serve.
+fn in_scope(seen: Seen, resource: &discovery::ResolvedResource, patterns: Option<&[String]>) -> Option<Seen> {
+    let served = patterns.is_none_or(|p| namespaces::serves(p, object::meta_str(seen.body(), "namespace")));
+    served.then(|| with_type_meta(seen, resource))
+}
+
+/// List items of built-ins come without apiVersion and kind; handlers expect them.
+fn with_type_meta(seen: Seen, r: &discovery::ResolvedResource) -> Seen {
+    seen.map(|mut b| {
+        if let Some(o) = b.as_object_mut() {
+            o.entry("apiVersion").or_insert_with(|| r.api_version().into());
+            o.entry("kind").or_insert_with(|| r.kind.clone().into());
+        }
+        b
+    })
+}
