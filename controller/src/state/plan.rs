@@ -305,14 +305,26 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
     let due = relevant
         .iter()
         .filter(|h| {
-            // Resume handlers run on deletion only when asked to (`deleted`), on first sight or
-            // to finish what they started.
+            // Resume handlers join an update or a deletion only on first sight (Kopf mixes them
+            // into the causes of its first listing, "cuckoo-style"), or to finish what they
+            // started; a deletion only when asked to (`deleted`).
+            let started = || records.get(&h.id).is_some_and(|r| !r.finished());
             h.kind != pb::HandlerKind::Resume
-                || reason != Reason::Delete
-                || (h.deleted && (first_sight || records.get(&h.id).is_some_and(|r| !r.finished())))
+                || match reason {
+                    Reason::Update => first_sight || started(),
+                    Reason::Delete => h.deleted && (first_sight || started()),
+                    _ => true,
+                }
         })
         .filter_map(|h| h.due(reason, old_essence, &new_essence, &diff_items).map(|(old, new)| Due { handler: Arc::clone(h), old, new }))
-        .collect();
+        .fold(Vec::<Due>::new(), |mut due, d| {
+            // One id is one progress record: as in Kopf, a function registered for several of
+            // the cause's kinds (`@on.update` and `@on.resume` stacked) runs once, the first.
+            if !due.iter().any(|e| e.handler.id == d.handler.id) {
+                due.push(d);
+            }
+            due
+        });
     let mut lines: Vec<Line> = reason.idle_line().into_iter().collect();
     if let Stored::Digest(_) = base
         && reason == Reason::Update

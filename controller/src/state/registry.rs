@@ -368,7 +368,7 @@ impl Handler {
             (K::Create, Reason::Create)
                 | (K::Update, Reason::Update)
                 | (K::Delete, Reason::Delete)
-                | (K::Resume, Reason::Resume | Reason::Delete)
+                | (K::Resume, Reason::Resume | Reason::Update | Reason::Delete)
                 | (K::Field, Reason::Create | Reason::Update)
         );
         if !kind_fits {

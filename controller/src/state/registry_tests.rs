@@ -144,8 +144,9 @@ fn due_selects_handlers_by_reason_field_and_old_new() {
     };
     assert_eq!(due(Reason::Create, None, &old), vec!["c", "fld/spec.size"]);
     assert_eq!(due(Reason::Create, None, &json!({"spec": {}})), vec!["c"]);
-    assert_eq!(due(Reason::Update, Some(&old), &size3), vec!["u", "fld/spec.size", "grow"]);
-    assert_eq!(due(Reason::Update, Some(&old), &x2), vec!["u"]);
+    // Resume handlers fit updates too; the plan keeps them only on first sight.
+    assert_eq!(due(Reason::Update, Some(&old), &size3), vec!["u", "r", "fld/spec.size", "grow"]);
+    assert_eq!(due(Reason::Update, Some(&old), &x2), vec!["u", "r"]);
     // Resume handlers fit deletions too; the plan keeps only those marked `deleted`.
     assert_eq!(due(Reason::Delete, Some(&old), &old), vec!["d", "r"]);
     assert_eq!(due(Reason::Resume, Some(&old), &old), vec!["r"]);

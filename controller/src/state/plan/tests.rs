@@ -97,7 +97,8 @@ fn causes_cross_finalizer_deletion_stored_state_and_first_sight() {
         (&with_delete, true, false, None, json!({}), false, "create:c"),
         (&with_delete, true, false, same.clone(), json!({}), true, "resume:r"),
         (&with_delete, true, false, same.clone(), json!({}), false, "idle"),
-        (&with_delete, true, false, older.clone(), json!({}), true, "update:u"),
+        // Changed while no controller watched: on first sight resume handlers join the update.
+        (&with_delete, true, false, older.clone(), json!({}), true, "update:u,r"),
         (&with_delete, true, false, older.clone(), json!({}), false, "update:u"),
         (&with_delete, true, false, same.clone(), resuming.clone(), false, "resume:r"),
         (&with_delete, true, true, same.clone(), json!({}), false, "delete:d"),
@@ -187,6 +188,32 @@ fn resume_handlers_run_on_deletion_only_when_they_ask_for_it() {
         w.handlers = vec![r, d.clone()];
         assert_eq!(start_of(&begin(&w.subject(), &b, None, first, now())), want, "first sight {first}");
     }
+}
+
+#[test]
+fn resume_handlers_join_an_update_on_first_sight_once_per_id() {
+    use pb::HandlerKind as K;
+    let older = Some(json!({"spec": {"a": 0}}));
+    let started = json!({"r": {"purpose": "update", "retries": 1}});
+    // (handlers, first sight, progress) → start: Kopf mixes resume handlers into the causes of
+    // its first listing, but never into a creation; one id (a function stacked for both kinds)
+    // is called once.
+    type Row<'a> = (Vec<(&'a str, K)>, bool, Value, &'a str);
+    let rows: Vec<Row> = vec![
+        (vec![("u", K::Update), ("r", K::Resume)], true, json!({}), "update:u,r"),
+        (vec![("u", K::Update), ("r", K::Resume)], false, json!({}), "update:u"),
+        (vec![("u", K::Update), ("r", K::Resume)], false, started, "update:u,r"),
+        (vec![("fn", K::Update), ("fn", K::Resume)], true, json!({}), "update:fn"),
+        (vec![("fn", K::Resume), ("fn", K::Update)], true, json!({}), "update:fn"),
+    ];
+    for (kinds, first, progress, want) in rows {
+        let w = World::new(&kinds);
+        let b = body(json!({"a": 1}), false, false, older.clone(), progress.clone());
+        assert_eq!(start_of(&begin(&w.subject(), &b, None, first, now())), want, "{kinds:?}, first sight {first}, {progress}");
+    }
+    // A creation never: the object is new, whatever the listing.
+    let w = World::new(&[("c", K::Create), ("r", K::Resume)]);
+    assert_eq!(start_of(&begin(&w.subject(), &body(json!({"a": 1}), false, false, None, json!({})), None, true, now())), "create:c");
 }
 
 pub(super) fn handle(world: &World, b: &Value) -> Box<Cycle> {
