@@ -92,6 +92,22 @@ async fn bosun_dev_restarts_a_crashing_handler_command_with_backoff() {
     assert!(bosun.interrupt().await.success());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handler_server_gets_the_controllers_kubeconfig_and_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = Bosun::start(dir.path(), &["dev", "--cluster-only", "--dir", "cluster"]);
+    let export = cluster.wait_line("export KUBECONFIG=").await;
+    let kubeconfig = export.trim_start_matches("export KUBECONFIG=").to_string();
+    let text = std::fs::read_to_string(&kubeconfig).unwrap();
+    let context = text.lines().find_map(|l| l.trim().strip_prefix("current-context:")).expect("a current context").trim().to_string();
+    let script = "echo child sees $KUBECONFIG in $BOSUN_CONTEXT; sleep 60";
+    let mut bosun = Bosun::start(dir.path(), &["dev", "--kubeconfig", &kubeconfig, "--context", &context, "--", "sh", "-c", script]);
+    let line = bosun.wait_line("[handler] child sees ").await;
+    assert!(line.ends_with(&format!("child sees {kubeconfig} in {context}")), "{line}");
+    assert!(bosun.interrupt().await.success());
+    assert!(cluster.interrupt().await.success());
+}
+
 /// Starts `bosun dev` with the handler command `sh -c script`, where `script` starts a server
 /// (`sleep`) in the background, as `npm start` starts node, and says `server pid $!`; returns
 /// the server's pid.

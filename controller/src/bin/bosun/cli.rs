@@ -217,6 +217,16 @@ pub struct ClusterArgs {
     pub context: Option<String>,
 }
 
+impl ClusterArgs {
+    /// The same cluster for the handler server the controller starts.
+    pub fn for_child(&self) -> std::io::Result<crate::supervise::ChildCluster> {
+        Ok(crate::supervise::ChildCluster {
+            kubeconfig: self.kubeconfig.clone().map(std::path::absolute).transpose()?,
+            context: self.context.clone(),
+        })
+    }
+}
+
 /// `--shards`.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum Shards {
@@ -442,8 +452,8 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             let command = args.server.command(args.controller.log.debugging())?;
             let client = args.controller.client().await?;
             let mut settings = args.controller.settings();
-            let kubeconfig = args.controller.cluster.kubeconfig.clone().map(std::path::absolute).transpose()?;
-            let child = command.map(|command| crate::supervise::start(command, &mut settings, kubeconfig)).transpose()?;
+            let cluster = args.controller.cluster.for_child()?;
+            let child = command.map(|command| crate::supervise::start(command, &mut settings, cluster)).transpose()?;
             let result = bosun_controller::run(client, settings, stop).await;
             if let Some(child) = child {
                 child.stop().await;

@@ -23,7 +23,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     }
     // The handler server child gets the same cluster in KUBECONFIG, for handlers that keep a
     // client of their own (Kopf's example 10 deletes Pods with one).
-    let mut child_kubeconfig = args.controller.cluster.kubeconfig.clone().map(std::path::absolute).transpose()?;
+    let mut child_cluster = args.controller.cluster.for_child()?;
     let (client, devcluster) = if args.controller.names_a_cluster() {
         (args.controller.client().await?, None)
     } else {
@@ -33,7 +33,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         let cluster = bosun_devcluster::DevCluster::start(listener, config).await.context("the dev cluster did not start")?;
         let kubeconfig = std::path::absolute(args.dir.join("kubeconfig"))?;
         cluster.write_kubeconfig(&kubeconfig)?;
-        child_kubeconfig = Some(kubeconfig.clone());
+        child_cluster = crate::supervise::ChildCluster { kubeconfig: Some(kubeconfig.clone()), context: None };
         log.info(None, &format!("Dev cluster is serving on {}.", cluster.url()));
         // With --print-rbac, stdout is the YAML alone.
         if args.print_rbac {
@@ -73,7 +73,7 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         cluster.shutdown().await;
         return Ok(());
     }
-    let child = command.map(|command| supervise::start(command, &mut settings, child_kubeconfig)).transpose()?;
+    let child = command.map(|command| supervise::start(command, &mut settings, child_cluster)).transpose()?;
     if settings.handlers.is_empty() {
         anyhow::bail!(bosun_controller::Error::NoHandlers);
     }

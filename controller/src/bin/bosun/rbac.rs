@@ -57,8 +57,8 @@ pub struct Output {
 pub async fn rbac(args: RbacArgs) -> anyhow::Result<()> {
     let command = args.server.command(args.controller.log.debugging())?;
     let mut settings = args.controller.settings();
-    let kubeconfig = args.controller.cluster.kubeconfig.clone().map(std::path::absolute).transpose()?;
-    let child = command.map(|command| crate::supervise::start(command, &mut settings, kubeconfig)).transpose()?;
+    let cluster = args.controller.cluster.for_child()?;
+    let child = command.map(|command| crate::supervise::start(command, &mut settings, cluster)).transpose()?;
     let cluster = Cluster::new(args.controller.client().await?);
     let output = Output { name: args.name, service_account: args.service_account, owns: args.owns };
     let printed = render(&cluster, &settings, &output).await;

@@ -117,32 +117,38 @@ impl Supervised {
     }
 }
 
+/// The cluster the handler server's own clients use: the controller's (Kopf's default login
+/// configures the `kubernetes` client from `KUBECONFIG` and `BOSUN_CONTEXT`).
+#[derive(Debug, Clone, Default)]
+pub struct ChildCluster {
+    /// Goes to its `KUBECONFIG`.
+    pub kubeconfig: Option<PathBuf>,
+    /// Goes to its `BOSUN_CONTEXT`.
+    pub context: Option<String>,
+}
+
 /// Starts `command` as the handler server on a free loopback port (in `$BOSUN_LISTEN`) and
-/// adds that address to the controller's handler servers; `kubeconfig` goes to its
-/// `KUBECONFIG`.
-pub fn start(command: Vec<String>, settings: &mut bosun_controller::Settings, kubeconfig: Option<PathBuf>) -> std::io::Result<Supervised> {
+/// adds that address to the controller's handler servers; `cluster` goes to its environment.
+pub fn start(command: Vec<String>, settings: &mut bosun_controller::Settings, cluster: ChildCluster) -> std::io::Result<Supervised> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let listen = format!("127.0.0.1:{port}");
     settings.handlers.push(format!("http://{listen}"));
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(supervise(command, listen, kubeconfig, Logger::new(None), stop_rx));
+    let task = tokio::spawn(supervise(command, listen, cluster, Logger::new(None), stop_rx));
     Ok(Supervised { stop, task })
 }
 
 /// Keeps the handler server command running until `stop`, restarting it with backoff.
-async fn supervise(
-    command: Vec<String>,
-    listen: String,
-    kubeconfig: Option<PathBuf>,
-    log: Logger,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
+async fn supervise(command: Vec<String>, listen: String, cluster: ChildCluster, log: Logger, mut stop: tokio::sync::watch::Receiver<bool>) {
     let mut delay = Duration::from_secs(1);
     loop {
         log.info(None, &format!("Starting the handler server: {} (BOSUN_LISTEN={listen})", command.join(" ")));
         let mut cmd = tokio::process::Command::new(&command[0]);
-        if let Some(k) = &kubeconfig {
+        if let Some(k) = &cluster.kubeconfig {
             cmd.env("KUBECONFIG", k);
+        }
+        if let Some(c) = &cluster.context {
+            cmd.env("BOSUN_CONTEXT", c);
         }
         let spawned = cmd
             .args(&command[1..])
