@@ -95,8 +95,13 @@ def _fetch() -> bytes:
     if cached.exists():
         data = cached.read_bytes()
     else:
-        with urllib.request.urlopen(SDIST_URL, timeout=60) as response:
-            data = response.read()
+        try:
+            with urllib.request.urlopen(SDIST_URL, timeout=60) as response:
+                data = response.read()
+        except OSError as e:  # no network: a failure under CI, as any missing tool
+            if os.environ.get("CI"):
+                raise AssertionError(f"Kopf's sdist could not be fetched from {SDIST_URL}: {e}") from e
+            pytest.skip(f"Kopf's sdist could not be fetched ({e}); CI fails here")
     digest = hashlib.sha256(data).hexdigest()
     assert digest == SDIST_SHA256, f"{SDIST_URL} has SHA-256 {digest}, not the recorded {SDIST_SHA256}"
     if not cached.exists():
