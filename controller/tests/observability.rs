@@ -135,6 +135,38 @@ async fn log_lines_in_json_carry_the_object_cause_and_handler_and_plain_lines_ar
     }
 }
 
+/// `kopf run`'s flags as Kopf's tests pass them: with `--verbose`, each cycle says what is in
+/// progress (Kopf's tests look for it); without it, nothing builds those lines; and
+/// `--no-log-prefix` leaves the object's prefix off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kopfs_run_flags_give_kopfs_debug_lines_and_prefixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/crd.yaml");
+    let (_cluster, api, kubeconfig) = support::dev_cluster(dir.path(), &[crd]).await;
+    let handlers = support::succeeding_server().await;
+    let runs: [(&[&str], &str); 2] =
+        [(&["--all-namespaces", "--verbose", "--standalone"], "verbose"), (&["-A", "--no-log-prefix"], "quiet")];
+    for (flags, name) in runs {
+        let mut args = vec!["run", "--kubeconfig", &kubeconfig, "--handler", &handlers, "--log-format", "plain"];
+        args.extend(flags);
+        // The flags choose the levels (an empty RUST_LOG counts as none).
+        let mut bosun = Bosun::start_with_env(dir.path(), &args, &[("RUST_LOG", "")]);
+        bosun.wait_line("Handler server").await;
+        let obj = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name}, "spec": {}});
+        api.create("/apis/kopf.dev/v1/namespaces/default/kopfexamples", &obj).await.unwrap();
+        let succeeded = bosun.wait_line("Handler 'create_fn' succeeded.").await;
+        bosun.wait_line("Creation is processed").await;
+        if name == "verbose" {
+            let line = bosun.wait_line(&format!("[default/{name}] Creation is in progress: {{")).await;
+            assert!(line.contains(&format!("\"name\":\"{name}\"")), "the body as JSON: {line}");
+        } else {
+            assert_eq!(succeeded, "Handler 'create_fn' succeeded.");
+            assert_eq!(bosun.count("is in progress"), 0, "no debug lines without -v");
+        }
+        assert!(bosun.interrupt().await.success());
+    }
+}
+
 /// `bosun inspect …` run to its end: its stdout, or a failure with what it printed.
 fn inspect(dir: &std::path::Path, args: &[&str]) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_bosun")).arg("inspect").args(args).current_dir(dir).output().unwrap();
