@@ -99,20 +99,33 @@ async fn the_metrics_endpoint_counts_each_handler_call_by_outcome_and_says_when_
     assert!(bosun.interrupt().await.success());
 }
 
+/// The dev cluster with the examples' CRD, and a handler server whose `create_fn` succeeds:
+/// the cluster, its API, its kubeconfig and the server's address.
+async fn examples_cluster(dir: &std::path::Path) -> (bosun_devcluster::DevCluster, bosun_controller::cluster::Cluster, String, String) {
+    let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/crd.yaml");
+    let (cluster, api, kubeconfig) = support::dev_cluster(dir, &[crd]).await;
+    (cluster, api, kubeconfig, support::succeeding_server().await)
+}
+
+/// Once `bosun` serves, creates the KopfExample `name` and waits until it is handled; returns
+/// the line that says its handler succeeded.
+async fn created_and_handled(bosun: &mut Bosun, api: &bosun_controller::cluster::Cluster, name: &str) -> String {
+    bosun.wait_line("Handler server").await;
+    let obj = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name}, "spec": {}});
+    api.create("/apis/kopf.dev/v1/namespaces/default/kopfexamples", &obj).await.unwrap();
+    let succeeded = bosun.wait_line("Handler 'create_fn' succeeded.").await;
+    bosun.wait_line("Creation is processed").await;
+    succeeded
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_lines_in_json_carry_the_object_cause_and_handler_and_plain_lines_are_kopfs() {
     let dir = tempfile::tempdir().unwrap();
-    let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/crd.yaml");
-    let (_cluster, api, kubeconfig) = support::dev_cluster(dir.path(), &[crd]).await;
-    let handlers = support::succeeding_server().await;
+    let (_cluster, api, kubeconfig, handlers) = examples_cluster(dir.path()).await;
     for (format, name) in [("json", "in-json"), ("plain", "in-plain")] {
         let args = ["run", "--kubeconfig", &kubeconfig, "--handler", &handlers, "--standalone", "--log-format", format, "-n", "default"];
         let mut bosun = Bosun::start(dir.path(), &args);
-        bosun.wait_line("Handler server").await;
-        let obj = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name}, "spec": {}});
-        api.create("/apis/kopf.dev/v1/namespaces/default/kopfexamples", &obj).await.unwrap();
-        let succeeded = bosun.wait_line("Handler 'create_fn' succeeded.").await;
-        bosun.wait_line("Creation is processed").await;
+        let succeeded = created_and_handled(&mut bosun, &api, name).await;
         if format == "plain" {
             assert_eq!(succeeded, format!("[default/{name}] Handler 'create_fn' succeeded."));
             assert!(bosun.interrupt().await.success());
@@ -132,6 +145,32 @@ async fn log_lines_in_json_carry_the_object_cause_and_handler_and_plain_lines_ar
             let parsed: Result<serde_json::Value, _> = serde_json::from_str(l);
             assert!(parsed.is_ok_and(|v| v["message"].is_string() && v["severity"].is_string()), "not a JSON log line: {l}");
         }
+    }
+}
+
+/// `kopf run`'s flags as Kopf's tests pass them: with `--verbose`, each cycle says what is in
+/// progress (Kopf's tests look for it); without it, nothing builds those lines; and
+/// `--no-log-prefix` leaves the object's prefix off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kopfs_run_flags_give_kopfs_debug_lines_and_prefixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_cluster, api, kubeconfig, handlers) = examples_cluster(dir.path()).await;
+    let runs: [(&[&str], &str); 2] =
+        [(&["--all-namespaces", "--verbose", "--standalone"], "verbose"), (&["-A", "--no-log-prefix"], "quiet")];
+    for (flags, name) in runs {
+        let mut args = vec!["run", "--kubeconfig", &kubeconfig, "--handler", &handlers, "--log-format", "plain"];
+        args.extend(flags);
+        // The flags choose the levels (an empty RUST_LOG counts as none).
+        let mut bosun = Bosun::start_with_env(dir.path(), &args, &[("RUST_LOG", "")]);
+        let succeeded = created_and_handled(&mut bosun, &api, name).await;
+        if name == "verbose" {
+            let line = bosun.wait_line(&format!("[default/{name}] Creation is in progress: {{")).await;
+            assert!(line.contains(&format!("\"name\":\"{name}\"")), "the body as JSON: {line}");
+        } else {
+            assert_eq!(succeeded, "Handler 'create_fn' succeeded.");
+            assert_eq!(bosun.count("is in progress"), 0, "no debug lines without -v");
+        }
+        assert!(bosun.interrupt().await.success());
     }
 }
 

@@ -1,10 +1,15 @@
 //! Daemons (Kopf's `@kopf.daemon`): a long-running function per object, served through the
 //! streaming `Daemon` call. What the daemon logs, posts or patches is streamed to the controller
-//! at once; when the controller cancels the call (the object is deleted or stops matching, or
-//! the controller stops), [`Cause::stopped`] says so, and the daemon should return soon.
+//! at once. When the controller stops a daemon (the object is deleted or stops matching, or
+//! the controller stops), it asks through `StopDaemon`; [`Cause::stopped`] says so, and the
+//! daemon should return soon: what it records meanwhile and its exit still reach the
+//! controller, which reads the stream to the end. Cancelling the call stops it too.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bosun_proto::v1 as pb;
@@ -52,6 +57,46 @@ impl Stopped {
                 let _ = flag.clone().wait_for(|stopped| *stopped).await;
             }
             None => futures::future::pending().await,
+        }
+    }
+}
+
+/// A running daemon's start number and stop flag, by handler id and object uid.
+type Instances = HashMap<(String, String), (u64, Arc<watch::Sender<bool>>)>;
+
+/// The daemons running now, by handler id and object uid, with a number for each start (an
+/// instance that ends late must not forget a newer one): `StopDaemon` finds them here.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Running {
+    daemons: Arc<parking_lot::Mutex<Instances>>,
+    starts: Arc<AtomicU64>,
+}
+
+impl Running {
+    /// Notes a daemon that started; returns its number.
+    fn add(&self, id: &str, uid: &str, stop: Arc<watch::Sender<bool>>) -> u64 {
+        let n = self.starts.fetch_add(1, Ordering::Relaxed);
+        self.daemons.lock().insert((id.to_string(), uid.to_string()), (n, stop));
+        n
+    }
+
+    /// Forgets the daemon number `n`, which ended.
+    fn remove(&self, id: &str, uid: &str, n: u64) {
+        let mut daemons = self.daemons.lock();
+        let key = (id.to_string(), uid.to_string());
+        if daemons.get(&key).is_some_and(|(started, _)| *started == n) {
+            daemons.remove(&key);
+        }
+    }
+
+    /// Asks the daemon `id` of the object `uid` to stop; whether it runs.
+    pub(crate) fn stop(&self, id: &str, uid: &str) -> bool {
+        match self.daemons.lock().get(&(id.to_string(), uid.to_string())) {
+            Some((_, stop)) => {
+                stop.send_replace(true);
+                true
+            }
+            None => false,
         }
     }
 }
@@ -108,8 +153,8 @@ impl Operator {
 }
 
 impl Dispatcher {
-    /// Starts a daemon, as `Daemon` does: its messages, then its exit. Dropping the stream (the
-    /// controller cancelling the call) asks the daemon to stop.
+    /// Starts a daemon, as `Daemon` does: its messages, then its exit. [`Dispatcher::stop_daemon`]
+    /// asks it to stop, and so does dropping the stream (the controller cancelling the call).
     pub fn daemon(&self, request: pb::DaemonRequest) -> Result<DaemonStream, Status> {
         let handler = self.daemon_handler(&request.handler_id)?;
         let func = handler.func.clone();
@@ -118,6 +163,9 @@ impl Dispatcher {
         let cause = Cause::from_daemon(&request, Live { tx: tx.clone() }, stopped)
             .map_err(|e| Status::invalid_argument(e.to_string()))?
             .with_indices(self.indices());
+        let (running, id, uid) = (self.running().clone(), request.handler_id.clone(), cause.uid().to_string());
+        let stop = Arc::new(stop);
+        let n = running.add(&id, &uid, stop.clone());
         tokio::spawn(
             async move {
                 let daemon = run(&func, &cause);
@@ -125,15 +173,24 @@ impl Dispatcher {
                 let ran = tokio::select! {
                     ran = &mut daemon => ran,
                     () = tx.closed() => {
-                        let _ = stop.send(true);
+                        stop.send_replace(true);
                         daemon.await
                     }
                 };
                 let exit = pb::DaemonExit { outcome: ran.outcome.into(), message: ran.message, delay_seconds: ran.delay_seconds };
                 let _ = tx.send(Ok(pb::DaemonMessage { message: Some(pb::daemon_message::Message::Exit(exit)) }));
+                // Forgotten only once its exit is sent: a stop asked meanwhile finds it, and
+                // the controller reads on to the exit.
+                running.remove(&id, &uid, n);
             }
             .instrument(tracing::Span::current()),
         );
         Ok(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx)))
+    }
+
+    /// Asks a running daemon to stop, as `StopDaemon` does: its `stopped` flag is set and its
+    /// stream ends with its exit. `stopping: false` when no such daemon runs.
+    pub fn stop_daemon(&self, request: &pb::StopDaemonRequest) -> pb::StopDaemonResponse {
+        pb::StopDaemonResponse { stopping: self.running().stop(&request.handler_id, &request.uid) }
     }
 }

@@ -28,6 +28,8 @@ pub struct Dispatcher {
     indices: Indices,
     /// Whether a controller has described this server since it started (see [`Dispatcher::index_not_ready`]).
     described: Arc<AtomicBool>,
+    /// The daemons running now.
+    running: crate::daemon::Running,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -39,7 +41,7 @@ impl std::fmt::Debug for Dispatcher {
 impl Dispatcher {
     pub(crate) fn new(registry: Registry) -> Self {
         let indices = Indices::new(registry.handlers().filter(|h| h.kind == pb::HandlerKind::Index).map(|h| h.id.as_str()));
-        Dispatcher { registry: Arc::new(registry), indices, described: Arc::default() }
+        Dispatcher { registry: Arc::new(registry), indices, described: Arc::default(), running: Default::default() }
     }
 
     /// How many handlers are registered.
@@ -132,6 +134,11 @@ impl Dispatcher {
     /// The server's indices.
     pub(crate) fn indices(&self) -> &Indices {
         &self.indices
+    }
+
+    /// The daemons running now.
+    pub(crate) fn running(&self) -> &crate::daemon::Running {
+        &self.running
     }
 
     /// The validating or mutating handler with this id.
@@ -283,9 +290,8 @@ impl HandlerServer for Dispatcher {
         Dispatcher::admit(self, request.into_inner()).await.map(Response::new)
     }
 
-    async fn stop_daemon(&self, _: Request<pb::StopDaemonRequest>) -> Result<Response<pb::StopDaemonResponse>, Status> {
-        // The stream's cancellation is this SDK's stop signal.
-        Err(Status::unimplemented("this handler server stops daemons when their stream is cancelled"))
+    async fn stop_daemon(&self, request: Request<pb::StopDaemonRequest>) -> Result<Response<pb::StopDaemonResponse>, Status> {
+        Ok(Response::new(Dispatcher::stop_daemon(self, request.get_ref())))
     }
 }
 

@@ -508,3 +508,37 @@ async fn cancelling_a_daemons_call_asks_it_to_stop() {
     let stopped = tokio::time::timeout(Duration::from_secs(10), stops.recv()).await.expect("the daemon was asked to stop");
     assert_eq!(stopped, Some(true));
 }
+
+#[tokio::test]
+async fn stop_daemon_asks_a_running_daemon_to_stop_and_its_stream_ends_with_what_it_did_then_and_its_exit() {
+    use pb::daemon_message::Message;
+    let operator = Operator::new().on_daemon(KEX, |cause: Cause| async move {
+        cause.info("running");
+        cause.stopped().wait().await;
+        cause.info("cleaning up");
+        Ok(())
+    });
+    let mut served = serve(operator).await;
+    let mut body = object();
+    body["metadata"]["uid"] = json!("uid-1");
+    let request = pb::DaemonRequest { handler_id: "daemon_fn".into(), object: serde_json::to_vec(&body).unwrap(), ..Default::default() };
+    let mut stream = served.client.daemon(request).await.unwrap().into_inner();
+    assert!(stream.message().await.unwrap().is_some(), "the daemon runs");
+
+    let stop = |uid: &str| pb::StopDaemonRequest { handler_id: "daemon_fn".into(), uid: uid.into(), ..Default::default() };
+    let other = served.client.stop_daemon(stop("uid-2")).await.unwrap().into_inner();
+    assert!(!other.stopping, "no daemon of that object runs");
+    let said = served.client.stop_daemon(stop("uid-1")).await.unwrap().into_inner();
+    assert!(said.stopping);
+    let mut rest = Vec::new();
+    while let Some(message) = tokio::time::timeout(Duration::from_secs(10), stream.message()).await.expect("the stream ends").unwrap() {
+        rest.push(match message.message.unwrap() {
+            Message::Log(line) => format!("log {}", line.message),
+            Message::Exit(exit) => format!("exit {:?}", exit.outcome()),
+            other => format!("{other:?}"),
+        });
+    }
+    assert_eq!(rest, ["log cleaning up", "exit Success"]);
+    let after = served.client.stop_daemon(stop("uid-1")).await.unwrap().into_inner();
+    assert!(!after.stopping, "an ended daemon is forgotten");
+}

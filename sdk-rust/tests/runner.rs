@@ -138,3 +138,33 @@ async fn sub_handlers_run_through_the_controller_with_their_parameters() -> Resu
     assert_eq!(object["status"]["parent/a"], json!({"child": "a", "n": 1}));
     runner.stop().await
 }
+
+#[tokio::test]
+async fn a_deleted_objects_daemon_is_stopped_on_request_and_its_end_is_seen_before_the_object_goes() -> Result<(), Error> {
+    let operator = Operator::new()
+        .on_daemon("kopf.dev/v1/kopfexamples", |cause: Cause| async move {
+            cause.info("watching");
+            cause.stopped().wait().await;
+            // The wind-down is seen: its line, its patch (the object still exists), its end.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            cause.patch().annotation("wound-down", "yes");
+            cause.info("cleaned up");
+            Ok(())
+        })
+        .id("watch_fn");
+    let runner = Runner::start(operator).await?;
+    runner.apply(CRD).await?;
+    runner.apply(&object("one", "a")).await?;
+    runner.wait_log("[default/one] watching", TIMEOUT).await?;
+    runner.delete(&object("one", "a")).await?;
+    runner.wait_log("[default/one] Daemon 'watch_fn' is signalled to exit gracefully.", TIMEOUT).await?;
+    runner.wait_gone("kex/one", TIMEOUT).await?;
+    let output = runner.output();
+    let order: Vec<usize> = ["[default/one] cleaned up", "[default/one] Daemon 'watch_fn' succeeded.", "has exited on request"]
+        .iter()
+        .map(|line| output.find(line).unwrap_or_else(|| panic!("{line}: {output}")))
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{output}");
+    assert_eq!(runner.count_logs("could not patch"), 0, "{output}");
+    runner.stop().await
+}

@@ -166,13 +166,6 @@ impl Authority {
         Turn { authority: self.clone(), uid: uid.into() }
     }
 
-    /// Counts a stopped daemon of the object with this uid as running until the returned turn
-    /// is dropped, whether the object is ours or not: the handler server may still be winding
-    /// it down (its `cancellation_timeout`), and a handover must wait for that too.
-    pub fn winding_down(&self, uid: &str) -> Turn {
-        self.count(&mut self.0.state.lock(), uid)
-    }
-
     /// Pauses or resumes (peering).
     pub fn set_paused(&self, paused: bool) {
         let mut s = self.0.state.lock();

@@ -117,6 +117,13 @@ pub trait HandlerClient: Send + Sync {
     fn activity(&self, req: pb::ActivityRequest, deadline: Duration) -> BoxFuture<'_, Result<pb::ActivityResponse, CallFailure>>;
     /// Asks a validating or mutating handler to review an admission request, with a deadline.
     fn admit(&self, req: pb::AdmitRequest, deadline: Duration) -> BoxFuture<'_, Result<pb::AdmitResponse, CallFailure>>;
+    /// Asks the server to stop a running daemon whose stream stays open, with a deadline
+    /// (`StopDaemon`). A server without it answers UNIMPLEMENTED, as this default does: its
+    /// daemons stop when their stream is cancelled.
+    fn stop_daemon(&self, req: pb::StopDaemonRequest, deadline: Duration) -> BoxFuture<'_, Result<pb::StopDaemonResponse, CallFailure>> {
+        let _ = (req, deadline);
+        Box::pin(async { Err(CallFailure::Failed { code: tonic::Code::Unimplemented, message: String::new() }) })
+    }
 }
 
 /// Which handler servers are down, so that an outage is logged once per server (with how
@@ -328,6 +335,13 @@ impl HandlerClient for Server {
                 .max_decoding_message_size(64 * 1024 * 1024)
                 .max_encoding_message_size(64 * 1024 * 1024);
             with_deadline(deadline, |r| client.admit(r), req).await
+        })
+    }
+
+    fn stop_daemon(&self, req: pb::StopDaemonRequest, deadline: Duration) -> BoxFuture<'_, Result<pb::StopDaemonResponse, CallFailure>> {
+        Box::pin(async move {
+            let mut client = HandlerServerClient::new(self.channel.clone());
+            with_deadline(deadline, |r| client.stop_daemon(r), req).await
         })
     }
 

@@ -3,20 +3,26 @@
 //!
 //! They start only once the finalizer is on the object (so a deletion cannot slip past them),
 //! run while it exists, is not being deleted and matches their filters, and are stopped when
-//! it is deleted. A stopped daemon gets its `cancellation_timeout` to wind down: until then
-//! the object's deletion keeps the finalizer.
+//! it is deleted, stops matching or is no longer ours. A timer is aborted. A daemon is asked
+//! to stop and seen to its end (`daemons`); until it has ended, the object's deletion keeps
+//! the finalizer, a handover waits for it (it holds its turn), and the same daemon is not
+//! started again for the object: never two instances of one daemon, as in Kopf. Its end wakes
+//! the object's worker at once ([`Held::released`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use bosun_proto::v1 as pb;
 use chrono::{DateTime, Utc};
 use futures::future::Either;
 use parking_lot::Mutex;
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::context::ResourceContext;
 use crate::object;
@@ -26,19 +32,53 @@ use crate::state::registry::Handler;
 /// The latest body of an object and when its essence last changed.
 pub type Latest = (Value, Instant);
 
+/// How long an object whose stopped daemons may take as long as they need is left alone
+/// before it is looked at again; their end wakes it sooner (this is a safety net).
+const RECHECK: Duration = Duration::from_secs(60);
+
+/// A running timer or daemon.
+struct Task {
+    handler: Arc<Handler>,
+    abort: AbortHandle,
+    /// Asks a daemon to stop (and to be seen to its end).
+    stop: CancellationToken,
+    /// The task has ended (written and read under the `winding` lock).
+    ended: Arc<AtomicBool>,
+}
+
 /// The running tasks of one object.
 struct ObjectTasks {
     latest: watch::Sender<Latest>,
     essence: Value,
-    running: HashMap<String, (AbortHandle, Arc<Handler>)>,
+    running: HashMap<String, Task>,
+}
+
+/// The stopped daemons of one object that have not ended yet.
+struct Winding {
+    /// Their handler ids, each with until when it may take (`None`: as long as it needs).
+    daemons: Vec<(String, Option<DateTime<Utc>>)>,
+    /// Notified when the last of them ends.
+    released: Arc<Notify>,
+}
+
+type WindingMap = Arc<Mutex<HashMap<String, Winding>>>;
+
+/// What a cycle learns of an object's stopped daemons that have not ended yet: its deletion
+/// keeps the finalizer, and they are not started again, until then.
+#[derive(Debug, Clone)]
+pub struct Held {
+    /// When to look at the object again at the latest.
+    pub until: DateTime<Utc>,
+    /// Notified when the last of them has ended: the object's worker looks at it again.
+    pub released: Arc<Notify>,
 }
 
 /// All timers and daemons of one resource, by object key.
 #[derive(Default)]
 pub struct Background {
     objects: Mutex<HashMap<String, ObjectTasks>>,
-    /// Objects whose stopped daemons still have time to wind down, and until when.
-    holding: Mutex<HashMap<String, DateTime<Utc>>>,
+    /// Stopped daemons not ended yet, by object key.
+    winding: WindingMap,
 }
 
 /// Whether a handler runs in the background.
@@ -46,11 +86,34 @@ pub fn is_background(h: &Handler) -> bool {
     matches!(h.kind, pb::HandlerKind::Timer | pb::HandlerKind::Daemon)
 }
 
+/// Dropped when a task ends, however it ends: marks it ended and, if it was a stopped daemon
+/// winding down, lets its object go once it was the last.
+struct Ending {
+    winding: WindingMap,
+    key: String,
+    id: String,
+    ended: Arc<AtomicBool>,
+}
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        let mut winding = self.winding.lock();
+        self.ended.store(true, Ordering::Relaxed);
+        let Some(w) = winding.get_mut(&self.key) else { return };
+        w.daemons.retain(|(id, _)| *id != self.id);
+        if w.daemons.is_empty()
+            && let Some(w) = winding.remove(&self.key)
+        {
+            w.released.notify_one();
+        }
+    }
+}
+
 impl Background {
     /// Starts, feeds and stops the tasks of the object `key` after a cycle saw `body`:
     /// `matching` are the timer and daemon handlers that apply to it now (none while it is
-    /// being deleted); new ones start only when `may_start` (the finalizer is on). Returns
-    /// until when the object's deletion should keep the finalizer for stopped daemons.
+    /// being deleted); new ones start only when `may_start` (the finalizer is on). Returns what
+    /// holds the object: stopped daemons that have not ended yet.
     pub fn sync(
         &self,
         ctx: &Arc<ResourceContext>,
@@ -59,17 +122,17 @@ impl Background {
         essence: &Value,
         matching: &[Arc<Handler>],
         may_start: bool,
-    ) -> Option<DateTime<Utc>> {
+    ) -> Option<Held> {
         let now = ctx.clock.now();
         let mut objects = self.objects.lock();
         if matching.is_empty() {
             if let Some(o) = objects.remove(key) {
-                self.stopped(key, o.running.into_values(), now);
+                self.stop_tasks(key, o.running.into_values(), now);
             }
-            return self.holding_until(key, now);
+            return self.held(key, now);
         }
         if !may_start && !objects.contains_key(key) {
-            return self.holding_until(key, now);
+            return self.held(key, now);
         }
         let entry = objects.entry(key.to_string()).or_insert_with(|| ObjectTasks {
             latest: watch::channel((body.clone(), Instant::now())).0,
@@ -80,62 +143,85 @@ impl Background {
         entry.essence = essence.clone();
         entry.latest.send_replace((body.clone(), changed_at));
         let gone: Vec<String> = entry.running.keys().filter(|id| !matching.iter().any(|h| &h.id == *id)).cloned().collect();
-        let stopped: Vec<(AbortHandle, Arc<Handler>)> = gone.iter().filter_map(|id| entry.running.remove(id)).collect();
+        let stopped: Vec<Task> = gone.iter().filter_map(|id| entry.running.remove(id)).collect();
+        self.stop_tasks(key, stopped.into_iter(), now);
         if may_start {
             let uid = object::meta_str(body, "uid");
             for h in matching {
-                if !entry.running.contains_key(&h.id) {
-                    // Each holds a turn while it runs: a handover of the object waits for it.
-                    let Some(turn) = ctx.authority.begin(uid) else { continue };
-                    let latest = entry.latest.subscribe();
-                    let labels = crate::metrics::BackgroundLabels {
-                        resource: ctx.resource.metrics_label(),
-                        kind: if h.kind == pb::HandlerKind::Daemon { "daemon" } else { "timer" },
-                    };
-                    let running = crate::metrics::Up::new(crate::metrics::global().background.get_or_create(&labels).clone());
-                    let run = if h.kind == pb::HandlerKind::Daemon {
-                        Either::Left(super::daemons::run(ctx.clone(), h.clone(), latest))
-                    } else {
-                        Either::Right(super::timers::run(ctx.clone(), h.clone(), latest))
-                    };
-                    let task = ctx.tasks.spawn(async move {
-                        let _held = (turn, running);
-                        run.await
-                    });
-                    entry.running.insert(h.id.clone(), (task.abort_handle(), h.clone()));
+                // A stopped instance still winding down is waited for: it wakes the object.
+                if entry.running.contains_key(&h.id) || self.winds_down(key, &h.id) {
+                    continue;
                 }
+                // Each holds a turn while it runs: a handover of the object waits for it.
+                let Some(turn) = ctx.authority.begin(uid) else { continue };
+                let task = self.start(ctx, key, h, entry.latest.subscribe(), turn);
+                entry.running.insert(h.id.clone(), task);
             }
         }
-        self.stopped(key, stopped.into_iter(), now);
-        self.holding_until(key, now)
+        self.held(key, now)
     }
 
-    fn stopped(&self, key: &str, tasks: impl Iterator<Item = (AbortHandle, Arc<Handler>)>, now: DateTime<Utc>) {
-        let mut until: Option<DateTime<Utc>> = None;
-        for (task, h) in tasks {
-            task.abort();
-            if h.kind == pb::HandlerKind::Daemon && !h.daemon.cancellation_timeout.is_zero() {
-                let t = later(now, h.daemon.cancellation_timeout);
-                until = Some(until.map_or(t, |u| u.max(t)));
+    /// Starts the timer or daemon `h` of the object `key`, which holds `turn` until it ends.
+    fn start(
+        &self,
+        ctx: &Arc<ResourceContext>,
+        key: &str,
+        h: &Arc<Handler>,
+        latest: watch::Receiver<Latest>,
+        turn: crate::coordination::Turn,
+    ) -> Task {
+        let labels = crate::metrics::BackgroundLabels {
+            resource: ctx.resource.metrics_label(),
+            kind: if h.kind == pb::HandlerKind::Daemon { "daemon" } else { "timer" },
+        };
+        let running = crate::metrics::Up::new(crate::metrics::global().background.get_or_create(&labels).clone());
+        let stop = CancellationToken::new();
+        let ended = Arc::new(AtomicBool::new(false));
+        let ending = Ending { winding: self.winding.clone(), key: key.to_string(), id: h.id.clone(), ended: ended.clone() };
+        let run = if h.kind == pb::HandlerKind::Daemon {
+            Either::Left(super::daemons::run(ctx.clone(), h.clone(), latest, stop.clone()))
+        } else {
+            Either::Right(super::timers::run(ctx.clone(), h.clone(), latest))
+        };
+        let task = ctx.tasks.spawn(async move {
+            let _held = (turn, running, ending);
+            run.await
+        });
+        Task { handler: h.clone(), abort: task.abort_handle(), stop, ended }
+    }
+
+    /// Stops tasks of the object `key`: timers are aborted, daemons asked to stop and noted
+    /// as winding down until they end (for their `cancellation_timeout` at most, if any).
+    fn stop_tasks(&self, key: &str, tasks: impl Iterator<Item = Task>, now: DateTime<Utc>) {
+        let mut winding = self.winding.lock();
+        for t in tasks {
+            if t.handler.kind != pb::HandlerKind::Daemon {
+                t.abort.abort();
+                continue;
             }
-        }
-        if let Some(t) = until {
-            let mut holding = self.holding.lock();
-            let e = holding.entry(key.to_string()).or_insert(t);
-            *e = (*e).max(t);
+            // One that ended on its own holds nothing (`Ending` writes this under the lock).
+            if t.ended.load(Ordering::Relaxed) {
+                continue;
+            }
+            t.stop.cancel();
+            let timeout = t.handler.daemon.cancellation_timeout;
+            let until = (!timeout.is_zero()).then(|| later(now, timeout));
+            let w = winding.entry(key.to_string()).or_insert_with(|| Winding { daemons: Vec::new(), released: Arc::default() });
+            w.daemons.push((t.handler.id.clone(), until));
         }
     }
 
-    fn holding_until(&self, key: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let mut holding = self.holding.lock();
-        match holding.get(key) {
-            Some(t) if *t > now => Some(*t),
-            Some(_) => {
-                holding.remove(key);
-                None
-            }
-            None => None,
-        }
+    /// Whether the daemon `id` of the object `key` was stopped and has not ended yet.
+    fn winds_down(&self, key: &str, id: &str) -> bool {
+        self.winding.lock().get(key).is_some_and(|w| w.daemons.iter().any(|(d, _)| d == id))
+    }
+
+    /// What holds the object `key` now, if anything.
+    fn held(&self, key: &str, now: DateTime<Utc>) -> Option<Held> {
+        let winding = self.winding.lock();
+        let w = winding.get(key)?;
+        let until = w.daemons.iter().try_fold(now, |latest, (_, until)| until.map(|u| latest.max(u)));
+        Some(Held { until: until.unwrap_or_else(|| later(now, RECHECK)), released: w.released.clone() })
     }
 
     /// Gives the running timers and daemons of the object `key` the body the controller itself
@@ -148,19 +234,18 @@ impl Background {
     }
 
     /// Stops every task of the object `key` (it is gone).
-    pub fn stop(&self, key: &str) {
-        if let Some(o) = self.objects.lock().remove(key) {
-            o.running.values().for_each(|(t, _)| t.abort());
+    pub fn stop(&self, key: &str, now: DateTime<Utc>) {
+        let removed = self.objects.lock().remove(key);
+        if let Some(o) = removed {
+            self.stop_tasks(key, o.running.into_values(), now);
         }
-        self.holding.lock().remove(key);
     }
 
     /// Stops the timers and daemons of the objects that are not ours now (paused, or given to
     /// another replica); they start again with the object's next cycle here, or at the
-    /// replica they went to. A stopped daemon counts as running for its `cancellation_timeout`
-    /// more (the handler server may still be winding it down), so that a handover waits for
-    /// it. Returns how many objects had some.
-    pub fn stop_unowned(&self, authority: &crate::coordination::Authority) -> usize {
+    /// replica they went to. A stopped daemon holds its turn until it has ended, so that a
+    /// handover waits for it. Returns how many objects had some.
+    pub fn stop_unowned(&self, authority: &crate::coordination::Authority, now: DateTime<Utc>) -> usize {
         let mut objects = self.objects.lock();
         let gone: Vec<String> = objects
             .iter()
@@ -169,21 +254,8 @@ impl Background {
             .collect();
         for key in &gone {
             if let Some(o) = objects.remove(key) {
-                let uid = object::meta_str(&o.latest.borrow().0, "uid").to_string();
-                for (task, h) in o.running.values() {
-                    let wind_down = h.daemon.cancellation_timeout;
-                    if h.kind == pb::HandlerKind::Daemon && !wind_down.is_zero() {
-                        // Counted before the abort drops the task's own turn: never a gap.
-                        let turn = authority.winding_down(&uid);
-                        tokio::spawn(async move {
-                            tokio::time::sleep(wind_down).await;
-                            drop(turn);
-                        });
-                    }
-                    task.abort();
-                }
+                self.stop_tasks(key, o.running.into_values(), now);
             }
-            self.holding.lock().remove(key);
         }
         gone.len()
     }

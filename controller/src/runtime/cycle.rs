@@ -29,6 +29,15 @@ pub struct CycleEnd {
     pub next: Next,
     /// The body returned by the last write, if any (newer than the event's).
     pub written: Option<Value>,
+    /// Stopped daemons of the object have not ended yet: notified when they have, and the
+    /// object is looked at again then (its finalizer released, its daemons started again).
+    pub released: Option<Arc<tokio::sync::Notify>>,
+}
+
+impl CycleEnd {
+    fn then(next: Next, written: Option<Value>) -> CycleEnd {
+        CycleEnd { next, written, released: None }
+    }
 }
 
 fn pb_reason(r: Reason) -> pb::Reason {
@@ -68,11 +77,10 @@ impl ResourceContext {
 
     /// Runs one cycle for `body` (`deleted`: the watch said DELETED).
     pub async fn process(self: &Arc<Self>, background: &Background, body: &Value, deleted: bool) -> CycleEnd {
-        let obj = object_ref(body);
         let uid = object::meta_str(body, "uid").to_string();
         let key = object_key(body);
         if deleted {
-            background.stop(&key);
+            background.stop(&key, self.clock.now());
             // Under a pushed-down label selector, an object that merely stopped matching is
             // reported DELETED; if it still carries our finalizer, release it, or its real
             // deletion would wait for a controller that no longer sees it.
@@ -90,31 +98,42 @@ impl ResourceContext {
             }
             self.seen.lock().remove(&uid);
             self.memos.lock().remove(&uid);
-            return CycleEnd { next: Next::Gone, written: None };
+            return CycleEnd::then(Next::Gone, None);
         }
         let has_finalizer = self.storage.has_finalizer(body);
         // Timers and daemons need the essence first; the plan reuses it.
-        let (mut hold, mut known_essence) = (None, None);
+        let (mut held, mut known_essence) = (None, None);
         if self.handlers.iter().any(|h| is_background(h)) {
             let deleting = deletion_requested(body);
             let matching: Vec<_> =
                 self.handlers.iter().filter(|h| is_background(h) && !deleting && h.matches_object(body)).cloned().collect();
             let e = essence(body, &self.rules);
-            hold = background.sync(self, &key, body, &e, &matching, has_finalizer);
+            held = background.sync(self, &key, body, &e, &matching, has_finalizer);
             known_essence = Some(e);
         }
+        let hold = held.as_ref().map(|h| h.until);
+        let mut end = self.handle(body, &uid, known_essence, hold).await;
+        end.released = held.map(|h| h.released);
+        end
+    }
+
+    /// Runs the cycle's handlers for `body` and writes what the plan concludes; `hold`: stopped
+    /// daemons of the object keep its finalizer until then at least.
+    async fn handle(&self, body: &Value, uid: &str, known_essence: Option<Value>, hold: Option<chrono::DateTime<chrono::Utc>>) -> CycleEnd {
+        let obj = object_ref(body);
+        let uid = uid.to_string();
         let subject = self.subject();
         let first_sight = !self.seen.lock().contains(&uid);
         let mut cycle = match plan::begin(&subject, body, known_essence, first_sight, self.clock.now()) {
             Start::Idle(lines) => {
                 self.lines(body, lines);
                 self.seen.lock().insert(uid);
-                return CycleEnd { next: Next::Idle, written: None };
+                return CycleEnd::then(Next::Idle, None);
             }
             Start::AddFinalizer(writes, lines) => {
                 self.lines(body, lines);
                 return match self.write(body, &writes).await {
-                    Ok(written) => CycleEnd { next: Next::Now, written },
+                    Ok(written) => CycleEnd::then(Next::Now, written),
                     Err(e) => self.failed_write(body, e),
                 };
             }
@@ -169,7 +188,7 @@ impl ResourceContext {
                     if !cycle.unreachable() {
                         self.seen.lock().insert(uid.to_string());
                     }
-                    return CycleEnd { next, written };
+                    return CycleEnd::then(next, written);
                 }
                 Err(WriteError::Rejected(message)) => {
                     let culprits = self.culprits(body, cycle.calls()).await;
@@ -191,19 +210,19 @@ impl ResourceContext {
     /// The API server refused the controller's own writes (no handler's patch is at fault).
     fn refused_state(&self, body: &Value, message: &str) -> CycleEnd {
         self.say(body, Level::Error, format!("The API server refused the controller's state for this object: {message}. Will retry."));
-        CycleEnd { next: Next::Throttled(None), written: None }
+        CycleEnd::then(Next::Throttled(None), None)
     }
 
     fn failed_write(&self, body: &Value, e: WriteError) -> CycleEnd {
         match e {
-            WriteError::Gone => CycleEnd { next: Next::Gone, written: None },
+            WriteError::Gone => CycleEnd::then(Next::Gone, None),
             WriteError::Conflict => {
                 self.say(body, Level::Debug, "The object changed meanwhile; waiting for its newer version.".into());
-                CycleEnd { next: Next::WakeAt(self.clock.now() + chrono::Duration::seconds(1)), written: None }
+                CycleEnd::then(Next::WakeAt(self.clock.now() + chrono::Duration::seconds(1)), None)
             }
             WriteError::Rejected(message) | WriteError::Unavailable(message) => {
                 self.say(body, Level::Error, format!("Patching failed: {message}. Will retry."));
-                CycleEnd { next: Next::Throttled(None), written: None }
+                CycleEnd::then(Next::Throttled(None), None)
             }
         }
     }

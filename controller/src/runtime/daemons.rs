@@ -1,27 +1,47 @@
 //! Daemons (Kopf's `kopf.daemon`): one `Daemon` stream per object and daemon handler, opened
-//! after the daemon's `initial_delay`, for as long as `background` keeps it. Cancelling the
-//! call (dropping the stream) is the daemon's stop signal. Messages apply as they come: log
-//! lines, events, merge and JSON patches. A daemon that exits with a temporary error (or an
-//! unexpected one, in the temporary errors mode), or whose server cannot be reached, is
-//! restarted after its delay or its own backoff; otherwise it stays stopped for that object
-//! until the controller restarts.
+//! after the daemon's `initial_delay`, for as long as `background` keeps it. Messages apply as
+//! they come: log lines, events, merge and JSON patches. A daemon that exits with a temporary
+//! error (or an unexpected one, in the temporary errors mode), or whose server cannot be
+//! reached, is restarted after its delay or its own backoff; otherwise it stays stopped for that
+//! object until the controller restarts.
+//!
+//! A daemon is stopped as Kopf stops one, and seen to its end: asked to stop (the object is
+//! deleted, stops matching or is not ours now, or the controller stops), the controller asks
+//! its server to stop it (`StopDaemon`) and, when the server says it is stopping, reads its
+//! stream on — log lines, events, patches — until its exit, for at most its
+//! `cancellation_timeout` when it has one, else for as long as it takes (within the stop's
+//! grace when the controller itself stops); only then is the call cancelled. A server without
+//! StopDaemon, or with no such daemon running, gets the cancellation at once as its stop
+//! signal, and the daemon counts as running for its `cancellation_timeout` more. A stopped
+//! daemon is never restarted.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bosun_proto::v1 as pb;
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::background::Latest;
 use super::context::{ResourceContext, to_json};
+use crate::engines::dispatch::DaemonStream;
 use crate::engines::human;
 use crate::logs::ObjectRef;
 use crate::object::{self, object_ref};
 use crate::state::outcomes::{Answer, Attempt, DaemonNext, attempt_of, daemon_next};
 use crate::state::plan::Writes;
-use crate::state::registry::Handler;
+use crate::state::registry::{ErrorsMode, Handler};
+
+/// How long a handler server has to answer StopDaemon.
+const STOP_CALL: Duration = Duration::from_secs(5);
+
+/// How long a daemon may take to end when the controller itself stops: within the grace the
+/// stop gives the tasks of a resource.
+pub(crate) const STOP_GRACE: Duration = super::GRACE.saturating_sub(Duration::from_secs(1));
 
 /// How a daemon's stream ended.
 enum End {
@@ -39,15 +59,41 @@ impl End {
     }
 }
 
-/// Runs the daemon `h` for one object until it ends for good or the task is aborted.
-pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Receiver<Latest>) {
+/// How one run of a daemon ended.
+enum Ran {
+    /// On its own.
+    Ended(End),
+    /// Asked to stop: its end seen, or cut short (`None`: cancelled).
+    Stopped(Option<End>),
+}
+
+/// Who asked a daemon to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// `background`: the object is deleted, stops matching, or is not ours now.
+    Requested,
+    /// The controller (or the resource's service) stops.
+    Controller,
+}
+
+/// Waits until the daemon is asked to stop.
+async fn stopping(requested: &CancellationToken, stop: &mut watch::Receiver<bool>) -> Stop {
+    tokio::select! {
+        _ = requested.cancelled() => Stop::Requested,
+        _ = stop.wait_for(|s| *s) => Stop::Controller,
+    }
+}
+
+/// Runs the daemon `h` for one object until it ends for good or is stopped (`requested`, or
+/// the controller's stop).
+pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Receiver<Latest>, requested: CancellationToken) {
     let mut stop = ctx.stop.clone();
-    tokio::select! { _ = stop.changed() => return, _ = tokio::time::sleep(h.daemon.initial_delay) => {} }
+    tokio::select! { _ = stopping(&requested, &mut stop) => return, _ = tokio::time::sleep(h.daemon.initial_delay) => {} }
     let mut retry = 0u32;
     loop {
         // A daemon (re)starts only while no index is being filled.
         if !ctx.gate.is_open() {
-            tokio::select! { _ = stop.changed() => return, _ = ctx.gate.opened() => {} }
+            tokio::select! { _ = stopping(&requested, &mut stop) => return, _ = ctx.gate.opened() => {} }
         }
         let body = latest.borrow().0.clone();
         let obj = object_ref(&body);
@@ -72,7 +118,15 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
             trace_id = tracing::field::Empty,
         );
         crate::engines::trace_context::record_trace_id(&span);
-        let Some(ended) = one_run(&ctx, &h, &obj, &latest, &mut stop, req).instrument(span).await else { return };
+        let run = Runner { ctx: &ctx, h: &h, obj: &obj, latest: &latest };
+        let ended = match run.once(&requested, &mut stop, req).instrument(span).await {
+            Ran::Stopped(None) => return,
+            Ran::Stopped(Some(end)) => {
+                run.said_end(&end, true);
+                return;
+            }
+            Ran::Ended(end) => end,
+        };
         let next = match &ended {
             End::NoExit => DaemonNext::Done,
             End::Exit(attempt) => daemon_next(&h, Some(attempt)),
@@ -80,11 +134,7 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
         };
         match next {
             DaemonNext::Done => {
-                let how = match &ended {
-                    End::Exit(Attempt::Permanent(m) | Attempt::Unexpected { message: m, .. }) => m.clone(),
-                    _ => "exited".into(),
-                };
-                ctx.log.info(Some(&obj), &format!("Daemon '{}' has exited: {how}", h.id));
+                run.said_end(&ended, false);
                 return;
             }
             DaemonNext::Restart(delay) => {
@@ -95,52 +145,141 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
                 };
                 ctx.log.warn(Some(&obj), &format!("Daemon '{}'{why} will be restarted in {}.", h.id, human(delay)));
                 retry = retry.saturating_add(1);
-                tokio::select! { _ = stop.changed() => return, _ = tokio::time::sleep(delay) => {} }
+                tokio::select! { _ = stopping(&requested, &mut stop) => return, _ = tokio::time::sleep(delay) => {} }
             }
         }
     }
 }
 
-/// One run of the daemon, from the call to its exit (or its stream's end); `None` when the
-/// controller stops it.
-async fn one_run(
-    ctx: &ResourceContext,
-    h: &Handler,
-    obj: &ObjectRef,
-    latest: &watch::Receiver<Latest>,
-    stop: &mut watch::Receiver<bool>,
-    req: pb::DaemonRequest,
-) -> Option<End> {
-    let mut stream = match ctx.servers[h.server].daemon(req).await {
-        Err(failure) => {
-            ctx.log.warn(Some(obj), &format!("Daemon '{}' could not be started: {failure}.", h.id));
-            return Some(End::of(&failure.answer()));
-        }
-        Ok(stream) => stream,
-    };
-    loop {
-        let next = tokio::select! {
-            _ = stop.changed() => return None,
-            n = stream.next() => n,
+/// One daemon of one object, for one run.
+struct Runner<'a> {
+    ctx: &'a ResourceContext,
+    h: &'a Handler,
+    obj: &'a ObjectRef,
+    latest: &'a watch::Receiver<Latest>,
+}
+
+impl Runner<'_> {
+    /// One run of the daemon, from the call to its exit (or its stream's end), or to its stop.
+    async fn once(&self, requested: &CancellationToken, stop: &mut watch::Receiver<bool>, req: pb::DaemonRequest) -> Ran {
+        let (ctx, h) = (self.ctx, self.h);
+        let opened = tokio::select! {
+            _ = stopping(requested, stop) => return Ran::Stopped(None),
+            o = ctx.servers[h.server].daemon(req) => o,
         };
+        let mut stream = match opened {
+            Err(failure) => {
+                ctx.log.warn(Some(self.obj), &format!("Daemon '{}' could not be started: {failure}.", h.id));
+                return Ran::Ended(End::of(&failure.answer()));
+            }
+            Ok(stream) => stream,
+        };
+        loop {
+            let next = tokio::select! {
+                why = stopping(requested, stop) => return Ran::Stopped(self.wind_down(stream, why, stop).await),
+                n = stream.next() => n,
+            };
+            if let Some(end) = self.absorb(next).await {
+                return Ran::Ended(end);
+            }
+        }
+    }
+
+    /// Takes one item of the stream: `Some` when the stream ended with it.
+    async fn absorb(&self, next: Option<Result<pb::DaemonMessage, crate::engines::dispatch::CallFailure>>) -> Option<End> {
         match next {
-            None => return Some(End::NoExit),
+            None => Some(End::NoExit),
             Some(Err(failure)) => {
-                ctx.log.warn(Some(obj), &format!("Daemon '{}' {failure}.", h.id));
-                return Some(End::of(&failure.answer()));
+                self.ctx.log.warn(Some(self.obj), &format!("Daemon '{}' {failure}.", self.h.id));
+                Some(End::of(&failure.answer()))
             }
             Some(Ok(message)) => {
-                let body = latest.borrow().0.clone();
-                if let Some(e) = apply(ctx, h, &body, message).await {
-                    let given = Answer::Answered {
-                        outcome: pb::Outcome::try_from(e.outcome).unwrap_or(pb::Outcome::UnexpectedError),
-                        message: e.message,
-                        delay: e.delay_seconds,
-                    };
-                    return Some(End::of(&given));
-                }
+                let body = self.latest.borrow().0.clone();
+                let e = apply(self.ctx, self.h, &body, message).await?;
+                let outcome = pb::Outcome::try_from(e.outcome).unwrap_or(pb::Outcome::UnexpectedError);
+                Some(End::of(&Answer::Answered { outcome, message: e.message, delay: e.delay_seconds }))
             }
         }
+    }
+
+    /// Stops the running daemon: asks its server to (StopDaemon), then reads its stream to the
+    /// end or until its time is up; `None` when it was cancelled without an end seen.
+    async fn wind_down(&self, mut stream: DaemonStream, why: Stop, stop: &mut watch::Receiver<bool>) -> Option<End> {
+        let (ctx, h) = (self.ctx, self.h);
+        let timeout = (!h.daemon.cancellation_timeout.is_zero()).then_some(h.daemon.cancellation_timeout);
+        let bound = match why {
+            Stop::Requested => timeout,
+            Stop::Controller => Some(timeout.map_or(STOP_GRACE, |t| t.min(STOP_GRACE))),
+        };
+        let mut deadline = bound.map(|b| Instant::now() + b);
+        let req = pb::StopDaemonRequest {
+            handler_id: h.id.clone(),
+            handler_key: h.key.clone(),
+            uid: object::meta_str(&self.latest.borrow().0, "uid").to_string(),
+        };
+        let call = deadline.map_or(STOP_CALL, |d| d.saturating_duration_since(Instant::now()).min(STOP_CALL));
+        let why_not = match ctx.servers[h.server].stop_daemon(req, call).await {
+            Ok(said) if said.stopping => None,
+            Ok(_) => Some("its handler server has no such daemon running".to_string()),
+            Err(failure) => Some(format!("its handler server did not stop it on request: StopDaemon {failure}")),
+        };
+        if let Some(why_not) = why_not {
+            drop(stream);
+            ctx.log.debug(Some(self.obj), &format!("Daemon '{}' is cancelled ({why_not}).", h.id));
+            // Its server may still be winding it down: it counts as running a while more.
+            if why == Stop::Requested
+                && let Some(t) = timeout
+            {
+                tokio::select! { _ = stop.wait_for(|s| *s) => {}, _ = tokio::time::sleep(t) => {} }
+            }
+            return None;
+        }
+        ctx.log.debug(Some(self.obj), &format!("Daemon '{}' is signalled to exit gracefully.", h.id));
+        let mut controller_stops = why == Stop::Controller;
+        loop {
+            let out_of_time = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let next = tokio::select! {
+                n = stream.next() => n,
+                _ = out_of_time => {
+                    ctx.log.warn(Some(self.obj), &format!("Daemon '{}' did not exit in time. Leaving it orphaned.", h.id));
+                    return None;
+                }
+                // The controller stops meanwhile: the wait ends within the stop's grace.
+                _ = stop.wait_for(|s| *s), if !controller_stops => {
+                    controller_stops = true;
+                    let grace = Instant::now() + STOP_GRACE;
+                    deadline = Some(deadline.map_or(grace, |d| d.min(grace)));
+                    continue;
+                }
+            };
+            if let Some(end) = self.absorb(next).await {
+                return Some(end);
+            }
+        }
+    }
+
+    /// Logs how the daemon ended for good, in Kopf's words; `stopped`: it was asked to.
+    fn said_end(&self, end: &End, stopped: bool) {
+        let (log, id, obj) = (&self.ctx.log, &self.h.id, Some(self.obj));
+        match end {
+            End::NoExit | End::Exit(Attempt::Success(_)) => log.info(obj, &format!("Daemon '{id}' succeeded.")),
+            End::Exit(Attempt::Skipped) | End::Unreachable => {}
+            End::Exit(Attempt::Permanent(m)) => log.error(obj, &format!("Daemon '{id}' failed permanently: {m}")),
+            End::Exit(Attempt::Temporary { message, .. }) => log.error(obj, &format!("Daemon '{id}' failed temporarily: {message}")),
+            End::Exit(Attempt::Unexpected { message, .. }) if self.h.errors == ErrorsMode::Ignored => {
+                log.warn(obj, &format!("Daemon '{id}' failed with an exception and will ignore it: {message}"))
+            }
+            End::Exit(Attempt::Unexpected { message, .. }) => {
+                log.error(obj, &format!("Daemon '{id}' failed with an exception and will stop now: {message}"))
+            }
+        }
+        let how = if stopped { "on request" } else { "on its own" };
+        log.debug(obj, &format!("Daemon '{id}' has exited {how} and will not be retried or restarted."));
     }
 }
 

@@ -377,7 +377,7 @@ async fn follow_authority(
             r = changes.changed() => if r.is_err() { return },
         }
         let now = *changes.borrow_and_update();
-        let stopped = router.background().stop_unowned(&authority);
+        let stopped = router.background().stop_unowned(&authority, chrono::Utc::now());
         if stopped > 0 {
             shared.log.info(
                 None,

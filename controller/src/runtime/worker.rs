@@ -95,6 +95,8 @@ impl Router {
         let mut wake: Option<tokio::time::Instant> = None;
         let mut failures = 0usize;
         let mut again = false;
+        // Stopped daemons of the object that have not ended yet: their end wakes it.
+        let mut released: Option<Arc<tokio::sync::Notify>> = None;
         // A throttled object waits for its backoff or for a handler server to be back.
         let mut revivals = self.ctx.outages.revivals();
         let mut throttled = false;
@@ -108,11 +110,17 @@ impl Router {
                 true
             } else {
                 permit = None; // Never held while waiting.
+                let winding = released.clone();
                 tokio::select! {
                 biased;
                 _ = stop.changed() => return,
                 _ = mailbox.posted() => false, // taken below, with what came meanwhile
                 _ = tokio::time::sleep_until(wake.unwrap_or_else(tokio::time::Instant::now)), if wake.is_some() => {
+                    wake = None;
+                    true
+                }
+                _ = async { if let Some(n) = &winding { n.notified().await } }, if winding.is_some() => {
+                    released = None;
                     wake = None;
                     true
                 }
@@ -127,7 +135,7 @@ impl Router {
                 // A worker stays a while after its object's own write, to know the write's
                 // echo from the watch for what it is, or while the object fails; otherwise it
                 // goes at once: after a listing, 100,000 idle workers cost ~100 MiB for 30 s.
-                _ = tokio::time::sleep(if written_rv.is_some() || failures > 0 { IDLE } else { Duration::ZERO }), if wake.is_none() => {
+                _ = tokio::time::sleep(if written_rv.is_some() || failures > 0 { IDLE } else { Duration::ZERO }), if wake.is_none() && released.is_none() => {
                     if self.workers.retire(&key, &mailbox, Option::is_none) {
                         return;
                     }
@@ -150,8 +158,8 @@ impl Router {
             let (body, deleted) = (seen.body(), matches!(seen, Seen::Deleted(_)));
             if !woke && !deleted && matches!((rv_of(body), written_rv), (Some(a), Some(b)) if a <= b) {
                 // An echo of our own write, or older: the written body is newer. It is kept
-                // only for a retry or a throttled cycle still to come.
-                if wake.is_some() || throttled {
+                // only for a cycle still to come (a retry, a throttled cycle, daemons' end).
+                if wake.is_some() || throttled || released.is_some() {
                     latest = Some(seen);
                 }
                 continue;
@@ -172,7 +180,7 @@ impl Router {
             let turn = if deleted { None } else { self.ctx.authority.begin(uid) };
             if !deleted && turn.is_none() {
                 self.ctx.log.debug(Some(&object_ref(body)), "Not ours now (paused, or another replica's); left to its owner.");
-                (latest, wake, throttled, written_rv, permit, throttle_up) = (None, None, false, None, None, None);
+                (latest, wake, throttled, written_rv, permit, throttle_up, released) = (None, None, false, None, None, None, None);
                 if self.workers.retire(&key, &mailbox, Option::is_none) {
                     return;
                 }
@@ -185,6 +193,7 @@ impl Router {
             let running = crate::metrics::Up::new(m.cycles_in_flight.get_or_create(&label).clone());
             let end = Box::pin(self.ctx.process(&self.background, body, deleted)).await;
             drop((turn, running));
+            released = end.released;
             // The watch event of a deletion that came while the cycle ran is older than our
             // write and is skipped as its echo; the written body shows it, so handle it now.
             let mut deletion_came = false;
@@ -215,10 +224,13 @@ impl Router {
                     again = true;
                 }
                 Next::Idle => {
-                    // Nothing will look at the body before the next event, which replaces
-                    // it: an idle object costs its worker's few words, not its body.
+                    // Nothing will look at the body before the next event (or the end of its
+                    // stopped daemons), which replaces it: an idle object costs its worker's
+                    // few words, not its body.
                     wake = None;
-                    latest = None;
+                    if released.is_none() {
+                        latest = None;
+                    }
                 }
                 Next::Now => {
                     wake = None;

@@ -489,13 +489,16 @@ impl Cycle {
 
     /// The writes of the cycle and what comes next. `hold_finalizer`: something else still
     /// needs the object (a daemon that has not ended yet), so a finished deletion keeps the
-    /// finalizer for now and comes back at `retry_at`.
+    /// finalizer for now, and the records of its handlers (so that they are not called again),
+    /// and comes back then at the latest.
     pub fn conclude(&mut self, subject: &Subject, body: &Value, hold_finalizer: Option<DateTime<Utc>>) -> (Writes, Next) {
         let reason = self.reason;
         let done = self.due.iter().all(|d| self.finished(&d.handler.id)) && !self.unreachable;
+        let deletion_done = reason == Reason::Delete && done;
+        let held = deletion_done && hold_finalizer.is_some();
         let mut desired = ObjectState { diffbase: self.stored.diffbase.clone(), progress: self.records.clone() };
         let mut writes = Writes::none();
-        if done {
+        if done && !held {
             desired.progress.clear();
             if reason.stores_diffbase() {
                 desired.diffbase = Some(self.diffbase_to_store(subject, body, &mut writes.events));
@@ -507,8 +510,6 @@ impl Cycle {
                 self.line(Level::Info, format!("{} is processed: {ok} succeeded; {failed} failed.", reason.title()));
             }
         }
-        let deletion_done = reason == Reason::Delete && done;
-        let held = deletion_done && hold_finalizer.is_some();
         let finalizer_wanted = if reason == Reason::Delete { !done || held } else { self.wants_finalizer };
 
         let (mut main, mut status) = (json!({}), json!({}));
@@ -523,8 +524,8 @@ impl Cycle {
                 subject.add_result(body, &c.id, result, &mut main, &mut status);
             }
         }
-        // The state is not worth writing on an object about to go.
-        if !deletion_done {
+        // The state is not worth writing on an object about to go (unless it is held).
+        if !deletion_done || held {
             let mut ids: Vec<&str> = self.ids.iter().map(String::as_str).collect();
             for id in self.records.keys().filter(|id| !self.ids.contains(id)) {
                 ids.push(id);

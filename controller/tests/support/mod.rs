@@ -27,13 +27,13 @@ impl Bosun {
         Bosun::start_with_env(dir, args, &[])
     }
 
-    /// Starts bosun with these environment variables besides.
+    /// Starts bosun with these environment variables besides (over its `RUST_LOG=info`).
     pub fn start_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Bosun {
         let mut child = Command::new(env!("CARGO_BIN_EXE_bosun"))
             .args(args)
             .current_dir(dir)
-            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -114,7 +114,8 @@ impl LogArgs {
     }
 }
 
-/// Sets up the log output as `args` say; `RUST_LOG` overrides the levels. With
+/// Sets up the log output as `args` say; `RUST_LOG`, when set and not empty, overrides the
+/// levels. With
 /// `OTEL_EXPORTER_OTLP_ENDPOINT` set, spans are exported too; the returned guard flushes them
 /// when dropped.
 pub fn init_tracing(args: &LogArgs) -> anyhow::Result<Option<crate::telemetry::Telemetry>> {
@@ -126,7 +127,9 @@ pub fn init_tracing(args: &LogArgs) -> anyhow::Result<Option<crate::telemetry::T
         Verbosity::Normal => "info,kube=warn,tower=warn,hyper=warn,h2=warn",
         Verbosity::Quiet => "warn",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let given = std::env::var("RUST_LOG").ok().filter(|v| !v.trim().is_empty());
+    let filter =
+        given.and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok()).unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
     let (otel, guard) = crate::telemetry::layer()?.unzip();
     // The spans are the controller's own: the libraries' (kube, hyper, tonic) stay out of traces.
     let otel = otel.map(|l| l.with_filter(tracing_subscriber::filter::filter_fn(|m| m.target().starts_with("bosun"))));

@@ -3,6 +3,7 @@
 //! delays pass in milliseconds and every failure can be staged exactly.
 
 mod calls;
+mod daemons;
 mod lines;
 mod posting;
 mod rig;
@@ -300,94 +301,6 @@ async fn a_timer_that_fails_temporarily_is_called_again_after_the_delay_it_asked
     rig.until("the second call", Duration::from_secs(30), |r| r.server.count("t") == 2).await;
     assert_eq!(rig.server.schedule("t")[1].as_secs(), 7);
     assert_eq!(rig.logged("Timer 't' failed temporarily: not yet"), 1);
-}
-
-// Daemons.
-
-#[tokio::test(start_paused = true)]
-async fn a_deleted_objects_daemon_is_cancelled_at_once_and_holds_the_finalizer_for_its_cancellation_timeout() {
-    let body = finalized();
-    let d = daemon("d", pb::DaemonOptions { cancellation_timeout_seconds: 5.0, ..Default::default() }, Default::default());
-    let rig = rig(body.clone(), vec![d], vec![]);
-    let closed = rig.server.closed.clone();
-    rig.server.daemons.lock().insert("d".into(), Box::new(move |_| Ok(open_daemon("d", closed.clone()))));
-    rig.router.deliver(Seen::Upsert(body));
-    rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
-    tokio::time::sleep(Duration::from_secs(60)).await;
-    assert!(rig.server.closed.lock().is_empty(), "it runs while the object lives");
-
-    let deleting = rig.change(|o| o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z"));
-    let deleted_at = Instant::now();
-    rig.router.deliver(Seen::Upsert(deleting));
-    rig.until("the stream is cancelled", Duration::from_secs(1), |r| !r.server.closed.lock().is_empty()).await;
-    rig.until("the object is gone", Duration::from_secs(30), |r| r.api.object.lock().is_none()).await;
-    let gone = deleted_at.elapsed();
-    assert!(gone >= Duration::from_secs(5) && gone < Duration::from_secs(6), "the finalizer is held 5 s: {gone:?}");
-    assert_eq!(rig.server.opened.lock().len(), 1, "not restarted");
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_daemon_is_restarted_after_its_own_backoff_not_the_handlers() {
-    let body = finalized();
-    let d = daemon(
-        "d",
-        pb::DaemonOptions { backoff_seconds: 2.0, initial_delay_seconds: 3.0, ..Default::default() },
-        pb::HandlerOptions { backoff_seconds: Some(60.0), ..Default::default() },
-    );
-    let rig = rig(body.clone(), vec![d], vec![]);
-    let closed = rig.server.closed.clone();
-    rig.server.daemons.lock().insert(
-        "d".into(),
-        Box::new(
-            move |n| if n < 2 { Ok(exiting_daemon(pb::Outcome::TemporaryError, "crashed")) } else { Ok(open_daemon("d", closed.clone())) },
-        ),
-    );
-    let start = Instant::now();
-    rig.router.deliver(Seen::Upsert(body));
-    rig.until("the third start", Duration::from_secs(30), |r| r.server.opened.lock().len() == 3).await;
-    let secs: Vec<u64> = FakeServer::times(&rig.server.opened.lock(), "d").iter().map(|t| t.duration_since(start).as_secs()).collect();
-    assert_eq!(secs, [3, 5, 7], "after its initial delay, then every 2 s");
-    assert_eq!(rig.logged("Daemon 'd' failed temporarily: crashed; will be restarted in 2s."), 2);
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_daemon_that_exits_for_good_stays_stopped() {
-    let body = finalized();
-    let d = daemon("d", Default::default(), Default::default());
-    let rig = rig(body.clone(), vec![d], vec![]);
-    rig.server.daemons.lock().insert("d".into(), Box::new(|_| Ok(exiting_daemon(pb::Outcome::PermanentError, "done for good"))));
-    rig.router.deliver(Seen::Upsert(body));
-    rig.until("the daemon exits", Duration::from_secs(5), |r| r.logged("Daemon 'd' has exited: done for good") == 1).await;
-    tokio::time::sleep(Duration::from_secs(600)).await;
-    assert_eq!(rig.server.opened.lock().len(), 1);
-}
-
-/// Daemons of two objects, one with a cancellation timeout of 5 s and one without: when both
-/// objects are given away (shards), both streams are cancelled at once, and the handover waits
-/// (`Authority::settled`) for the one that may still be winding down, 5 s, and no longer.
-#[tokio::test(start_paused = true)]
-async fn a_daemon_given_away_is_cancelled_at_once_and_holds_the_handover_for_its_cancellation_timeout() {
-    for (timeout, held) in [(5.0, Duration::from_secs(5)), (0.0, Duration::ZERO)] {
-        let body = finalized();
-        let d = daemon("d", pb::DaemonOptions { cancellation_timeout_seconds: timeout, ..Default::default() }, Default::default());
-        let rig = rig(body.clone(), vec![d], vec![]);
-        let closed = rig.server.closed.clone();
-        rig.server.daemons.lock().insert("d".into(), Box::new(move |_| Ok(open_daemon("d", closed.clone()))));
-        rig.router.deliver(Seen::Upsert(body));
-        rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
-        let authority = rig.ctx.authority.clone();
-        assert_eq!(authority.in_flight(), 1, "the running daemon holds a turn");
-
-        authority.set_ownership(crate::coordination::Ownership::Nothing);
-        let given = Instant::now();
-        assert_eq!(rig.router.background().stop_unowned(&authority), 1);
-        authority.settled().await;
-        assert_eq!(given.elapsed(), held, "cancellation timeout {timeout}");
-        assert_eq!(authority.in_flight(), 0);
-        let closed = FakeServer::times(&rig.server.closed.lock(), "d");
-        assert_eq!(closed.len(), 1);
-        assert!(closed[0] - given < Duration::from_millis(10), "cancelled at once, not after {:?}", closed[0] - given);
-    }
 }
 
 // Activities.

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bosun_proto::v1 as pb;
+use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use http::Method;
 use parking_lot::Mutex;
@@ -128,6 +129,9 @@ pub type DaemonScript = Box<dyn Fn(usize) -> Result<DaemonStream, CallFailure> +
 /// Answers an activity, by attempt number.
 pub type ActivityScript = Box<dyn Fn(usize) -> Result<pb::ActivityResponse, CallFailure> + Send + Sync>;
 
+/// Answers StopDaemon.
+pub type StopScript = Box<dyn Fn(&pb::StopDaemonRequest) -> Result<pb::StopDaemonResponse, CallFailure> + Send + Sync>;
+
 /// A handler server whose answers are scripted per handler id and call number.
 pub struct FakeServer {
     pub scripts: HashMap<String, Script>,
@@ -136,6 +140,10 @@ pub struct FakeServer {
     /// How long a handler takes (by handler id).
     pub slow: Mutex<HashMap<String, Duration>>,
     pub daemons: Mutex<HashMap<String, DaemonScript>>,
+    /// StopDaemon's answers, by handler id (none: UNIMPLEMENTED, as a server without it).
+    pub stops: Mutex<HashMap<String, StopScript>>,
+    /// Every StopDaemon request, and when it came.
+    pub stop_requests: Mutex<Vec<(pb::StopDaemonRequest, Instant)>>,
     pub activities: Mutex<HashMap<String, ActivityScript>>,
     /// Every call: the handler id and the object on the API server when it was called.
     pub calls: Mutex<Vec<(String, Value)>>,
@@ -187,16 +195,55 @@ pub fn open_daemon(id: &str, closed: Arc<Mutex<Vec<(String, Instant)>>>) -> Daem
     }))
 }
 
-/// A daemon stream that ends at once with this exit.
-pub fn exiting_daemon(outcome: pb::Outcome, message: &str) -> DaemonStream {
-    let exit = pb::DaemonMessage {
+/// A daemon's exit message.
+pub fn exit(outcome: pb::Outcome, message: &str) -> pb::DaemonMessage {
+    pb::DaemonMessage {
         message: Some(pb::daemon_message::Message::Exit(pb::DaemonExit {
             outcome: outcome as i32,
             message: message.into(),
             ..Default::default()
         })),
-    };
-    Box::pin(futures::stream::iter([Ok(exit)]))
+    }
+}
+
+/// A daemon stream that ends at once with this exit.
+pub fn exiting_daemon(outcome: pb::Outcome, message: &str) -> DaemonStream {
+    Box::pin(futures::stream::iter([Ok(exit(outcome, message))]))
+}
+
+/// A daemon stream that runs until `stopped` says so, then winds down for `takes`: it logs
+/// `cleaning up` and exits with success (or, with `takes` `None`, never ends); its end (or its
+/// cancellation) is noted in `closed`.
+pub fn stoppable_daemon(
+    id: &str,
+    closed: Arc<Mutex<Vec<(String, Instant)>>>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+    takes: Option<Duration>,
+) -> DaemonStream {
+    let rest = open_daemon(id, closed);
+    let wind_down = futures::stream::once(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+        match takes {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+        let line = pb::LogLine { level: pb::log_line::Level::Info as i32, message: "cleaning up".into() };
+        futures::stream::iter([
+            Ok(pb::DaemonMessage { message: Some(pb::daemon_message::Message::Log(line)) }),
+            Ok(exit(pb::Outcome::Success, "")),
+        ])
+    })
+    .flatten();
+    // The guard in `rest` is dropped with the stream, after its exit or when cancelled.
+    Box::pin(futures::StreamExt::chain(wind_down, rest))
+}
+
+/// A StopDaemon that says the daemon is stopping and tells its stream through `stopped`.
+pub fn stopping(stopped: tokio::sync::watch::Sender<bool>) -> StopScript {
+    Box::new(move |_| {
+        stopped.send_replace(true);
+        Ok(pb::StopDaemonResponse { stopping: true })
+    })
 }
 
 impl HandlerClient for FakeServer {
@@ -241,6 +288,16 @@ impl HandlerClient for FakeServer {
 
     fn admit(&self, _req: pb::AdmitRequest, _d: Duration) -> BoxFuture<'_, Result<pb::AdmitResponse, CallFailure>> {
         Box::pin(async { Err(CallFailure::Unreachable("the fake server reviews nothing".into())) })
+    }
+
+    fn stop_daemon(&self, req: pb::StopDaemonRequest, _d: Duration) -> BoxFuture<'_, Result<pb::StopDaemonResponse, CallFailure>> {
+        Box::pin(async move {
+            self.stop_requests.lock().push((req.clone(), Instant::now()));
+            match self.stops.lock().get(&req.handler_id) {
+                Some(script) => script(&req),
+                None => Err(CallFailure::Failed { code: tonic::Code::Unimplemented, message: String::new() }),
+            }
+        })
     }
 
     fn activity(&self, req: pb::ActivityRequest, _d: Duration) -> BoxFuture<'_, Result<pb::ActivityResponse, CallFailure>> {
@@ -320,6 +377,8 @@ pub fn rig_posting(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str,
         meanwhile: Mutex::default(),
         slow: Mutex::default(),
         daemons: Mutex::default(),
+        stops: Mutex::default(),
+        stop_requests: Mutex::default(),
         activities: Mutex::default(),
         sent: Mutex::default(),
         opened: Mutex::default(),

@@ -339,14 +339,33 @@ fn a_finished_deletion_releases_the_finalizer_unless_a_daemon_still_winds_down()
     let world = World::new(&[("d", pb::HandlerKind::Delete)]);
     let b = body(json!({}), true, true, Some(json!({"spec": {}})), json!({}));
     let later = now() + chrono::Duration::seconds(30);
-    for (hold, finalizer, next) in [(None, Some(false), Next::Idle), (Some(later), None, Next::WakeAt(later))] {
-        let mut cycle = handle(&world, &b);
-        let inv = cycle.next_call().unwrap();
-        cycle.absorb(&world.subject(), &b, &inv, Ok(success()));
-        let (writes, got) = cycle.conclude(&world.subject(), &b, hold);
-        assert_eq!((writes.finalizer, got), (finalizer, next), "hold {hold:?}");
+    const PROCESSED: &str = "Deletion is processed: 1 succeeded; 0 failed.";
+    let released = |cycle: &mut Cycle, b: &Value| {
+        let (writes, next) = cycle.conclude(&world.subject(), b, None);
+        assert_eq!((writes.finalizer, next), (Some(false), Next::Idle));
         assert!(writes.status.as_object().unwrap().is_empty(), "no state written on an object about to go: {}", writes.status);
-    }
+        assert!(cycle.take_lines().iter().any(|l| l.text == PROCESSED));
+    };
+
+    let mut cycle = handle(&world, &b);
+    let inv = cycle.next_call().unwrap();
+    cycle.absorb(&world.subject(), &b, &inv, Ok(success()));
+    released(&mut cycle, &b);
+
+    // Held: the finalizer stays, and so does the delete handler's record, so that the cycle
+    // after the daemon's end does not call it again; it is processed only then.
+    let mut cycle = handle(&world, &b);
+    let inv = cycle.next_call().unwrap();
+    cycle.absorb(&world.subject(), &b, &inv, Ok(success()));
+    let (writes, next) = cycle.conclude(&world.subject(), &b, Some(later));
+    assert_eq!((writes.finalizer, next), (None, Next::WakeAt(later)));
+    assert_eq!(writes.status["status"]["bosun.dev"]["progress"]["d"]["success"], json!(true), "{}", writes.status);
+    assert!(!cycle.take_lines().iter().any(|l| l.text == PROCESSED));
+    let mut held = b.clone();
+    json_patch::merge(&mut held, &writes.status);
+    let mut cycle = handle(&world, &held);
+    assert_eq!(cycle.next_call(), None, "the delete handler is not called again");
+    released(&mut cycle, &held);
 }
 
 #[test]

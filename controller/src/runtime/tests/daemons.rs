@@ -1,0 +1,257 @@
+//! Daemons on the paused clock: started once the finalizer is on, restarted after their own
+//! backoff, and, when stopped, asked to stop (StopDaemon) and seen to their end — the object's
+//! finalizer and a handover held meanwhile, never two instances of one daemon — or cancelled
+//! at once by a server without StopDaemon, as before it.
+
+use std::time::Duration;
+
+use bosun_proto::v1 as pb;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::rig::*;
+use crate::cluster::watching::Seen;
+
+/// Deletes the object on the API server and tells the router, as its watch event would.
+fn delete(rig: &Rig) -> Instant {
+    let deleting = rig.change(|o| o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z"));
+    rig.router.deliver(Seen::Upsert(deleting));
+    Instant::now()
+}
+
+/// A rig whose daemon `d` stops when asked to (StopDaemon says it is stopping), winding down
+/// for `takes` (`None`: never ends), with a delete handler `del` beside it.
+fn stoppable(options: pb::DaemonOptions, takes: Option<Duration>) -> Rig {
+    let body = finalized();
+    let d = daemon("d", options, Default::default());
+    let del = handler("del", pb::HandlerKind::Delete, Default::default());
+    let rig = rig(body.clone(), vec![d, del], vec![("del", Box::new(|_, _| ok()))]);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let closed = rig.server.closed.clone();
+    rig.server.daemons.lock().insert("d".into(), Box::new(move |_| Ok(stoppable_daemon("d", closed.clone(), stop_rx.clone(), takes))));
+    rig.server.stops.lock().insert("d".into(), stopping(stop_tx));
+    rig.router.deliver(Seen::Upsert(body));
+    rig
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deleted_objects_daemon_is_asked_to_stop_and_holds_the_finalizer_until_it_exits() {
+    let rig = stoppable(Default::default(), Some(Duration::from_secs(3)));
+    rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+    let deleted = delete(&rig);
+    rig.until("the object is gone", Duration::from_secs(30), |r| r.api.object.lock().is_none()).await;
+    let gone = deleted.elapsed();
+    assert!(gone >= Duration::from_secs(3) && gone < Duration::from_millis(3500), "held until the exit, no longer: {gone:?}");
+
+    let requests = rig.server.stop_requests.lock().clone();
+    assert_eq!(requests.len(), 1);
+    let (req, asked) = &requests[0];
+    assert_eq!((req.handler_id.as_str(), req.uid.as_str()), ("d", "u1"));
+    assert!(*asked - deleted < Duration::from_millis(10), "asked at once");
+    let closed = FakeServer::times(&rig.server.closed.lock(), "d");
+    assert!(closed.len() == 1 && closed[0] - deleted >= Duration::from_secs(3), "the stream is read to its exit: {closed:?}");
+    for line in [
+        "DEBUG [ns/obj] Daemon 'd' is signalled to exit gracefully.",
+        "INFO [ns/obj] cleaning up",
+        "INFO [ns/obj] Daemon 'd' succeeded.",
+        "DEBUG [ns/obj] Daemon 'd' has exited on request and will not be retried or restarted.",
+        "INFO [ns/obj] Deletion is processed: 1 succeeded; 0 failed.",
+    ] {
+        assert_eq!(rig.logged(line), 1, "{line}: {:#?}", rig.lines.lock());
+    }
+    assert_eq!(rig.server.count("del"), 1, "the delete handler is called once, not again after the daemon's end");
+    assert_eq!(rig.server.opened.lock().len(), 1, "not restarted");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_daemon_that_does_not_exit_in_its_cancellation_timeout_is_left_orphaned() {
+    let rig = stoppable(pb::DaemonOptions { cancellation_timeout_seconds: 5.0, ..Default::default() }, None);
+    rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+    let deleted = delete(&rig);
+    rig.until("the object is gone", Duration::from_secs(30), |r| r.api.object.lock().is_none()).await;
+    let gone = deleted.elapsed();
+    assert!(gone >= Duration::from_secs(5) && gone < Duration::from_millis(5500), "held for the timeout: {gone:?}");
+    let closed = FakeServer::times(&rig.server.closed.lock(), "d");
+    assert!(closed.len() == 1 && closed[0] - deleted >= Duration::from_secs(5), "cancelled only then: {closed:?}");
+    assert_eq!(rig.logged("WARNING [ns/obj] Daemon 'd' did not exit in time. Leaving it orphaned."), 1, "{:#?}", rig.lines.lock());
+    assert_eq!(rig.logged("Daemon 'd' succeeded."), 0);
+}
+
+/// A server without StopDaemon (UNIMPLEMENTED), or with no such daemon running (`stopping:
+/// false`), gets the cancellation at once, and the finalizer is held for the daemon's
+/// cancellation timeout, as before StopDaemon.
+#[tokio::test(start_paused = true)]
+async fn a_deleted_objects_daemon_is_cancelled_at_once_by_a_server_that_does_not_stop_it_and_holds_the_finalizer_for_its_timeout() {
+    for stops in [false, true] {
+        let body = finalized();
+        let d = daemon("d", pb::DaemonOptions { cancellation_timeout_seconds: 5.0, ..Default::default() }, Default::default());
+        let rig = rig(body.clone(), vec![d], vec![]);
+        let closed = rig.server.closed.clone();
+        rig.server.daemons.lock().insert("d".into(), Box::new(move |_| Ok(open_daemon("d", closed.clone()))));
+        if stops {
+            rig.server.stops.lock().insert("d".into(), Box::new(|_| Ok(pb::StopDaemonResponse { stopping: false })));
+        }
+        rig.router.deliver(Seen::Upsert(body));
+        rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(rig.server.closed.lock().is_empty(), "it runs while the object lives");
+
+        let deleted = delete(&rig);
+        rig.until("the stream is cancelled", Duration::from_secs(1), |r| !r.server.closed.lock().is_empty()).await;
+        let closed = FakeServer::times(&rig.server.closed.lock(), "d");
+        assert!(closed[0] - deleted < Duration::from_millis(10), "at once: {:?}", closed[0] - deleted);
+        rig.until("the object is gone", Duration::from_secs(30), |r| r.api.object.lock().is_none()).await;
+        let gone = deleted.elapsed();
+        assert!(gone >= Duration::from_secs(5) && gone < Duration::from_secs(6), "the finalizer is held 5 s: {gone:?}");
+        assert_eq!(rig.server.opened.lock().len(), 1, "not restarted");
+        assert_eq!(rig.server.stop_requests.lock().len(), 1, "asked first");
+        assert_eq!(rig.logged("DEBUG [ns/obj] Daemon 'd' is cancelled ("), 1, "{:#?}", rig.lines.lock());
+        assert_eq!(rig.logged("signalled to exit gracefully"), 0);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_daemon_that_stops_matching_is_not_started_again_before_its_stopped_instance_ended() {
+    let body = object(json!({"metadata": {"finalizers": ["bosun.dev/finalizer"], "labels": {"run": "yes"}}}));
+    let equals = pb::ValueFilter { check: Some(pb::value_filter::Check::Equals(b"\"yes\"".to_vec())) };
+    let d = handler_with("d", pb::HandlerKind::Daemon, Default::default(), |s| {
+        s.daemon = Some(Default::default());
+        s.filters = Some(pb::Filters { labels: [("run".to_string(), equals)].into(), ..Default::default() });
+    });
+    let rig = rig(body.clone(), vec![d], vec![]);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let closed = rig.server.closed.clone();
+    let takes = Some(Duration::from_secs(3));
+    rig.server.daemons.lock().insert("d".into(), Box::new(move |_| Ok(stoppable_daemon("d", closed.clone(), stop_rx.clone(), takes))));
+    rig.server.stops.lock().insert("d".into(), stopping(stop_tx.clone()));
+    rig.router.deliver(Seen::Upsert(body));
+    rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+
+    let unmatched = rig.change(|o| o["metadata"]["labels"]["run"] = json!("no"));
+    let stopped = Instant::now();
+    rig.router.deliver(Seen::Upsert(unmatched));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Matching again while the first instance winds down: the second waits for its end.
+    stop_tx.send_replace(false);
+    let matched = rig.change(|o| o["metadata"]["labels"]["run"] = json!("yes"));
+    rig.router.deliver(Seen::Upsert(matched));
+    rig.until("the daemon runs again", Duration::from_secs(10), |r| r.server.opened.lock().len() == 2).await;
+    let opened = FakeServer::times(&rig.server.opened.lock(), "d");
+    let closed = FakeServer::times(&rig.server.closed.lock(), "d");
+    assert_eq!(closed.len(), 1);
+    assert!(closed[0] - stopped >= Duration::from_secs(3), "the first ran its wind-down: {:?}", closed[0] - stopped);
+    assert!(
+        opened[1] >= closed[0],
+        "never two instances: opened again {:?} after the stop, ended {:?}",
+        opened[1] - stopped,
+        closed[0] - stopped
+    );
+    assert!(opened[1] - closed[0] < Duration::from_millis(100), "started at the first's end: {:?}", opened[1] - closed[0]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_daemon_is_restarted_after_its_own_backoff_not_the_handlers() {
+    let body = finalized();
+    let d = daemon(
+        "d",
+        pb::DaemonOptions { backoff_seconds: 2.0, initial_delay_seconds: 3.0, ..Default::default() },
+        pb::HandlerOptions { backoff_seconds: Some(60.0), ..Default::default() },
+    );
+    let rig = rig(body.clone(), vec![d], vec![]);
+    let closed = rig.server.closed.clone();
+    rig.server.daemons.lock().insert(
+        "d".into(),
+        Box::new(
+            move |n| if n < 2 { Ok(exiting_daemon(pb::Outcome::TemporaryError, "crashed")) } else { Ok(open_daemon("d", closed.clone())) },
+        ),
+    );
+    let start = Instant::now();
+    rig.router.deliver(Seen::Upsert(body));
+    rig.until("the third start", Duration::from_secs(30), |r| r.server.opened.lock().len() == 3).await;
+    let secs: Vec<u64> = FakeServer::times(&rig.server.opened.lock(), "d").iter().map(|t| t.duration_since(start).as_secs()).collect();
+    assert_eq!(secs, [3, 5, 7], "after its initial delay, then every 2 s");
+    assert_eq!(rig.logged("Daemon 'd' failed temporarily: crashed; will be restarted in 2s."), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_daemon_that_exits_for_good_stays_stopped_and_says_how_in_kopfs_words() {
+    let cases = [
+        (pb::Outcome::PermanentError, "ERROR [ns/obj] Daemon 'd' failed permanently: done for good"),
+        (pb::Outcome::Success, "INFO [ns/obj] Daemon 'd' succeeded."),
+    ];
+    for (outcome, said) in cases {
+        let body = finalized();
+        let d = daemon("d", Default::default(), Default::default());
+        let rig = rig(body.clone(), vec![d], vec![]);
+        rig.server.daemons.lock().insert("d".into(), Box::new(move |_| Ok(exiting_daemon(outcome, "done for good"))));
+        rig.router.deliver(Seen::Upsert(body));
+        let own = "DEBUG [ns/obj] Daemon 'd' has exited on its own and will not be retried or restarted.";
+        rig.until("the daemon exits", Duration::from_secs(5), |r| r.logged(own) == 1).await;
+        assert_eq!(rig.logged(said), 1, "{outcome:?}: {:#?}", rig.lines.lock());
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        assert_eq!(rig.server.opened.lock().len(), 1);
+        assert!(rig.server.stop_requests.lock().is_empty(), "an ended daemon is not asked to stop");
+        // Its object's deletion is not held by it.
+        let deleted = delete(&rig);
+        rig.until("the object is gone", Duration::from_secs(5), |r| r.api.object.lock().is_none()).await;
+        assert!(deleted.elapsed() <= Duration::from_millis(100), "at the first look: {:?}", deleted.elapsed());
+    }
+}
+
+/// Daemons of two objects, one with a cancellation timeout of 5 s and one without, on a
+/// server without StopDaemon: when both objects are given away (shards), both streams are
+/// cancelled at once, and the handover waits (`Authority::settled`) for the one that may still
+/// be winding down, 5 s, and no longer.
+#[tokio::test(start_paused = true)]
+async fn a_daemon_given_away_is_cancelled_at_once_and_holds_the_handover_for_its_cancellation_timeout() {
+    for (timeout, held) in [(5.0, Duration::from_secs(5)), (0.0, Duration::ZERO)] {
+        let body = finalized();
+        let d = daemon("d", pb::DaemonOptions { cancellation_timeout_seconds: timeout, ..Default::default() }, Default::default());
+        let rig = rig(body.clone(), vec![d], vec![]);
+        let closed = rig.server.closed.clone();
+        rig.server.daemons.lock().insert("d".into(), Box::new(move |_| Ok(open_daemon("d", closed.clone()))));
+        rig.router.deliver(Seen::Upsert(body));
+        rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+        let authority = rig.ctx.authority.clone();
+        assert_eq!(authority.in_flight(), 1, "the running daemon holds a turn");
+
+        authority.set_ownership(crate::coordination::Ownership::Nothing);
+        let given = Instant::now();
+        assert_eq!(rig.router.background().stop_unowned(&authority, rig.ctx.clock.now()), 1);
+        authority.settled().await;
+        assert_eq!(given.elapsed(), held, "cancellation timeout {timeout}");
+        assert_eq!(authority.in_flight(), 0);
+        let closed = FakeServer::times(&rig.server.closed.lock(), "d");
+        assert_eq!(closed.len(), 1);
+        assert!(closed[0] - given < Duration::from_millis(10), "cancelled at once, not after {:?}", closed[0] - given);
+    }
+}
+
+/// A daemon given away whose server stops it: the handover waits for its end.
+#[tokio::test(start_paused = true)]
+async fn a_daemon_given_away_holds_the_handover_until_it_exits() {
+    let rig = stoppable(Default::default(), Some(Duration::from_secs(2)));
+    rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+    let authority = rig.ctx.authority.clone();
+    authority.set_ownership(crate::coordination::Ownership::Nothing);
+    let given = Instant::now();
+    assert_eq!(rig.router.background().stop_unowned(&authority, rig.ctx.clock.now()), 1);
+    authority.settled().await;
+    assert_eq!(given.elapsed(), Duration::from_secs(2), "until its exit");
+    assert_eq!(rig.logged("Daemon 'd' has exited on request and will not be retried or restarted."), 1);
+}
+
+/// When the controller stops, a daemon that takes as long as it needs is waited for within
+/// the stop's grace only.
+#[tokio::test(start_paused = true)]
+async fn at_the_controllers_stop_a_daemon_is_waited_for_within_the_grace() {
+    let rig = stoppable(Default::default(), None);
+    rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+    let stopped = Instant::now();
+    rig._stop.send_replace(true);
+    rig.until("the stream is cancelled", Duration::from_secs(30), |r| !r.server.closed.lock().is_empty()).await;
+    let closed = FakeServer::times(&rig.server.closed.lock(), "d");
+    assert_eq!(closed[0] - stopped, super::super::daemons::STOP_GRACE, "within the grace");
+    assert_eq!(rig.server.stop_requests.lock().len(), 1);
+    assert_eq!(rig.logged("Daemon 'd' did not exit in time. Leaving it orphaned."), 1);
+}
