@@ -245,7 +245,10 @@ CASES = [
                 "Activity 'startup_fn_retried' succeeded."],
          activities=["startup_fn_simple", "startup_fn_retried", "cleanup_fn"],
          at_exit=["Cleaning up...", "All pod-tasks are requested to stop..."]),
-    Case("14-daemons", then=daemons_14, lines=["Simulated failure."]),
+    # Deleting the object stops the daemons (StopDaemon) and waits for them: the sync one returns
+    # and succeeds, as in Kopf, before the object goes.
+    Case("14-daemons", then=daemons_14, lines=["Simulated failure."],
+         at_exit=[f"{OBJECT} Daemon 'background_sync' succeeded."]),
     Case("15-timers", lines=[f"{OBJECT} Ping from a sync timer: field='value'", f"{OBJECT} Ping from an async timer: field='value'"]),
     Case("16-indexing", then=indices_16),
     Case("17-admission", create_object=False, then=admission_17),
