@@ -254,7 +254,13 @@ async fn bosun_and_kopf_take_objects_over_from_each_other_without_handling_them_
         assert_eq!(bosun_calls(&server, "from-kopf", id), 0, "{id} is done already: {:#?}", controller.log());
     }
     assert_eq!(bosun_calls(&server, "from-kopf", "waits"), 1);
-    assert_eq!(controller.count("[default/done-by-kopf]"), 0, "nothing to do for it: {:#?}", controller.log());
+    // Nothing to do for it: only Kopf's debug line of the cause seen ("Resuming is in progress").
+    let about_it: Vec<String> = controller.log().into_iter().filter(|l| l.contains("[default/done-by-kopf]")).collect();
+    assert!(
+        about_it.iter().all(|l| l.starts_with("DEBUG [default/done-by-kopf] Resuming is in progress: ")),
+        "nothing to do for it: {:#?}",
+        controller.log()
+    );
     assert!(server.calls().iter().all(|c| !String::from_utf8_lossy(&c.object).contains("done-by-kopf")));
     assert_eq!(controller.count("[default/from-kopf] Creation is processed: "), 1);
     assert_eq!(controller.count("[default/from-kopf] Handler 'waits' succeeded."), 1);
