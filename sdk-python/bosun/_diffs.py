@@ -11,6 +11,19 @@ from typing import Any, Iterable, Iterator, NamedTuple, Sequence, Tuple, Union, 
 from ._bodies import FieldPath
 
 
+def _equal_as_sequences(self: Any, other: object) -> bool:
+    """Kopf's diffs compare equal to any sequence of the same items (a NamedTuple takes no
+    mixin, so both classes share these two functions)."""
+    if isinstance(other, Sequence) and not isinstance(other, str):
+        return tuple(self) == tuple(other)
+    return NotImplemented
+
+
+def _unequal_as_sequences(self: Any, other: object) -> bool:
+    equal = _equal_as_sequences(self, other)
+    return equal if equal is NotImplemented else not equal
+
+
 class DiffOperation(str, enum.Enum):
     """What happened to a field (Kopf's `kopf.DiffOperation`): equal to `'add'`, `'change'`,
     `'remove'`."""
@@ -38,14 +51,8 @@ class DiffItem(NamedTuple):
     def __repr__(self) -> str:
         return repr(tuple(self))
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str):
-            return tuple(self) == tuple(other)
-        return NotImplemented
-
-    def __ne__(self, other: object) -> bool:
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
+    __eq__ = _equal_as_sequences
+    __ne__ = _unequal_as_sequences
 
     def __hash__(self) -> int:
         return hash(tuple(self))
@@ -83,11 +90,5 @@ class Diff(Sequence[DiffItem]):
     def __repr__(self) -> str:
         return repr(self._items)
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence) and not isinstance(other, str):
-            return tuple(self) == tuple(other)
-        return NotImplemented
-
-    def __ne__(self, other: object) -> bool:
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
+    __eq__ = _equal_as_sequences
+    __ne__ = _unequal_as_sequences

@@ -57,14 +57,11 @@ class AnnotationsProgressStorage(_Prefixed, ProgressStorage):
         self.touch_key = touch_key
 
 
-class StatusProgressStorage(ProgressStorage):
-    """Progress in the status, under `field` (`status.kopf.progress`)."""
+class _InStatus:
+    """A storage under a status field whose `{name}` is the storage's name."""
 
-    def __init__(self, *, name: str = "kopf", field: FieldSpec = "status.{name}.progress",
-                 touch_field: FieldSpec = "status.{name}.dummy") -> None:
-        self._name = name
-        self._field = _named_field(field, name)
-        self._touch_field = _named_field(touch_field, name)
+    _name: str
+    _field: FieldPath
 
     @property
     def field(self) -> FieldPath:
@@ -73,6 +70,17 @@ class StatusProgressStorage(ProgressStorage):
     @field.setter
     def field(self, field: FieldSpec) -> None:
         self._field = _named_field(field, self._name)
+
+
+class StatusProgressStorage(_InStatus, ProgressStorage):
+    """Progress in the status, under `field` (`status.kopf.progress`)."""
+
+    def __init__(self, *, name: str = "kopf", field: FieldSpec = "status.{name}.progress",
+                 touch_field: FieldSpec = "status.{name}.dummy") -> None:
+        self._name = name
+        self._field = _named_field(field, name)
+        self._touch_field = _named_field(touch_field, name)
+
 
     @property
     def touch_field(self) -> FieldPath:
@@ -126,7 +134,7 @@ class AnnotationsDiffBaseStorage(_Prefixed, DiffBaseStorage):
         self.key = key
 
 
-class StatusDiffBaseStorage(DiffBaseStorage):
+class StatusDiffBaseStorage(_InStatus, DiffBaseStorage):
     """The last handled configuration in the status, under `field`."""
 
     def __init__(self, *, name: str = "kopf", field: FieldSpec = "status.{name}.last-handled-configuration",
@@ -134,14 +142,6 @@ class StatusDiffBaseStorage(DiffBaseStorage):
         super().__init__(ignored_fields=ignored_fields)
         self._name = name
         self._field = _named_field(field, name)
-
-    @property
-    def field(self) -> FieldPath:
-        return self._field
-
-    @field.setter
-    def field(self, field: FieldSpec) -> None:
-        self._field = _named_field(field, self._name)
 
 
 class MultiDiffBaseStorage(DiffBaseStorage):
