@@ -6,7 +6,7 @@ import pytest
 import bosun
 from bosun.v1 import handler_pb2 as pb
 
-from conftest import request
+from sdk_support import request
 
 RED = lambda spec, **_: spec.get("colour") == "red"  # noqa: E731
 BIG = lambda spec, **_: spec.get("size", 0) > 10  # noqa: E731

@@ -11,7 +11,7 @@ import bosun
 from bosun import _index
 from bosun.v1 import handler_pb2 as pb
 
-from conftest import request
+from sdk_support import request
 
 
 def test_results_are_merged_per_key_and_replaced_per_object():

@@ -14,7 +14,7 @@ import pytest
 
 import bosun
 from bosun.v1 import handler_pb2 as pb
-from conftest import request
+from sdk_support import request
 
 
 def test_one_function_stacked_for_several_causes_is_called_for_each_by_its_key(registry, serve):

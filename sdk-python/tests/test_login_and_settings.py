@@ -16,7 +16,7 @@ import pytest
 import bosun
 from bosun import _login, _settings, _settings_env
 from bosun.v1 import handler_pb2 as pb
-from conftest import request
+from sdk_support import request
 
 KUBECONFIG = textwrap.dedent("""\
     apiVersion: v1

@@ -9,7 +9,7 @@ import bosun
 from bosun import _context, _settings
 from bosun.v1 import handler_pb2 as pb
 
-from conftest import request
+from sdk_support import request
 
 BODY = {"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "kex1", "namespace": "ns", "uid": "u1"}}
 OTHER = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns", "uid": "u2"}}

@@ -9,7 +9,7 @@ import re
 
 import bosun
 from bosun.v1 import handler_pb2 as pb
-from conftest import request
+from sdk_support import request
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 

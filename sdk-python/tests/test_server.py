@@ -12,7 +12,7 @@ import pytest
 
 import bosun
 from bosun.v1 import handler_pb2 as pb
-from conftest import request
+from sdk_support import request
 
 
 def test_describe_lists_the_handlers_in_order(registry, serve):

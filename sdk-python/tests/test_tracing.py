@@ -23,7 +23,7 @@ import bosun
 import bosun.testing
 from bosun import _tracing
 from bosun.v1 import handler_pb2 as pb
-from conftest import request
+from sdk_support import request
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TRACE = "0af7651916cd43dd8448eb211c80319c"

@@ -11,7 +11,7 @@ from bosun import _kwargs, _patches
 from bosun._server import _diff, _resource
 from bosun.v1 import handler_pb2 as pb
 
-from conftest import request
+from sdk_support import request
 
 BODY = {
     "apiVersion": "kopf.dev/v1", "kind": "KopfExample",
