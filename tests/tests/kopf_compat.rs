@@ -301,8 +301,11 @@ async fn bosun_and_kopf_take_objects_over_from_each_other_without_handling_them_
 
     // Kopf takes `from-bosun` back and only finishes `waits`.
     let kopf = Kopf::start(&python, dir.path(), "second", true);
+    // Kopf writes the object (annotations) and then its status (results) in two patches: both are awaited.
     let finished = wait_obj(&client, "from-bosun", "Kopf to finish the creation", |o| {
-        o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].is_string() && progress_keys(o).is_empty()
+        o["metadata"]["annotations"]["kopf.zalando.org/last-handled-configuration"].is_string()
+            && progress_keys(o).is_empty()
+            && o["status"]["waits"].is_object()
     })
     .await;
     assert_eq!(kopf_calls(dir.path(), "from-bosun"), vec!["waits"], "Kopf re-ran nothing Bosun did: {}", kopf.log());
