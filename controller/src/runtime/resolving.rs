@@ -23,6 +23,9 @@ use bosun_proto::v1 as pb;
 /// A resource as the API server serves it: (group, version, plural).
 pub(super) type ResourceKey = (String, String, String);
 
+/// A spelling that resolved in the background, with the resource it names.
+pub(super) type Found = (Normalized, ResolvedResource);
+
 /// The key of a resolved resource.
 pub(super) fn key_of(r: &ResolvedResource) -> ResourceKey {
     (r.group.clone(), r.version.clone(), r.plural.clone())
@@ -116,7 +119,7 @@ impl Resolver {
         spelling: Normalized,
         sel: pb::ResourceSelector,
         log: Logger,
-        found: mpsc::UnboundedSender<(Normalized, ResolvedResource)>,
+        found: mpsc::UnboundedSender<Found>,
     ) -> Resolver {
         Resolver(tokio::spawn(async move {
             let mut delay = Duration::from_secs(1);

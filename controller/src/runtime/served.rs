@@ -13,7 +13,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::task::TaskTracker;
 
 use super::context::{Clock, ResourceContext};
-use super::resolving::{self, Group, Resolver, ResourceKey};
+use super::resolving::{self, Found, Group, Resolver, ResourceKey};
 use super::worker::Router;
 use super::{GRACE, indexing, namespaces, spies};
 use crate::Namespaces;
@@ -87,7 +87,7 @@ pub(super) struct Served {
     resolved: HashMap<Normalized, ResolvedResource>,
     /// The spellings still looked up in the background.
     resolving: HashMap<Normalized, (pb::ResourceSelector, Resolver)>,
-    found: (mpsc::UnboundedSender<(Normalized, ResolvedResource)>, mpsc::UnboundedReceiver<(Normalized, ResolvedResource)>),
+    found: (mpsc::UnboundedSender<Found>, mpsc::UnboundedReceiver<Found>),
     /// What the last `apply` was given: the handlers join their resource again with it when a
     /// spelling resolves.
     last: (Vec<Handler>, Vec<pb::DescribeResponse>),
@@ -161,7 +161,7 @@ impl Served {
     }
 
     /// The next spelling that resolved in the background.
-    pub(super) async fn found(&mut self) -> (Normalized, ResolvedResource) {
+    pub(super) async fn found(&mut self) -> Found {
         self.found.1.recv().await.expect("`Served` keeps a sender")
     }
 
@@ -169,7 +169,7 @@ impl Served {
     /// its resource. The other spellings still pending are tried at once too: the CRD that
     /// came may be what they wait for as well, and their handlers must join their resource
     /// together, not serve it one spelling at a time.
-    pub(super) async fn resolved(&mut self, (spelling, resource): (Normalized, ResolvedResource)) {
+    pub(super) async fn resolved(&mut self, (spelling, resource): Found) {
         if self.resolving.remove(&spelling).is_none() {
             return; // No handler spells it this way any more.
         }
