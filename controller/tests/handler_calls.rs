@@ -97,7 +97,14 @@ async fn a_server_that_exits_during_the_call_costs_the_handler_an_attempt_and_on
     assert!(matches!(failure.answer(), Answer::Broken(_)), "the handler's unexpected error: {failure:?}");
     assert!(failure.to_string().starts_with("the connection to the handler server was lost during the call ("), "{failure}");
 
-    // Nobody listens there now: nothing can have run.
+    // Nobody listens there now: nothing can have run. (The runtime drops its listener a
+    // moment after the connections, which a dying process's kernel closes all at once.)
+    let port = server.addr.trim_start_matches("http://").to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(&port).is_ok() {
+        assert!(std::time::Instant::now() < deadline, "the dead server's port still accepts connections");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let failure = client.handle(request("hang_fn"), Duration::from_secs(60)).await.unwrap_err();
     assert!(matches!(failure, CallFailure::Unreachable(_)), "{failure:?}");
     assert!(matches!(failure.answer(), Answer::Unreachable(_)));
