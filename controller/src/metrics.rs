@@ -37,7 +37,8 @@ pub struct HandlerLabels {
     /// The handler's id.
     pub handler: String,
     /// `success`, `temporary_error`, `permanent_error`, `unexpected_error`, `skipped`, or how
-    /// the call failed: `timeout`, `unreachable`, `failed` (the server answered a gRPC error).
+    /// the call failed: `timeout`, `unreachable`, `lost` (the connection went during the call),
+    /// `failed` (the server answered a gRPC error).
     pub outcome: &'static str,
 }
 

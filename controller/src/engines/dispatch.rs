@@ -1,5 +1,10 @@
 //! Dispatch to handler servers: one gRPC channel per server (HTTP/2, multiplexed, so the
 //! number of connections stays bounded whatever the backlog), health waiting, deadlines.
+//!
+//! A call's deadline runs from when its request goes out on a connection (tonic's own
+//! `grpc-timeout` enforcement), not while the connection is being made: a call that could
+//! not connect is "unreachable" (nothing ran), one that connected and then ran out of time
+//! is a timeout (it may have run). Connecting has a bound of its own, [`CONNECT_TIMEOUT`].
 
 use std::time::Duration;
 
@@ -11,8 +16,13 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use crate::logs::Logger;
-use crate::state::outcomes::Answer;
 use futures::future::BoxFuture;
+
+pub use super::failures::{CallFailure, classify, code_name};
+pub use super::outages::{Outages, Revival};
+
+/// How long making a TCP connection to a handler server may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A failure to talk to a handler server.
 #[derive(Debug, thiserror::Error)]
@@ -35,70 +45,6 @@ pub enum Error {
         #[source]
         status: tonic::Status,
     },
-}
-
-/// How a call to a handler server failed without an answer from the handler.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CallFailure {
-    /// The server could not be reached (connection refused or lost, `UNAVAILABLE`): nothing
-    /// ran; the call is retried once the server is back.
-    Unreachable(String),
-    /// The handler did not answer within its deadline (`call_timeout_seconds`): the handler's
-    /// unexpected error, so its retries and timeout apply.
-    TimedOut(Duration),
-    /// The server answered with a gRPC error (what Python and Go servers answer for an
-    /// uncaught exception): the handler's unexpected error.
-    Failed {
-        /// The gRPC status code.
-        code: tonic::Code,
-        /// Its message.
-        message: String,
-    },
-}
-
-impl std::fmt::Display for CallFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CallFailure::Unreachable(why) => write!(f, "the handler server is unreachable ({why})"),
-            CallFailure::TimedOut(d) => write!(f, "did not answer in {}", crate::engines::human(*d)),
-            CallFailure::Failed { code, message } if message.is_empty() => write!(f, "failed with {}", code_name(*code)),
-            CallFailure::Failed { code, message } => write!(f, "failed with {}: {message}", code_name(*code)),
-        }
-    }
-}
-
-impl CallFailure {
-    /// What the failure means for the handler.
-    pub fn answer(&self) -> Answer {
-        match self {
-            CallFailure::Unreachable(_) => Answer::Unreachable(self.to_string()),
-            _ => Answer::Broken(self.to_string()),
-        }
-    }
-}
-
-/// A gRPC status code as the gRPC docs spell it (`UNKNOWN`, `DEADLINE_EXCEEDED`).
-pub fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code;
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
 }
 
 /// A daemon's stream of messages.
@@ -126,62 +72,8 @@ pub trait HandlerClient: Send + Sync {
     }
 }
 
-/// Which handler servers are down, so that an outage is logged once per server (with how
-/// many objects it held up), not once per object and retry; and a signal that wakes the
-/// objects waiting for a server the moment it is back.
-#[derive(Debug)]
-pub struct Outages {
-    down: parking_lot::Mutex<std::collections::HashMap<String, std::collections::HashSet<String>>>,
-    revivals: tokio::sync::watch::Sender<u64>,
-}
-
-impl Default for Outages {
-    fn default() -> Outages {
-        Outages { down: Default::default(), revivals: tokio::sync::watch::Sender::new(0) }
-    }
-}
-
-impl Outages {
-    /// Notes that `object` could not reach `addr`; `true` when this starts an outage.
-    pub fn down(&self, addr: &str, object: &str) -> bool {
-        let mut down = self.down.lock();
-        let starts = !down.contains_key(addr);
-        down.entry(addr.to_string()).or_default().insert(object.to_string());
-        if starts {
-            server_up(addr, false);
-        }
-        starts
-    }
-
-    /// Notes that the connection to `addr` is lost, before any object noticed.
-    pub fn lost(&self, addr: &str) {
-        self.down.lock().entry(addr.to_string()).or_default();
-        server_up(addr, false);
-    }
-
-    /// Notes that `addr` answered; `Some(n)` when this ends an outage that held up `n`
-    /// objects, which are woken.
-    pub fn up(&self, addr: &str) -> Option<usize> {
-        let mut down = self.down.lock();
-        if down.is_empty() {
-            return None;
-        }
-        let ended = down.remove(addr).map(|objects| objects.len());
-        if ended.is_some() {
-            self.revivals.send_modify(|n| *n += 1);
-            server_up(addr, true);
-        }
-        ended
-    }
-
-    /// Changes each time an outage ends: objects that wait for a server wait on it too.
-    pub fn revivals(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.revivals.subscribe()
-    }
-}
-
 /// Sets `bosun_handler_server_up` of `addr`.
-fn server_up(addr: &str, up: bool) {
+pub(crate) fn server_up(addr: &str, up: bool) {
     crate::metrics::global().server_up.get_or_create(&crate::metrics::ServerLabels { server: addr.to_string() }).set(i64::from(up));
 }
 
@@ -209,7 +101,10 @@ fn endpoint(addr: &str, connections: std::sync::Arc<tokio::sync::watch::Sender<u
         return Ok(ep.connect_with_connector_lazy(tower::service_fn(move |_: http::Uri| {
             let (path, opened) = (path.clone(), opened.clone());
             async move {
-                let stream = tokio::net::UnixStream::connect(path).await?;
+                let connect = tokio::net::UnixStream::connect(path);
+                let stream = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+                    .await
+                    .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connecting timed out"))??;
                 opened();
                 Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
             }
@@ -222,12 +117,17 @@ fn endpoint(addr: &str, connections: std::sync::Arc<tokio::sync::watch::Sender<u
         return Err(Error::BadAddress(addr.into()));
     }
     let ep = Endpoint::from_shared(addr.to_string()).map_err(|_| Error::BadAddress(addr.into()))?;
-    let ep = ep.connect_timeout(Duration::from_secs(5)).http2_keep_alive_interval(Duration::from_secs(30)).keep_alive_while_idle(true);
+    let ep = ep.http2_keep_alive_interval(Duration::from_secs(30)).keep_alive_while_idle(true);
+    // The connect timeout is the connector's own (not the endpoint's, which tonic puts around
+    // its connector), so that tonic reports it as a `ConnectError`, as every failure to connect.
     Ok(ep.connect_with_connector_lazy(tower::service_fn(move |uri: http::Uri| {
         let opened = opened.clone();
         async move {
             let host = uri.host().unwrap_or("localhost").to_string();
-            let stream = tokio::net::TcpStream::connect(format!("{host}:{}", uri.port_u16().unwrap_or(80))).await?;
+            let connect = tokio::net::TcpStream::connect(format!("{host}:{}", uri.port_u16().unwrap_or(80)));
+            let stream = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+                .await
+                .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connecting timed out"))??;
             stream.set_nodelay(true)?;
             opened();
             Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
@@ -324,8 +224,8 @@ impl HandlerClient for Server {
             let mut client = HandlerServerClient::new(self.channel.clone());
             let mut request = tonic::Request::new(req);
             super::trace_context::inject(request.metadata_mut());
-            let stream = client.daemon(request).await.map(tonic::Response::into_inner).map_err(|s| classify(&s, Duration::ZERO))?;
-            Ok(stream.map(|m| m.map_err(|s| classify(&s, Duration::ZERO))).boxed())
+            let stream = client.daemon(request).await.map(tonic::Response::into_inner).map_err(daemon_failure)?;
+            Ok(stream.map(|m| m.map_err(daemon_failure)).boxed())
         })
     }
 
@@ -359,6 +259,16 @@ impl HandlerClient for Server {
     }
 }
 
+/// How a daemon's stream failed. A daemon's stream stays open for as long as it runs, so a
+/// lost connection is mostly its server restarting: the daemon is started again once the
+/// server is back, as when it could not be reached, not counted as its error.
+fn daemon_failure(s: tonic::Status) -> CallFailure {
+    match classify(&s, Duration::ZERO) {
+        CallFailure::Lost(why) => CallFailure::Unreachable(why),
+        other => other,
+    }
+}
+
 /// The `outcome` label of a call: the handler's outcome, or how the call failed.
 pub fn metrics_outcome(answer: Result<i32, &CallFailure>) -> &'static str {
     match answer {
@@ -371,11 +281,14 @@ pub fn metrics_outcome(answer: Result<i32, &CallFailure>) -> &'static str {
         },
         Err(CallFailure::TimedOut(_)) => "timeout",
         Err(CallFailure::Unreachable(_)) => "unreachable",
+        Err(CallFailure::Lost(_)) => "lost",
         Err(CallFailure::Failed { .. }) => "failed",
     }
 }
 
-/// Makes one unary call with `deadline`, sent to the server (`grpc-timeout`) and enforced here.
+/// Makes one unary call with `deadline`, sent to the server (`grpc-timeout`) and enforced by
+/// tonic from when the request goes out; the whole call is bounded here too, with the time
+/// connecting may take on top.
 async fn with_deadline<Req, Res, Fut>(
     deadline: Duration,
     call: impl FnOnce(tonic::Request<Req>) -> Fut,
@@ -387,23 +300,21 @@ where
     let mut request = tonic::Request::new(req);
     request.set_timeout(deadline);
     super::trace_context::inject(request.metadata_mut());
-    match tokio::time::timeout(deadline, call(request)).await {
+    let started = tokio::time::Instant::now();
+    match tokio::time::timeout(deadline.saturating_add(CONNECT_TIMEOUT), call(request)).await {
         Err(_) => Err(CallFailure::TimedOut(deadline)),
         Ok(Ok(r)) => Ok(r.into_inner()),
-        Ok(Err(s)) => Err(classify(&s, deadline)),
+        Ok(Err(s)) => Err(past_deadline(classify(&s, deadline), started.elapsed(), deadline)),
     }
 }
 
-/// Sorts a gRPC error: the server could not be reached (`UNAVAILABLE`, or an error of the
-/// connection itself, which tonic reports with its cause attached), the handler ran out of
-/// time (`DEADLINE_EXCEEDED`), or the handler failed (every status the server sent).
-pub fn classify(s: &tonic::Status, deadline: Duration) -> CallFailure {
-    use tonic::Code;
-    match s.code() {
-        Code::DeadlineExceeded => CallFailure::TimedOut(deadline),
-        Code::Unavailable => CallFailure::Unreachable(if s.message().is_empty() { "UNAVAILABLE".into() } else { s.message().to_string() }),
-        _ if std::error::Error::source(s).is_some() => CallFailure::Unreachable(format!("{}: {}", code_name(s.code()), s.message())),
-        code => CallFailure::Failed { code, message: s.message().to_string() },
+/// A failure that came once the call's own deadline had passed is its timeout, whatever the
+/// status says (a server may reset the stream, or answer `CANCELLED`, when its deadline
+/// passes); a call that never reached the server stays unreachable.
+pub fn past_deadline(failure: CallFailure, elapsed: Duration, deadline: Duration) -> CallFailure {
+    match failure {
+        CallFailure::Lost(_) | CallFailure::Failed { .. } if elapsed >= deadline => CallFailure::TimedOut(deadline),
+        other => other,
     }
 }
 
@@ -428,53 +339,21 @@ mod tests {
     }
 
     #[test]
-    fn an_outage_starts_once_and_ends_with_the_number_of_objects_it_held_up() {
-        let o = Outages::default();
-        assert_eq!(o.up("a"), None);
-        assert!(o.down("a", "ns/x"));
-        assert!(!o.down("a", "ns/y"));
-        assert!(!o.down("a", "ns/x"));
-        assert!(o.down("b", "ns/x"));
-        assert_eq!(o.up("a"), Some(2));
-        assert_eq!(o.up("a"), None);
-        assert!(o.down("a", "ns/z"), "a new outage");
-    }
-
-    #[test]
-    fn the_end_of_an_outage_is_signalled_once() {
-        let o = Outages::default();
-        let mut revivals = o.revivals();
-        assert_eq!(o.up("a"), None);
-        assert!(!revivals.has_changed().unwrap(), "no outage, no revival");
-        o.lost("a");
-        assert!(!o.down("a", "ns/x"), "the outage began when the connection was lost");
-        assert_eq!(o.up("a"), Some(1));
-        assert!(revivals.has_changed().unwrap());
-        revivals.borrow_and_update();
-        assert_eq!(o.up("a"), None);
-        assert!(!revivals.has_changed().unwrap());
-    }
-
-    #[test]
-    fn only_unreachable_servers_are_unreachable_and_handler_errors_say_what_happened() {
-        use tonic::{Code, Status};
+    fn a_failure_after_the_calls_deadline_is_its_timeout_unless_the_call_never_went_out() {
         let d = Duration::from_secs(3);
+        let lost = || CallFailure::Lost("UNKNOWN: transport error: connection reset by peer".into());
+        let cancelled = || CallFailure::Failed { code: tonic::Code::Cancelled, message: String::new() };
+        let away = || CallFailure::Unreachable("UNAVAILABLE: connection refused".into());
         let cases = [
-            (Status::new(Code::Unavailable, "connection refused"), "the handler server is unreachable (connection refused)", true),
-            (Status::new(Code::DeadlineExceeded, "x"), "did not answer in 3s", false),
-            (
-                Status::new(Code::Unknown, "Exception calling application: boom"),
-                "failed with UNKNOWN: Exception calling application: boom",
-                false,
-            ),
-            (Status::new(Code::Internal, ""), "failed with INTERNAL", false),
-            (Status::new(Code::Unimplemented, "no Handle"), "failed with UNIMPLEMENTED: no Handle", false),
-            (Status::from_error(Box::new(std::io::Error::other("reset"))), "the handler server is unreachable", true),
+            (lost(), 3_000, CallFailure::TimedOut(d)),
+            (lost(), 2_999, lost()),
+            (cancelled(), 3_500, CallFailure::TimedOut(d)),
+            (cancelled(), 10, cancelled()),
+            (away(), 4_000, away()),
+            (CallFailure::TimedOut(d), 3_000, CallFailure::TimedOut(d)),
         ];
-        for (status, text, unreachable) in cases {
-            let got = classify(&status, d);
-            assert!(got.to_string().starts_with(text), "{status:?}: {got}");
-            assert_eq!(matches!(got.answer(), Answer::Unreachable(_)), unreachable, "{status:?}");
+        for (failure, ms, want) in cases {
+            assert_eq!(past_deadline(failure.clone(), Duration::from_millis(ms), d), want, "{failure:?} after {ms} ms");
         }
     }
 }

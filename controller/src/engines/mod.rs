@@ -5,7 +5,9 @@
 
 pub mod admission;
 pub mod dispatch;
+pub mod failures;
 pub mod liveness;
+pub mod outages;
 pub mod posting;
 #[cfg(test)]
 pub(crate) mod recording;

@@ -280,15 +280,22 @@ impl ResourceContext {
         };
         let server = &self.servers[h.server];
         let result = server.handle(req, h.call_timeout).await;
-        if let Err(failure @ CallFailure::Unreachable(_)) = &result {
-            if self.outages.down(server.addr(), &object_key(body)) {
-                self.log.warn(
-                    None,
-                    &format!("Handler server {} is unreachable: {failure}. The objects that need it wait for it.", server.addr()),
-                );
+        match &result {
+            Err(failure @ CallFailure::Unreachable(_)) => {
+                if self.outages.down(server.addr(), &object_key(body)) {
+                    self.log.warn(
+                        None,
+                        &format!("Handler server {} is unreachable: {failure}. The objects that need it wait for it.", server.addr()),
+                    );
+                }
             }
-        } else if let Some(n) = self.outages.up(server.addr()) {
-            self.log.info(None, &format!("Handler server {} answers again; {n} object(s) waited for it.", server.addr()));
+            // A lost connection or a call cut by its deadline says nothing of the server now.
+            Err(CallFailure::Lost(_) | CallFailure::TimedOut(_)) => {}
+            Ok(_) | Err(CallFailure::Failed { .. }) => {
+                if let Some(n) = self.outages.up(server.addr()) {
+                    self.log.info(None, &format!("Handler server {} answers again; {n} object(s) waited for it.", server.addr()));
+                }
+            }
         }
         match result {
             Ok(answer) => {

@@ -11,6 +11,7 @@ pub mod indexing;
 pub mod namespaces;
 pub mod owned;
 pub mod queues;
+mod resolving;
 mod served;
 pub mod servers;
 pub mod spies;
@@ -139,10 +140,15 @@ pub async fn run(client: kube::Client, mut settings: Settings, shutdown: impl Fu
     // Until the stop: a handler server that reconnects is described again; a changed
     // registry is applied without a restart (only the resources whose handlers changed are
     // served anew). Its settings are not: they are said once to be applied at start only.
+    // A spelling of a resource that resolves late joins the handlers of its resource.
     let mut settings_noted = HashSet::new();
     loop {
         let again = tokio::select! {
             _ = &mut shutdown => break,
+            found = served.found() => {
+                served.resolved(found).await;
+                continue;
+            }
             d = described_rx.recv() => d,
         };
         let Some(servers::Described { server, response, was_lost }) = again else { break };

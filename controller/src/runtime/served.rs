@@ -1,17 +1,19 @@
-//! The resources served: one job per resource (resolved, watched, its events routed to
-//! per-object workers), started, replaced when its handlers change and stopped, each with the
-//! memory of its objects kept across replacements; and the following of the authority's
-//! verdict (pause, leadership, shards) for each.
+//! The resources served: one job per resource as the API server names it, whatever the
+//! spellings of its handlers (`resolving`), watched, its events routed to per-object workers;
+//! started, replaced when its handlers change and stopped, each with the memory of its objects
+//! kept across replacements; and the following of the authority's verdict (pause, leadership,
+//! shards) for each.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, mpsc};
 use tokio_util::task::TaskTracker;
 
 use super::context::{Clock, ResourceContext};
+use super::resolving::{self, Found, Group, Resolver, ResourceKey};
 use super::worker::Router;
 use super::{GRACE, indexing, namespaces, spies};
 use crate::Namespaces;
@@ -26,22 +28,7 @@ use crate::state::essence::{EssenceRules, parse_path};
 use crate::state::registry::{self, Handler};
 use crate::state::storage::StorageKind;
 use bosun_proto::v1 as pb;
-
-/// A resource's handlers, grouped by selector in registration order. Activities and
-/// admission handlers (served by `engines::admission`, not by watching) are not among them.
-fn resource_groups(handlers: Vec<Handler>) -> Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> {
-    let mut groups: Vec<(pb::ResourceSelector, Vec<Arc<Handler>>)> = Vec::new();
-    for h in handlers.into_iter().filter(|h| !h.is_activity() && !h.is_admission()) {
-        let key = discovery::normalize(&h.resource);
-        match groups.iter_mut().find(|(sel, _)| discovery::normalize(sel) == key) {
-            Some((_, list)) => list.push(Arc::new(h)),
-            None => groups.push((h.resource.clone(), vec![Arc::new(h)])),
-        }
-    }
-    groups
-}
-
-type ResourceKey = discovery::Normalized;
+use discovery::{Normalized, ResolvedResource};
 
 /// What the controller remembers of one resource's objects while it serves it, kept when its
 /// handlers change: which objects were seen (so a new registry fires no resume handlers) and
@@ -54,6 +41,9 @@ struct Memory {
 
 /// One resource being served.
 struct Running {
+    resource: ResolvedResource,
+    /// Its name in log lines.
+    name: String,
     handlers: Vec<Arc<Handler>>,
     ignored: Vec<Vec<String>>,
     memory: Memory,
@@ -89,10 +79,18 @@ struct Shared {
     gate: Arc<indexing::IndexGate>,
 }
 
-/// The resources served, by selector.
+/// The resources served, by resource.
 pub(super) struct Served {
     running: HashMap<ResourceKey, Running>,
     shared: Shared,
+    /// The spellings resolved so far, with the resource each names.
+    resolved: HashMap<Normalized, ResolvedResource>,
+    /// The spellings still looked up in the background.
+    resolving: HashMap<Normalized, (pb::ResourceSelector, Resolver)>,
+    found: (mpsc::UnboundedSender<Found>, mpsc::UnboundedReceiver<Found>),
+    /// What the last `apply` was given: the handlers join their resource again with it when a
+    /// spelling resolves.
+    last: (Vec<Handler>, Vec<pb::DescribeResponse>),
 }
 
 impl Served {
@@ -108,7 +106,14 @@ impl Served {
     ) -> Served {
         let limit = Arc::new(Semaphore::new(settings.max_workers.max(1)));
         let shared = Shared { cluster, authority, servers, outages, kinds: Arc::default(), log, settings, limit, gate: Arc::default() };
-        Served { running: HashMap::new(), shared }
+        Served {
+            running: HashMap::new(),
+            shared,
+            resolved: HashMap::new(),
+            resolving: HashMap::new(),
+            found: mpsc::unbounded_channel(),
+            last: Default::default(),
+        }
     }
 
     /// The cluster the resources are served from.
@@ -118,76 +123,165 @@ impl Served {
 
     /// Serves what `handlers` need: resources no longer handled stop, resources whose handlers
     /// changed are served anew (their memory kept), new resources start; so are the resources
-    /// with index handlers of server `reindex`, whose indices must be filled again.
+    /// with index handlers of server `reindex`, whose indices must be filled again. Every
+    /// spelling is resolved first (again: a CRD may have changed); one that does not resolve
+    /// now is looked up in the background, and its handlers are served once it resolves.
     pub(super) async fn apply(&mut self, handlers: Vec<Handler>, described: &[pb::DescribeResponse], reindex: Option<usize>) {
         let admits = handlers.iter().any(Handler::is_admission);
-        let groups = resource_groups(handlers);
-        if groups.is_empty() && !admits {
+        if !handlers.iter().any(resolving::watches) && !admits {
             self.shared.log.warn(None, "No resource handlers are registered; nothing to watch.");
         }
-        let keys: Vec<ResourceKey> = groups.iter().map(|(sel, _)| discovery::normalize(sel)).collect();
+        let spellings = resolving::spellings(&handlers, described);
+        self.resolving.retain(|spelling, _| spellings.iter().any(|(s, _)| s == spelling));
+        let attempts = futures::future::join_all(spellings.iter().map(|(_, sel)| resolving::resolve_once(&self.shared.cluster, sel))).await;
+        for ((spelling, sel), attempt) in spellings.into_iter().zip(attempts) {
+            if let Ok(Some(r)) = attempt {
+                self.resolving.remove(&spelling);
+                self.resolved.insert(spelling, r);
+                continue;
+            }
+            // Served already: it stays served as it was (its watch says if the CRD is gone).
+            if self.resolved.contains_key(&spelling) || self.resolving.contains_key(&spelling) {
+                continue;
+            }
+            let delay = Duration::from_secs(1);
+            resolving::say_unresolved(&self.shared.log, &sel.name, &attempt, delay);
+            let indexed = handlers.iter().any(|h| h.kind == pb::HandlerKind::Index && discovery::normalize(&h.resource) == spelling);
+            if indexed {
+                self.shared
+                    .log
+                    .warn(None, &format!("The other handlers do not wait for the index of '{}', which cannot be listed now.", sel.name));
+            }
+            let resolver =
+                Resolver::start(self.shared.cluster.clone(), spelling.clone(), sel.clone(), self.shared.log.clone(), self.found.0.clone());
+            self.resolving.insert(spelling, (sel, resolver));
+        }
+        self.last = (handlers, described.to_vec());
+        self.serve(reindex).await;
+    }
+
+    /// The next spelling that resolved in the background.
+    pub(super) async fn found(&mut self) -> Found {
+        self.found.1.recv().await.expect("`Served` keeps a sender")
+    }
+
+    /// Serves the handlers of a spelling that resolved in the background with the others of
+    /// its resource. The other spellings still pending are tried at once too: the CRD that
+    /// came may be what they wait for as well, and their handlers must join their resource
+    /// together, not serve it one spelling at a time.
+    pub(super) async fn resolved(&mut self, (spelling, resource): Found) {
+        if self.resolving.remove(&spelling).is_none() {
+            return; // No handler spells it this way any more.
+        }
+        self.resolved.insert(spelling, resource);
+        let pending: Vec<(Normalized, pb::ResourceSelector)> =
+            self.resolving.iter().map(|(n, (sel, _))| (n.clone(), sel.clone())).collect();
+        let attempts = futures::future::join_all(pending.iter().map(|(_, sel)| resolving::resolve_once(&self.shared.cluster, sel))).await;
+        for ((spelling, _), attempt) in pending.into_iter().zip(attempts) {
+            if let Ok(Some(r)) = attempt {
+                self.resolving.remove(&spelling);
+                self.resolved.insert(spelling, r);
+            }
+        }
+        self.serve(None).await;
+    }
+
+    /// Serves the last handlers applied, grouped by the resources their spellings resolve to.
+    async fn serve(&mut self, reindex: Option<usize>) {
+        let (handlers, described) = &self.last;
+        let groups = resolving::by_resource(handlers, &self.resolved);
+        let keys: Vec<ResourceKey> = groups.iter().map(|g| g.key.clone()).collect();
         let gone: Vec<ResourceKey> = self.running.keys().filter(|k| !keys.contains(k)).cloned().collect();
         for key in gone {
             let running = self.running.remove(&key).expect("a running key");
-            self.shared.log.info(None, &format!("No handlers for '{}' any more; it is not served now.", key.2));
-            running.stop(&self.shared.log, &key.2).await;
+            let name = running.name.clone();
+            self.shared.log.info(None, &format!("No handlers for '{name}' any more; it is not served now."));
+            running.stop(&self.shared.log, &name).await;
         }
-        for ((selector, hs), key) in groups.into_iter().zip(keys) {
-            let ignored: Vec<Vec<String>> = described
+        let resolved = &self.resolved;
+        let ignored_of = |key: &ResourceKey| -> Vec<Vec<String>> {
+            described
                 .iter()
                 .flat_map(|d| &d.resources)
-                .filter(|r| r.resource.as_ref().map(discovery::normalize).as_ref() == Some(&key))
+                .filter(|r| {
+                    r.resource.as_ref().and_then(|sel| resolved.get(&discovery::normalize(sel))).map(resolving::key_of).as_ref()
+                        == Some(key)
+                })
                 .flat_map(|r| r.ignored_fields.iter().map(|f| parse_path(f)))
-                .collect();
+                .collect()
+        };
+        let mut starts = Vec::new();
+        for Group { key, resource, name, handlers: hs } in groups {
+            let ignored = ignored_of(&key);
             let indexed_by = |server: usize| hs.iter().any(|h| h.kind == pb::HandlerKind::Index && h.server == server);
             let to_reindex = reindex.is_some_and(indexed_by);
-            if matches!(self.running.get(&key), Some(r) if r.handlers == hs && r.ignored == ignored && !to_reindex) {
+            let same = |r: &Running| r.handlers == hs && r.ignored == ignored && r.resource == resource;
+            if matches!(self.running.get(&key), Some(r) if same(r) && !to_reindex) {
                 continue;
             }
-            // Taken before the job it replaces stops, so that the gate never opens between.
-            let hold = hs.iter().any(|h| h.kind == pb::HandlerKind::Index).then(|| self.shared.gate.hold(&key.2));
-            let memory = match self.running.remove(&key) {
-                Some(r) => {
-                    let name = &key.2;
-                    let line = if r.handlers == hs && r.ignored == ignored {
-                        format!("The index handlers of '{name}' lost their index; listing it again.")
-                    } else {
-                        format!("The handlers of '{name}' changed; serving it anew.")
-                    };
-                    self.shared.log.info(None, &line);
-                    let memory = r.memory.clone();
-                    r.stop(&self.shared.log, &key.2).await;
-                    memory
-                }
-                None => Memory::default(),
-            };
-            let (stop, stop_rx) = tokio::sync::watch::channel(false);
-            let tasks = TaskTracker::new();
-            let job = ResourceJob {
-                selector,
-                handlers: hs.clone(),
-                ignored: ignored.clone(),
-                memory: memory.clone(),
-                shared: self.shared.clone(),
-                hold,
-                tasks: tasks.clone(),
-                stop: stop_rx,
-            };
-            tasks.spawn(job.run());
-            self.running.insert(key, Running { handlers: hs, ignored, memory, stop, tasks });
+            starts.push((key, resource, name, hs, ignored));
         }
+        for (key, resource, name, hs, ignored) in starts {
+            self.start(key, resource, name, hs, ignored).await;
+        }
+    }
+
+    /// Serves one resource with `hs`, replacing the job that served it (its memory kept).
+    async fn start(
+        &mut self,
+        key: ResourceKey,
+        resource: ResolvedResource,
+        name: String,
+        hs: Vec<Arc<Handler>>,
+        ignored: Vec<Vec<String>>,
+    ) {
+        // Taken before the job it replaces stops, so that the gate never opens between.
+        let hold = hs.iter().any(|h| h.kind == pb::HandlerKind::Index).then(|| self.shared.gate.hold(&name));
+        let memory = match self.running.remove(&key) {
+            Some(r) => {
+                let line = if r.handlers == hs && r.ignored == ignored && r.resource == resource {
+                    format!("The index handlers of '{name}' lost their index; listing it again.")
+                } else {
+                    format!("The handlers of '{name}' changed; serving it anew.")
+                };
+                self.shared.log.info(None, &line);
+                let memory = r.memory.clone();
+                r.stop(&self.shared.log, &name).await;
+                memory
+            }
+            None => Memory::default(),
+        };
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let tasks = TaskTracker::new();
+        let job = ResourceJob {
+            resource: resource.clone(),
+            handlers: hs.clone(),
+            ignored: ignored.clone(),
+            memory: memory.clone(),
+            shared: self.shared.clone(),
+            hold,
+            tasks: tasks.clone(),
+            stop: stop_rx,
+        };
+        tasks.spawn(job.run());
+        self.running.insert(key, Running { resource, name, handlers: hs, ignored, memory, stop, tasks });
     }
 
     /// Stops every resource, their cycles in flight finishing within [`GRACE`] together.
     pub(super) async fn stop_all(&mut self) {
+        self.resolving.clear();
         let log = &self.shared.log;
-        futures::future::join_all(self.running.drain().map(|(key, r)| async move { r.stop(log, &key.2).await })).await;
+        futures::future::join_all(self.running.drain().map(|(_, r)| async move {
+            let name = r.name.clone();
+            r.stop(log, &name).await
+        }))
+        .await;
     }
 }
 
 /// Everything needed to serve one resource.
 struct ResourceJob {
-    selector: pb::ResourceSelector,
+    resource: ResolvedResource,
     handlers: Vec<Arc<Handler>>,
     ignored: Vec<Vec<String>>,
     memory: Memory,
@@ -200,32 +294,7 @@ struct ResourceJob {
 
 impl ResourceJob {
     async fn run(mut self) {
-        let mut stop = self.stop.clone();
-        let name = &self.selector.name;
-        let mut delay = Duration::from_secs(1);
-        let resource = loop {
-            let attempt = tokio::select! {
-                _ = stop.changed() => return,
-                r = discovery::resolve(&self.shared.cluster, &self.selector) => r,
-            };
-            if !matches!(attempt, Ok(Some(_))) && self.hold.take().is_some() {
-                self.shared
-                    .log
-                    .warn(None, &format!("The other handlers do not wait for the index of '{name}', which cannot be listed now."));
-            }
-            match attempt {
-                Ok(Some(r)) => break r,
-                Ok(None) => {
-                    self.shared.log.warn(None, &format!("Resource '{name}' is not served by the API server (yet); retrying in {delay:?}."))
-                }
-                Err(e) => self.shared.log.warn(None, &format!("Resource '{name}' could not be resolved: {e}; retrying in {delay:?}.")),
-            }
-            tokio::select! {
-                _ = stop.changed() => return,
-                _ = tokio::time::sleep(delay) => {}
-            }
-            delay = (delay * 2).min(Duration::from_secs(30));
-        };
+        let resource = self.resource.clone();
         let storage = crate::settings::storage_for(&self.shared.settings, resource.has_status && resource.status_keeps_unknown);
         let extra: Vec<Vec<String>> =
             self.handlers.iter().filter_map(|h| h.field.clone()).filter(|f| f.first().map(String::as_str) == Some("status")).collect();

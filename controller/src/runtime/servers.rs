@@ -39,9 +39,10 @@ pub fn held_settings(addrs: &[String], described: &[pb::DescribeResponse]) -> Ve
 }
 
 /// Whether two answers of a server to Describe register the same handlers. Their settings
-/// aside: those apply at start only.
+/// aside (those apply at start only), and the server's name, which may name its process
+/// (the Python SDK's `python:<pid>@<host>`): a restarted server is not a new registry.
 pub fn same_handlers(before: &pb::DescribeResponse, now: &pb::DescribeResponse) -> bool {
-    let handlers = |d: &pb::DescribeResponse| pb::DescribeResponse { settings: None, ..d.clone() };
+    let handlers = |d: &pb::DescribeResponse| pb::DescribeResponse { settings: None, server_name: String::new(), ..d.clone() };
     handlers(before) == handlers(now)
 }
 
@@ -117,5 +118,24 @@ impl Monitor {
                 Err(s) => self.lost(&mut connected, s.message()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restarted_server_with_the_same_handlers_under_another_name_or_settings_has_the_same_handlers() {
+        let spec = |id: &str| pb::HandlerSpec { id: id.into(), ..Default::default() };
+        let described = |name: &str, ids: &[&str], workers: u32| pb::DescribeResponse {
+            handlers: ids.iter().map(|id| spec(id)).collect(),
+            server_name: name.into(),
+            settings: Some(pb::OperatorSettings { max_workers: Some(workers), ..Default::default() }),
+            ..Default::default()
+        };
+        let before = described("python:100@host", &["a"], 1);
+        assert!(same_handlers(&before, &described("python:200@host", &["a"], 2)));
+        assert!(!same_handlers(&before, &described("python:100@host", &["a", "b"], 1)));
     }
 }

@@ -125,12 +125,18 @@ impl Router {
                     true
                 }
                 r = revivals.changed(), if throttled => {
-                    throttled = false;
                     if r.is_err() {
+                        throttled = false;
                         continue; // No more revivals: the backoff decides.
                     }
-                    wake = None;
-                    true
+                    // Its server is back: it goes on in its turn among those that waited.
+                    // Another server's revival leaves it to its backoff.
+                    if let Some(after) = revivals.borrow_and_update().wake_after(&key) {
+                        let turn = tokio::time::Instant::now() + after;
+                        throttled = false;
+                        wake = Some(wake.map_or(turn, |w| w.min(turn)));
+                    }
+                    continue;
                 }
                 // A worker stays a while after its object's own write, to know the write's
                 // echo from the watch for what it is, or while the object fails; otherwise it

@@ -162,6 +162,36 @@ async fn objects_waiting_for_a_server_are_woken_the_moment_it_is_back_not_after_
     assert!(back.elapsed() < Duration::from_millis(500), "woken at once, not after 5 s: {:?}", back.elapsed());
 }
 
+#[tokio::test(start_paused = true)]
+async fn objects_that_waited_for_a_server_go_on_one_after_the_other_in_the_order_they_began_to_wait() {
+    let outages = Arc::new(crate::engines::dispatch::Outages::default());
+    let down = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let mut rigs = Vec::new();
+    for name in ["c", "a", "b"] {
+        let body = object(json!({"metadata": {"name": name, "uid": name}}));
+        let down = down.clone();
+        let script: Script =
+            Box::new(
+                move |_, _| {
+                    if down.load(Ordering::SeqCst) { Err(CallFailure::Unreachable("connection refused".into())) } else { ok() }
+                },
+            );
+        let handler = handler("h", pb::HandlerKind::Create, Default::default());
+        let rig = rig_sharing(body.clone(), vec![handler], vec![("h", script)], outages.clone());
+        rig.router.deliver(Seen::Upsert(body));
+        rig.until("the server is found away", Duration::from_secs(1), |r| r.server.count("h") == 1).await;
+        rigs.push(rig);
+    }
+    down.store(false, Ordering::SeqCst);
+    let back = Instant::now();
+    assert_eq!(outages.up("fake://handlers"), Some(3));
+    for rig in &rigs {
+        rig.until("the handler succeeds", Duration::from_secs(1), |r| r.logged("Handler 'h' succeeded.") == 1).await;
+    }
+    let went_on: Vec<u128> = rigs.iter().map(|r| (r.server.sent.lock()[1].2 - back).as_millis()).collect();
+    assert_eq!(went_on, [0, 100, 200], "c, a, b: as they began to wait, 100 ms apart, none before its turn");
+}
+
 // The worker.
 
 #[tokio::test(start_paused = true)]

@@ -67,10 +67,11 @@ impl FakeApi {
             None => (path, false),
         };
         let path = path.strip_suffix("/status").unwrap_or(path);
-        if path != PATH {
+        let mut guard = self.object.lock();
+        let name = guard.as_ref().and_then(|o| o["metadata"]["name"].as_str()).unwrap_or("obj").to_string();
+        if path != PATH.replace("/obj", &format!("/{name}")) {
             return Err(fail(404, "not found"));
         }
-        let mut guard = self.object.lock();
         let Some(current) = guard.clone() else { return Err(fail(404, "not found")) };
         if method == Method::GET {
             return Ok(current);
@@ -369,6 +370,16 @@ pub fn rig(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)
 
 /// [`rig`], posting events as `posting` says.
 pub fn rig_posting(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)>, posting: Posting) -> Rig {
+    rig_with(body, handlers, scripts, posting, Arc::new(Outages::default()))
+}
+
+/// [`rig`], noting the server's outages in `outages`, which other rigs may share: their
+/// objects wait for the same server.
+pub fn rig_sharing(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)>, outages: Arc<Outages>) -> Rig {
+    rig_with(body, handlers, scripts, Posting::default(), outages)
+}
+
+fn rig_with(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script)>, posting: Posting, outages: Arc<Outages>) -> Rig {
     let api = FakeApi::with(body);
     let server = Arc::new(FakeServer {
         scripts: scripts.into_iter().map(|(id, s)| (id.to_string(), s)).collect(),
@@ -396,7 +407,6 @@ pub fn rig_posting(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str,
         }
     });
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    let outages = Arc::new(Outages::default());
     let log = Logger::new(Some(crate::LogSink(tx)));
     let tasks = TaskTracker::new();
     let ctx = Arc::new(ResourceContext {
