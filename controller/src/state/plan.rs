@@ -26,6 +26,7 @@ use super::storage::{ObjectState, Storage};
 use crate::logs::{Level, Line};
 use crate::object;
 use answer::{Checked, check};
+pub use calls::{MAX_DEPTH, MAX_RECORDS};
 pub use diffbase::{STATUS_DIFFBASE_LIMIT, digest_diffbase};
 use diffbase::{Stored, stored_base};
 
@@ -164,6 +165,8 @@ pub struct Cycle {
     wants_finalizer: bool,
     stored: ObjectState,
     ids: Vec<String>,
+    /// Sub-handler ids the records name beyond [`calls::MAX_RECORDS`] (not read).
+    unread: HashSet<String>,
     new_essence: Value,
     records: BTreeMap<String, ProgressRecord>,
     attempted: HashSet<String>,
@@ -225,8 +228,9 @@ impl Subject<'_> {
     }
 
     /// Every (sub-)handler id with state on the object: the handlers' own and, recursively,
-    /// the sub-handlers their records name.
-    fn read_state(&self, body: &Value) -> (ObjectState, Vec<String>) {
+    /// the sub-handlers their records name, at most [`calls::MAX_RECORDS`] of them (each
+    /// read once, whatever cycles the records make); and the ids named beyond that bound.
+    fn read_state(&self, body: &Value) -> (ObjectState, Vec<String>, HashSet<String>) {
         // One id may serve several causes (create and update): each is read once.
         let mut ids: Vec<String> = Vec::new();
         for h in self.handlers {
@@ -234,21 +238,30 @@ impl Subject<'_> {
                 ids.push(h.id.clone());
             }
         }
-        loop {
-            let state = self.storage.read(body, ids.iter().map(String::as_str));
-            let mut next = ids.clone();
-            for r in state.progress.values() {
+        let mut known: HashSet<String> = ids.iter().cloned().collect();
+        let mut unread = HashSet::new();
+        let mut state = self.storage.read(body, ids.iter().map(String::as_str));
+        let mut fresh = ids.clone();
+        while !fresh.is_empty() {
+            let mut next = Vec::new();
+            for r in fresh.iter().filter_map(|id| state.progress.get(id)) {
                 for s in r.subrefs.iter().flatten() {
-                    if !next.contains(s) {
+                    if known.contains(s) {
+                        continue;
+                    }
+                    if known.len() < calls::MAX_RECORDS {
+                        known.insert(s.clone());
                         next.push(s.clone());
+                    } else {
+                        unread.insert(s.clone());
                     }
                 }
             }
-            if next.len() == ids.len() {
-                return (state, ids);
-            }
-            ids = next;
+            state.progress.extend(self.storage.read(body, next.iter().map(String::as_str)).progress);
+            ids.extend(next.iter().cloned());
+            fresh = next;
         }
+        (state, ids, unread)
     }
 }
 
@@ -267,7 +280,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
         let line = Line::new(Level::Info, "Adding the finalizer, thus preventing the actual deletion.");
         return Start::AddFinalizer(Writes { finalizer: Some(true), ..Writes::none() }, vec![line]);
     }
-    let (stored, ids) = subject.read_state(body);
+    let (stored, ids, unread) = subject.read_state(body);
     let base = stored_base(stored.diffbase.as_deref());
     // The essence is built only when needed: comparing with a stored one walks the body.
     let mut new_essence = essence_known;
@@ -340,6 +353,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
         wants_finalizer,
         stored,
         ids,
+        unread,
         new_essence,
         records,
         attempted: HashSet::new(),
