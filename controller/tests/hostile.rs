@@ -77,3 +77,36 @@ async fn a_cycle_in_the_sub_handler_records_of_one_object_fails_its_handler_and_
     assert!(obj["metadata"]["annotations"].get("bosun.dev/create_fn").is_none(), "{obj:#}");
     still_running_then_stop(bosun).await;
 }
+
+/// A KopfExample whose spec nests so that the whole object is `levels` deep.
+async fn create_deep(api: &Cluster, name: &str, levels: usize) {
+    let inner = format!("{}{}", "[".repeat(levels - 2), "]".repeat(levels - 2));
+    let text = format!(r#"{{"apiVersion":"kopf.dev/v1","kind":"KopfExample","metadata":{{"name":"{name}"}},"spec":{{"v":{inner}}}}}"#);
+    // Sent and answered as text: the answer is as deep as the object.
+    let req = http::Request::post(KEX).header("content-type", "application/json").body(text.into_bytes()).unwrap();
+    let r = api.client().request_text(req).await;
+    assert!(r.is_ok(), "{name}: {r:?}");
+}
+
+#[tokio::test]
+async fn an_object_deeper_than_the_controller_reads_is_skipped_with_a_warning_and_its_page_is_handled() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_cluster, api, kubeconfig) = support::dev_cluster(dir.path(), &[examples().join("crd.yaml")]).await;
+    let max = bosun_controller::json::MAX_DEPTH;
+    // Listed in one page with the others, and then watched.
+    create(&api, "before", json!({})).await;
+    create_deep(&api, "deep", max + 200).await;
+    create_deep(&api, "deepish", max - 100).await;
+    let addr = support::succeeding_server().await;
+    let mut bosun = Bosun::start(dir.path(), &["run", "--kubeconfig", &kubeconfig, "--handler", &addr]);
+    bosun.wait_line("[default/before] Creation is processed: 1 succeeded; 0 failed.").await;
+    bosun.wait_line(&format!("[default/deep] The object is nested {} levels deep, deeper than the {max} levels", max + 200)).await;
+    // Deep but within the limit: the controller handles it (its handler may fail to read it).
+    bosun.wait_line("[default/deepish] Handler 'create_fn'").await;
+    create_deep(&api, "deep-too", max + 1).await;
+    create(&api, "after", json!({})).await;
+    bosun.wait_line("[default/deep-too] The object is nested").await;
+    bosun.wait_line("[default/after] Creation is processed: 1 succeeded; 0 failed.").await;
+    assert_eq!(bosun.count("[default/deep] "), 1, "warned once: {:#?}", bosun.seen);
+    still_running_then_stop(bosun).await;
+}
