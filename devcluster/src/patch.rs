@@ -54,7 +54,9 @@ pub fn parse(format: Format, raw: &[u8]) -> ApiResult<Value> {
         Format::Apply => {
             match crate::depth::from_slice(raw) {
                 Ok(v) => return Ok(v),
-                Err(crate::depth::Unread::TooDeep) => return Err(ApiError::bad_request(format!("error decoding patch: {}", crate::depth::TOO_DEEP))),
+                Err(crate::depth::Unread::TooDeep) => {
+                    return Err(ApiError::bad_request(format!("error decoding patch: {}", crate::depth::TOO_DEEP)));
+                }
                 Err(crate::depth::Unread::Json(_)) => {}
             }
             serde_yaml::from_slice::<Value>(raw).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))

@@ -24,7 +24,8 @@ async fn send(dc: &DevCluster, method: &str, path: &str, content_type: &str, bod
 
 /// JSON as deep as the objects in a list or a watch event.
 fn json_of(bytes: &[u8]) -> Value {
-    depth::from_slice_within(bytes, MAX_DEPTH + 2).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&bytes[..bytes.len().min(300)])))
+    depth::from_slice_within(bytes, MAX_DEPTH + 2)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&bytes[..bytes.len().min(300)])))
 }
 
 async fn post(dc: &DevCluster, path: &str, body: Value) -> (u16, Value) {
@@ -132,7 +133,8 @@ async fn objects_nested_deeper_than_serde_json_reads_are_stored_served_watched_p
     assert_eq!(names, ["deep", "deepest", "shallow"]);
     let (code, _, body) = send(&dc, "GET", &format!("{THINGS}?watch=1&resourceVersion=0&timeoutSeconds=1"), "", Vec::new()).await;
     assert_eq!(code, 200);
-    let watched: Vec<usize> = body.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| depth::of_value(&json_of(l)["object"]["spec"])).collect();
+    let watched: Vec<usize> =
+        body.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| depth::of_value(&json_of(l)["object"]["spec"])).collect();
     assert_eq!(watched.len(), 3, "every object is watched");
     assert!(watched.contains(&(MAX_DEPTH - 1)));
 

@@ -127,7 +127,7 @@ proptest! {
             prop_assert_eq!(ours.view, r.view);
         }
         let (live, _dead) = shards::members(&bodies, now(), Duration::from_secs(forget));
-        if let Some(claims) = shards::decide(&me, &live, &[me.clone()], true) {
+        if let Some(claims) = shards::decide(&me, &live, std::slice::from_ref(&me), true) {
             let _ = claims.owns("some-uid");
         }
     }

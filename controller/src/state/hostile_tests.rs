@@ -56,7 +56,8 @@ fn answer() -> impl Strategy<Value = pb::HandleResponse> {
         any::<f64>().prop_map(Some),
         prop::sample::select(vec![f64::NAN, f64::INFINITY, -1.0, 1e300, 0.0, 5.0]).prop_map(Some),
     ];
-    let subhandlers = prop::collection::vec((subref(), json_bytes()).prop_map(|(id, param)| pb::SubHandler { id, param, options: None }), 0..4);
+    let subhandlers =
+        prop::collection::vec((subref(), json_bytes()).prop_map(|(id, param)| pb::SubHandler { id, param, options: None }), 0..4);
     let events = prop::collection::vec(
         (".{0,8}", ".{0,8}", ".{0,20}").prop_map(|(r#type, reason, message)| pb::Event { r#type, reason, message, regarding: None }),
         0..2,
@@ -146,7 +147,7 @@ proptest! {
             let progress = desired.as_object().into_iter().flatten()
                 .filter_map(|(k, v)| Some((k.clone(), serde_json::from_value::<ProgressRecord>(v.clone()).ok()?)))
                 .collect();
-            let wanted = ObjectState { diffbase: state.diffbase.clone().filter(|_| ids.len() % 2 == 0), progress };
+            let wanted = ObjectState { diffbase: state.diffbase.clone().filter(|_| ids.len().is_multiple_of(2)), progress };
             let all: Vec<&str> = recorded.iter().map(String::as_str).chain(ids.iter().copied()).chain(wanted.progress.keys().map(String::as_str)).collect();
             let (mut main, mut status) = (json!({"status": "x"}), json!({}));
             storage.patch(&body, &wanted, &all, &mut main, &mut status);

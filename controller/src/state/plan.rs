@@ -29,6 +29,7 @@ use answer::{Checked, check};
 pub use calls::{MAX_DEPTH, MAX_RECORDS};
 pub use diffbase::{STATUS_DIFFBASE_LIMIT, digest_diffbase};
 use diffbase::{Stored, stored_base};
+use stored::malformed_notes;
 
 /// What the plan knows of the resource.
 pub struct Subject<'a> {
@@ -179,6 +180,8 @@ pub struct Cycle {
     wake: Option<DateTime<Utc>>,
     unreachable: bool,
     lines: Vec<Line>,
+    /// Warning events about the stored state, posted with the cycle's writes.
+    notes: Vec<pb::Event>,
 }
 
 /// The object's `metadata.deletionTimestamp` is set.
@@ -226,43 +229,6 @@ impl Subject<'_> {
             compose_over(base, main, &json!({"metadata": {"annotations": {result_annotation(&self.storage.prefix, id): text}}}));
         }
     }
-
-    /// Every (sub-)handler id with state on the object: the handlers' own and, recursively,
-    /// the sub-handlers their records name, at most [`calls::MAX_RECORDS`] of them (each
-    /// read once, whatever cycles the records make); and the ids named beyond that bound.
-    fn read_state(&self, body: &Value) -> (ObjectState, Vec<String>, HashSet<String>) {
-        // One id may serve several causes (create and update): each is read once.
-        let mut ids: Vec<String> = Vec::new();
-        for h in self.handlers {
-            if !ids.contains(&h.id) {
-                ids.push(h.id.clone());
-            }
-        }
-        let mut known: HashSet<String> = ids.iter().cloned().collect();
-        let mut unread = HashSet::new();
-        let mut state = self.storage.read(body, ids.iter().map(String::as_str));
-        let mut fresh = ids.clone();
-        while !fresh.is_empty() {
-            let mut next = Vec::new();
-            for r in fresh.iter().filter_map(|id| state.progress.get(id)) {
-                for s in r.subrefs.iter().flatten() {
-                    if known.contains(s) {
-                        continue;
-                    }
-                    if known.len() < calls::MAX_RECORDS {
-                        known.insert(s.clone());
-                        next.push(s.clone());
-                    } else {
-                        unread.insert(s.clone());
-                    }
-                }
-            }
-            state.progress.extend(self.storage.read(body, next.iter().map(String::as_str)).progress);
-            ids.extend(next.iter().cloned());
-            fresh = next;
-        }
-        (state, ids, unread)
-    }
 }
 
 /// Starts a cycle for `body` (never called for DELETED watch events: those end the object).
@@ -282,6 +248,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
     }
     let (stored, ids, unread) = subject.read_state(body);
     let base = stored_base(stored.diffbase.as_deref());
+    let unreadable_base = stored.diffbase.is_some() && matches!(base, Stored::Nothing);
     // The essence is built only when needed: comparing with a stored one walks the body.
     let mut new_essence = essence_known;
     let changed = match &base {
@@ -339,6 +306,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
             due
         });
     let mut lines: Vec<Line> = reason.idle_line().into_iter().collect();
+    let notes = malformed_notes(subject, body, &ids, unreadable_base, &mut lines);
     if let Stored::Digest(_) = base
         && reason == Reason::Update
     {
@@ -364,6 +332,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
         wake: None,
         unreachable: false,
         lines,
+        notes,
     }))
 }
 
@@ -578,7 +547,8 @@ impl Cycle {
         writes.main = main;
         writes.status = status;
         writes.json_patches = self.calls.iter().filter_map(|c| c.json_patch.clone().map(|p| (c.id.clone(), p))).collect();
-        let mut events: Vec<pb::Event> = self.calls.iter().flat_map(|c| c.events.iter().cloned()).collect();
+        let mut events: Vec<pb::Event> = self.notes.clone();
+        events.extend(self.calls.iter().flat_map(|c| c.events.iter().cloned()));
         events.append(&mut writes.events);
         writes.events = events;
         let next = if self.unreachable {
@@ -599,6 +569,7 @@ impl Cycle {
 mod answer;
 mod calls;
 mod diffbase;
+mod stored;
 
 #[cfg(test)]
 mod tests;
