@@ -12,6 +12,7 @@ pub mod clock;
 pub mod cluster;
 pub mod coordination;
 pub mod engines;
+pub mod json;
 pub mod logs;
 pub mod metrics;
 pub mod object;

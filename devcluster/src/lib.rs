@@ -20,6 +20,7 @@ pub mod authz;
 pub mod builtin;
 pub mod cluster;
 pub mod crd;
+pub mod depth;
 pub mod gc;
 pub mod jsonpath;
 pub mod managed;

@@ -33,8 +33,11 @@ impl Format {
 }
 
 fn decode(raw: &[u8]) -> ApiResult<Value> {
-    serde_json::from_slice(raw).map_err(|e| {
-        let why = if e.is_eof() { "unexpected end of JSON input".to_string() } else { e.to_string() };
+    crate::depth::from_slice(raw).map_err(|e| {
+        let why = match e {
+            crate::depth::Unread::Json(e) if e.is_eof() => "unexpected end of JSON input".to_string(),
+            e => e.to_string(),
+        };
         ApiError::bad_request(format!("error decoding patch: {why}"))
     })
 }
@@ -49,8 +52,12 @@ fn rejected() -> ApiError {
 pub fn parse(format: Format, raw: &[u8]) -> ApiResult<Value> {
     match format {
         Format::Apply => {
-            if let Ok(v) = serde_json::from_slice::<Value>(raw) {
-                return Ok(v);
+            match crate::depth::from_slice(raw) {
+                Ok(v) => return Ok(v),
+                Err(crate::depth::Unread::TooDeep) => {
+                    return Err(ApiError::bad_request(format!("error decoding patch: {}", crate::depth::TOO_DEEP)));
+                }
+                Err(crate::depth::Unread::Json(_)) => {}
             }
             serde_yaml::from_slice::<Value>(raw).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
         }

@@ -132,7 +132,8 @@ impl Log {
         if let Ok(f) = File::open(&path) {
             for line in BufReader::new(f).split(b'\n') {
                 let Ok(line) = line else { break };
-                let Ok(mut rec) = serde_json::from_slice::<Value>(&line) else {
+                // As deep as stored objects go, in a record around them.
+                let Ok(mut rec) = crate::depth::from_slice_within(&line, crate::depth::MAX_DEPTH + 1) else {
                     break;
                 };
                 let object = match rec.get_mut("o").map(Value::take) {

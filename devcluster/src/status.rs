@@ -181,6 +181,15 @@ impl ApiError {
         Self::internal("etcdserver: request is too large")
     }
 
+    /// 422 for an object that a write would make deeper than [`crate::depth::MAX_DEPTH`].
+    pub fn too_deep() -> Self {
+        Self::invalid_plain(format!(
+            "the object would be nested more than {} levels deep: {}",
+            crate::depth::MAX_DEPTH,
+            crate::depth::TOO_DEEP
+        ))
+    }
+
     /// 401 Unauthorized.
     pub fn unauthorized() -> Self {
         Self::new(401, "Unauthorized", "Unauthorized")

@@ -356,6 +356,11 @@ impl Table {
             let prepared = match decision {
                 Write::Keep => Prepared::Keep,
                 Write::Put(value) => {
+                    // A patch may deepen an object beyond what bodies may be: refused before
+                    // anything walks it recursively.
+                    if crate::depth::of_value(&value) > crate::depth::MAX_DEPTH {
+                        return Err(crate::status::ApiError::too_deep());
+                    }
                     let (value, encoded) = Encoded::new(value);
                     if encoded.len() > MAX_OBJECT_BYTES {
                         return Err(crate::status::ApiError::object_too_large());

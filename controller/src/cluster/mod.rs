@@ -51,9 +51,9 @@ pub enum Error {
         method: Method,
         /// Request path.
         path: String,
-        /// The parse error.
+        /// The parse error (or the object is deeper than the controller reads).
         #[source]
-        source: serde_json::Error,
+        source: crate::json::Error,
     },
 }
 
@@ -180,7 +180,7 @@ impl Cluster {
             drop(permit);
             let wait = match outcome {
                 Ok((status, _, bytes)) if status.is_success() => {
-                    return serde_json::from_slice(&bytes).map_err(|source| Error::Decode { method, path: path.into(), source });
+                    return crate::json::from_slice(&bytes).map_err(|source| Error::Decode { method, path: path.into(), source });
                 }
                 Ok((status, retry_after, bytes)) => {
                     let err = api_error(&method, path, status, &bytes);

@@ -4,6 +4,12 @@
 //! JSON: a round trip per event that cost more than the rest of the watch path. The watcher
 //! needs only a resource's `ObjectMeta` for its bookkeeping (name, namespace, uid,
 //! resourceVersion), so those few fields are copied beside the body.
+//!
+//! Each object is read on its own, to [`crate::json::MAX_DEPTH`] levels, from its raw text: a
+//! list page or watch event decoded as a whole would fail with every other object in it when
+//! one object is nested deeper than serde_json's 128 levels (the API server allows 10,000).
+//! An object deeper than the controller reads is kept with its identity only and marked
+//! ([`RawObject::too_deep`]), so that the watch can say which one it skips.
 
 use std::borrow::Cow;
 
@@ -19,6 +25,9 @@ pub struct RawObject {
     /// Only `name`, `namespace`, `uid` and `resourceVersion` are filled; the body has it all.
     meta: ObjectMeta,
     body: Value,
+    /// The object's depth, when it is too deep to read: the body then holds only apiVersion,
+    /// kind and the identifying metadata.
+    too_deep: Option<usize>,
 }
 
 impl RawObject {
@@ -32,7 +41,13 @@ impl RawObject {
             resource_version: field("resourceVersion"),
             ..ObjectMeta::default()
         };
-        RawObject { meta, body }
+        RawObject { meta, body, too_deep: None }
+    }
+
+    /// How deeply the object nests, if deeper than the controller reads (its body then holds
+    /// only what identifies it).
+    pub fn too_deep(&self) -> Option<usize> {
+        self.too_deep
     }
 
     /// The body.
@@ -53,8 +68,49 @@ impl RawObject {
 
 impl<'de> Deserialize<'de> for RawObject {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RawObject, D::Error> {
-        Value::deserialize(d).map(usual_order).map(RawObject::new)
+        // The raw text is skipped over by serde_json without recursion, whatever its depth.
+        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+        match crate::json::from_str(raw.get()) {
+            Ok(body) => Ok(RawObject::new(usual_order(body))),
+            Err(crate::json::Error::TooDeep { depth }) => identity(raw.get(), depth).map_err(serde::de::Error::custom),
+            Err(crate::json::Error::Json(e)) => Err(serde::de::Error::custom(e)),
+        }
     }
+}
+
+/// What identifies an object too deep to read: apiVersion, kind, and the metadata the watch
+/// and a deletion need; every other field is skipped over without recursion.
+fn identity(text: &str, depth: usize) -> Result<RawObject, serde_json::Error> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Meta {
+        name: Option<String>,
+        namespace: Option<String>,
+        uid: Option<String>,
+        resource_version: Option<String>,
+        deletion_timestamp: Option<String>,
+        finalizers: Option<Vec<String>>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Identity {
+        api_version: Option<String>,
+        kind: Option<String>,
+        metadata: Option<Meta>,
+    }
+    let id: Identity = serde_json::from_str(text)?;
+    let mut meta = serde_json::Map::new();
+    if let Some(m) = id.metadata {
+        let fields = [("name", m.name), ("namespace", m.namespace), ("uid", m.uid), ("resourceVersion", m.resource_version)];
+        meta.extend(fields.into_iter().filter_map(|(k, v)| Some((k.to_string(), Value::String(v?)))));
+        meta.extend(m.deletion_timestamp.map(|t| ("deletionTimestamp".to_string(), Value::String(t))));
+        meta.extend(m.finalizers.map(|f| ("finalizers".to_string(), f.into())));
+    }
+    let mut body = serde_json::Map::new();
+    body.extend(id.api_version.map(|v| ("apiVersion".to_string(), Value::String(v))));
+    body.extend(id.kind.map(|v| ("kind".to_string(), Value::String(v))));
+    body.insert("metadata".into(), Value::Object(meta));
+    Ok(RawObject { too_deep: Some(depth), ..RawObject::new(Value::Object(body)) })
 }
 
 /// The body with `apiVersion` and `kind` first, as a real API server sends custom resources
@@ -150,5 +206,51 @@ mod tests {
         let odd = RawObject::new(json!({"metadata": {"name": 5}}));
         assert_eq!(odd.meta().name, None);
         assert_eq!(odd.into_body(), json!({"metadata": {"name": 5}}));
+    }
+
+    /// An object nested `depth` levels, in its spec and in its managedFields.
+    fn deep(name: &str, depth: usize) -> String {
+        let (spec, fields) = (crate::json::nested(depth - 2), crate::json::nested(depth - 4));
+        format!(
+            r#"{{"apiVersion":"kopf.dev/v1","kind":"KopfExample","metadata":{{"name":"{name}","namespace":"ns","uid":"u-{name}","resourceVersion":"9","finalizers":["f"],"managedFields":[{{"fieldsV1":{fields}}}]}},"spec":{{"v":{spec}}}}}"#
+        )
+    }
+
+    #[test]
+    fn one_object_too_deep_is_marked_and_the_rest_of_its_page_and_its_watch_event_are_read() {
+        let max = crate::json::MAX_DEPTH;
+        let page = format!(
+            r#"{{"apiVersion":"v1","kind":"List","metadata":{{"resourceVersion":"10"}},"items":[{},{},{}]}}"#,
+            deep("shallow", 5),
+            deep("deep", max),
+            deep("deeper", max + 1)
+        );
+        let list: kube::core::ObjectList<RawObject> = serde_json::from_str(&page).expect("the page is read");
+        let depths: Vec<Option<usize>> = list.items.iter().map(RawObject::too_deep).collect();
+        assert_eq!(depths, [None, None, Some(max + 1)]);
+        assert_eq!(list.items[1].body()["metadata"]["name"], "deep");
+        let skipped = list.items[2].body();
+        assert_eq!(
+            skipped,
+            &json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "deeper", "namespace": "ns",
+                "uid": "u-deeper", "resourceVersion": "9", "finalizers": ["f"]}})
+        );
+        assert_eq!(list.items[2].meta().resource_version.as_deref(), Some("9"));
+        for (name, depth, read) in [("deep", max, true), ("deeper", 5 * max, false)] {
+            let line = format!(r#"{{"type":"MODIFIED","object":{}}}"#, deep(name, depth));
+            match serde_json::from_str::<kube::core::WatchEvent<RawObject>>(&line).expect("the event is read") {
+                kube::core::WatchEvent::Modified(o) => assert_eq!(o.too_deep().is_none(), read, "{name}"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_object_reads_as_itself(body in crate::state::arbitrary::json()) {
+            let body = serde_json::json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "n"}, "spec": body});
+            let o: RawObject = serde_json::from_str(&body.to_string()).unwrap();
+            proptest::prop_assert_eq!(o.into_body(), body);
+        }
     }
 }

@@ -121,6 +121,9 @@ pub async fn watch(
                         let done_relisting = matches!(event, watcher::Event::InitDone) && known.is_relisting();
                         let done_first = matches!(event, watcher::Event::InitDone) && known.is_first_listing();
                         let seen = known.apply(event);
+                        for (obj, depth) in known.take_skipped() {
+                            log.warn(Some(&obj), &skipped_line(depth));
+                        }
                         let vanished = seen.iter().filter(|s| matches!(s, Seen::Deleted(_))).count();
                         if done_relisting && vanished > 0 {
                             log.info(None, &format!("{vanished} object(s) of {what} were deleted while the watch was away."));
@@ -196,7 +199,8 @@ pub async fn list_all(
     loop {
         let page = api.list(&params).await?;
         let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
-        for o in page.items {
+        // Objects too deep to read are skipped (the watch said so when it saw them).
+        for o in page.items.into_iter().filter(|o| o.too_deep().is_none()) {
             count += 1;
             deliver(Seen::Upsert(o.into_body()));
         }
@@ -205,6 +209,15 @@ pub async fn list_all(
             None => return Ok(count),
         }
     }
+}
+
+/// The warning about an object nested `depth` levels deep, which is not handled.
+fn skipped_line(depth: usize) -> String {
+    format!(
+        "The object is nested {depth} levels deep, deeper than the {} levels the controller reads; it is skipped until a \
+         change makes it less deep.",
+        crate::json::MAX_DEPTH
+    )
 }
 
 /// Where the watch loop is.
@@ -318,12 +331,14 @@ pub struct Known {
     objects: HashMap<Box<str>, Last>,
     listing: u32,
     phase: Phase,
+    /// Objects too deep to read seen since the last [`Known::take_skipped`], with their depth.
+    skipped: Vec<(crate::logs::ObjectRef, usize)>,
 }
 
 impl Known {
     /// Nothing known yet, for objects of this apiVersion and kind.
     pub fn new(api_version: String, kind: String) -> Known {
-        Known { api_version, kind, objects: HashMap::new(), listing: 0, phase: Phase::FirstListing }
+        Known { api_version, kind, objects: HashMap::new(), listing: 0, phase: Phase::FirstListing, skipped: Vec::new() }
     }
 
     /// Whether a listing finished and the watch follows changes.
@@ -351,7 +366,15 @@ impl Known {
         self.objects.is_empty()
     }
 
-    /// Takes one watcher event in; returns what to deliver, in order.
+    /// The objects too deep to read that the events since the last call brought (remembered,
+    /// as any object, but not delivered), with their depth: each is to be warned about.
+    pub fn take_skipped(&mut self) -> Vec<(crate::logs::ObjectRef, usize)> {
+        std::mem::take(&mut self.skipped)
+    }
+
+    /// Takes one watcher event in; returns what to deliver, in order. An object too deep to
+    /// read is remembered but not delivered (see [`Known::take_skipped`]); its deletion is
+    /// delivered, with the identity it has.
     pub fn apply(&mut self, event: watcher::Event<RawObject>) -> Vec<Seen> {
         match event {
             watcher::Event::Init => {
@@ -383,6 +406,7 @@ impl Known {
     /// Remembers an applied object; returns it (unless a listing repeats it unchanged),
     /// after a `Deleted` for an object of the same name with another uid.
     fn upsert(&mut self, o: RawObject, skip_unchanged: bool, wrap: fn(Value) -> Seen) -> Vec<Seen> {
+        let too_deep = o.too_deep();
         let (meta, body) = o.into_parts();
         let key = key(&meta);
         let (uid, rv) = (meta.uid.as_deref().unwrap_or(""), meta.resource_version.as_deref().unwrap_or(""));
@@ -403,7 +427,10 @@ impl Known {
                 self.objects.insert(key.into(), Last::of(&body, self.listing));
             }
         }
-        out.push(wrap(body));
+        match too_deep {
+            Some(depth) => self.skipped.push((object::object_ref(&body), depth)),
+            None => out.push(wrap(body)),
+        }
         out
     }
 
@@ -519,6 +546,25 @@ mod tests {
         for (what, events, want) in cases {
             assert_eq!(run(&mut known(), events), want, "{what}");
         }
+    }
+
+    #[test]
+    fn an_object_too_deep_to_read_is_skipped_with_its_name_and_the_others_are_delivered() {
+        let deep = |rv: &str| {
+            let spec = crate::json::nested(crate::json::MAX_DEPTH + 5);
+            let text = format!(r#"{{"metadata":{{"name":"d","namespace":"ns","uid":"ud","resourceVersion":"{rv}"}},"spec":{spec}}}"#);
+            serde_json::from_str::<RawObject>(&text).unwrap()
+        };
+        let mut k = known();
+        let seen = run(&mut k, listing(vec![obj("a", "ua", "1"), deep("1")]));
+        assert_eq!(seen, ["Listed a@1"]);
+        let skipped = k.take_skipped();
+        assert_eq!(skipped, [(crate::logs::ObjectRef { namespace: "ns".into(), name: "d".into() }, crate::json::MAX_DEPTH + 6)]);
+        assert_eq!(k.len(), 2, "remembered, so that a relist does not take it for new");
+        assert_eq!(run(&mut k, vec![Apply(deep("2")), Apply(obj("d", "ud", "3"))]), ["Upsert d@3"], "once less deep, it is delivered");
+        assert_eq!(k.take_skipped().len(), 1);
+        assert!(k.take_skipped().is_empty());
+        assert_eq!(run(&mut k, vec![Delete(deep("4"))]), ["Deleted d@4!"], "its deletion is delivered with its identity");
     }
 
     #[test]

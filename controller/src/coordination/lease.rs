@@ -16,6 +16,12 @@ use serde_json::{Value, json};
 
 /// The annotation in which a shard member publishes the members it acts for.
 pub const VIEW_ANNOTATION: &str = "bosun.dev/shard-view";
+/// The most members a published view may name. A shard group has a few replicas; each
+/// member costs [`super::ring::VNODES`] points on a ring built at every look, so a view
+/// naming more (anyone who may edit Leases may write one) reads as empty, as a member's that
+/// acts for nothing yet.
+pub const MAX_VIEW: usize = 256;
+
 /// The label that groups the Leases of one shard group.
 pub const GROUP_LABEL: &str = "bosun.dev/shard-group";
 
@@ -103,6 +109,7 @@ impl Record {
             .and_then(|a| a.get(VIEW_ANNOTATION))
             .and_then(Value::as_str)
             .and_then(|s| serde_json::from_str::<Vec<String>>(s).ok())
+            .filter(|v| v.len() <= MAX_VIEW)
             .unwrap_or_default();
         Record {
             holder: spec["holderIdentity"].as_str().filter(|h| !h.is_empty()).map(String::from),
@@ -119,7 +126,7 @@ impl Record {
     pub fn expires(&self) -> Option<DateTime<Utc>> {
         self.holder.as_ref()?;
         let renewed = self.renewed.or(self.acquired)?;
-        Some(renewed + chrono::Duration::from_std(self.duration).unwrap_or_default())
+        Some(crate::state::outcomes::later(renewed, self.duration))
     }
 
     /// Whether someone holds it at `now`.

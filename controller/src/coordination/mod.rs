@@ -21,6 +21,8 @@ pub mod ring;
 pub mod shards;
 
 #[cfg(test)]
+mod hostile_tests;
+#[cfg(test)]
 mod leases_tests;
 
 use std::collections::HashMap;

@@ -132,7 +132,8 @@ pub struct Peer {
 impl Peer {
     /// When its record stops counting.
     pub fn deadline(&self) -> DateTime<Utc> {
-        self.lastseen + chrono::Duration::from_std(self.lifetime).unwrap_or_default()
+        // Outside data: a `lastseen` near chrono's last date must not overflow.
+        crate::state::outcomes::later(self.lastseen, self.lifetime)
     }
 }
 

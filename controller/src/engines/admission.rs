@@ -134,7 +134,8 @@ async fn serve_review(
     body: axum::body::Bytes,
 ) -> Response {
     let reviewer = reviewers.0.read().clone();
-    let review: Value = match serde_json::from_slice(&body) {
+    // As deep as the objects the controller reads (the object under review is in it).
+    let review: Value = match crate::json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return (StatusCode::BAD_REQUEST, format!("the body is not JSON: {e}")).into_response(),
     };
@@ -428,5 +429,40 @@ mod tests {
             ("x-forwarded-for".to_string(), "10.0.0.1, 10.0.0.2".to_string()),
         ]);
         assert_eq!(forwarded_headers(&headers), want);
+    }
+
+    use proptest::prelude::Strategy as _;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 128, ..Default::default() })]
+
+        /// Whatever reaches the endpoint (any bytes, any JSON, objects of any depth), it answers
+        /// 200 with a review, or 400/404 saying why: never a panic.
+        #[test]
+        fn the_endpoint_answers_any_body(
+            body in proptest::prop_oneof![
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 0..32),
+                crate::state::arbitrary::json().prop_map(|v| serde_json::json!({"request": {"uid": "1", "operation": "CREATE",
+                    "object": v, "resource": {"group": "kopf.dev", "version": "v1", "resource": "kopfexamples"}}}).to_string().into_bytes()),
+                crate::state::arbitrary::json().prop_map(|v| v.to_string().into_bytes()),
+                proptest::prelude::Just(crate::json::nested(crate::json::MAX_DEPTH + 1).into_bytes()),
+            ],
+            id in proptest::prop_oneof![proptest::prelude::Just("check".to_string()), "[a-z/]{1,8}"],
+        ) {
+            let server = Arc::new(crate::engines::recording::Recording::default());
+            let spec = pb::HandlerSpec {
+                id: "check".into(),
+                kind: pb::HandlerKind::Mutate as i32,
+                resource: Some(pb::ResourceSelector { name: "kopfexamples".into(), ..Default::default() }),
+                ..Default::default()
+            };
+            let resolved = ("kopf.dev".to_string(), "v1".to_string(), "kopfexamples".to_string());
+            let reviewer = Reviewer::new(vec![(Handler::from_spec(&spec, 0).unwrap(), resolved)], Arc::new(vec![server]), Logger::new(None));
+            let app = router(Reviewers::new(reviewer));
+            let request = axum::http::Request::post(format!("/{id}")).body(axum::body::Body::from(body)).unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let status = rt.block_on(tower::ServiceExt::oneshot(app, request)).unwrap().status();
+            proptest::prop_assert!([200, 400, 404].contains(&status.as_u16()), "{}", status);
+        }
     }
 }

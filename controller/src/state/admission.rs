@@ -115,7 +115,7 @@ pub fn respond(review: &Value, req: &Request, answers: &[(&Handler, Answer)]) ->
                     continue;
                 }
                 match (h.kind, said.merge_patch.is_empty(), mutated.as_mut()) {
-                    (pb::HandlerKind::Mutate, false, Some(object)) => match serde_json::from_slice::<Value>(&said.merge_patch) {
+                    (pb::HandlerKind::Mutate, false, Some(object)) => match crate::json::from_slice(&said.merge_patch) {
                         Ok(patch) if patch.is_object() => {
                             json_patch::merge(object, &patch);
                             continue;

@@ -149,8 +149,9 @@ pub fn encode_diffbase(essence: &Value) -> String {
 }
 
 /// Decodes a stored diffbase; `None` when it is not valid JSON (then the object counts as new).
+/// As deep as the objects the controller reads, or their essence could not be read back.
 pub fn decode_diffbase(text: &str) -> Option<Value> {
-    serde_json::from_str(text.trim_end()).ok()
+    crate::json::from_str(text.trim_end()).ok()
 }
 
 #[cfg(test)]

@@ -13,3 +13,8 @@ pub mod plan;
 pub mod progress;
 pub mod registry;
 pub mod storage;
+
+#[cfg(test)]
+pub(crate) mod arbitrary;
+#[cfg(test)]
+mod hostile_tests;

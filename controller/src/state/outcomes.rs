@@ -178,7 +178,7 @@ pub fn record_attempt(
     };
     let retry = |mut r: ProgressRecord, message: String, delay: Duration, unexpected: bool| {
         let until = later(now, delay);
-        r.retries = Some(r.retries.unwrap_or(0) + 1);
+        r.retries = Some(r.retries.unwrap_or(0).saturating_add(1));
         r.delayed = Some(format_time(until));
         r.message = Some(message.clone());
         (Some(r), Verdict::Retry { message, until, unexpected })
@@ -296,7 +296,7 @@ pub enum ActivityNext {
 
 /// Judges one activity attempt (`None`: unreachable), the `retry`-th (from 0).
 pub fn activity_next(h: &Handler, attempt: Option<&Attempt>, unreachable: &str, retry: u32) -> ActivityNext {
-    let limit_hit = h.retries.is_some_and(|limit| retry + 1 >= limit);
+    let limit_hit = h.retries.is_some_and(|limit| retry.saturating_add(1) >= limit);
     let retry_or_fail = |delay: Duration, message: String| {
         if limit_hit { ActivityNext::Failed(format!("{message} (retries exhausted)")) } else { ActivityNext::Retry(delay, message) }
     };

@@ -26,8 +26,10 @@ use super::storage::{ObjectState, Storage};
 use crate::logs::{Level, Line};
 use crate::object;
 use answer::{Checked, check};
+pub use calls::{MAX_DEPTH, MAX_RECORDS};
 pub use diffbase::{STATUS_DIFFBASE_LIMIT, digest_diffbase};
 use diffbase::{Stored, stored_base};
+use stored::malformed_notes;
 
 /// What the plan knows of the resource.
 pub struct Subject<'a> {
@@ -164,6 +166,8 @@ pub struct Cycle {
     wants_finalizer: bool,
     stored: ObjectState,
     ids: Vec<String>,
+    /// Sub-handler ids the records name beyond [`calls::MAX_RECORDS`] (not read).
+    unread: HashSet<String>,
     new_essence: Value,
     records: BTreeMap<String, ProgressRecord>,
     attempted: HashSet<String>,
@@ -176,6 +180,8 @@ pub struct Cycle {
     wake: Option<DateTime<Utc>>,
     unreachable: bool,
     lines: Vec<Line>,
+    /// Warning events about the stored state, posted with the cycle's writes.
+    notes: Vec<pb::Event>,
 }
 
 /// The object's `metadata.deletionTimestamp` is set.
@@ -223,33 +229,6 @@ impl Subject<'_> {
             compose_over(base, main, &json!({"metadata": {"annotations": {result_annotation(&self.storage.prefix, id): text}}}));
         }
     }
-
-    /// Every (sub-)handler id with state on the object: the handlers' own and, recursively,
-    /// the sub-handlers their records name.
-    fn read_state(&self, body: &Value) -> (ObjectState, Vec<String>) {
-        // One id may serve several causes (create and update): each is read once.
-        let mut ids: Vec<String> = Vec::new();
-        for h in self.handlers {
-            if !ids.contains(&h.id) {
-                ids.push(h.id.clone());
-            }
-        }
-        loop {
-            let state = self.storage.read(body, ids.iter().map(String::as_str));
-            let mut next = ids.clone();
-            for r in state.progress.values() {
-                for s in r.subrefs.iter().flatten() {
-                    if !next.contains(s) {
-                        next.push(s.clone());
-                    }
-                }
-            }
-            if next.len() == ids.len() {
-                return (state, ids);
-            }
-            ids = next;
-        }
-    }
 }
 
 /// Starts a cycle for `body` (never called for DELETED watch events: those end the object).
@@ -267,8 +246,9 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
         let line = Line::new(Level::Info, "Adding the finalizer, thus preventing the actual deletion.");
         return Start::AddFinalizer(Writes { finalizer: Some(true), ..Writes::none() }, vec![line]);
     }
-    let (stored, ids) = subject.read_state(body);
+    let (stored, ids, unread) = subject.read_state(body);
     let base = stored_base(stored.diffbase.as_deref());
+    let unreadable_base = stored.diffbase.is_some() && matches!(base, Stored::Nothing);
     // The essence is built only when needed: comparing with a stored one walks the body.
     let mut new_essence = essence_known;
     let changed = match &base {
@@ -326,6 +306,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
             due
         });
     let mut lines: Vec<Line> = reason.idle_line().into_iter().collect();
+    let notes = malformed_notes(subject, body, &ids, unreadable_base, &mut lines);
     if let Stored::Digest(_) = base
         && reason == Reason::Update
     {
@@ -340,6 +321,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
         wants_finalizer,
         stored,
         ids,
+        unread,
         new_essence,
         records,
         attempted: HashSet::new(),
@@ -350,6 +332,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
         wake: None,
         unreachable: false,
         lines,
+        notes,
     }))
 }
 
@@ -564,7 +547,8 @@ impl Cycle {
         writes.main = main;
         writes.status = status;
         writes.json_patches = self.calls.iter().filter_map(|c| c.json_patch.clone().map(|p| (c.id.clone(), p))).collect();
-        let mut events: Vec<pb::Event> = self.calls.iter().flat_map(|c| c.events.iter().cloned()).collect();
+        let mut events: Vec<pb::Event> = self.notes.clone();
+        events.extend(self.calls.iter().flat_map(|c| c.events.iter().cloned()));
         events.append(&mut writes.events);
         writes.events = events;
         let next = if self.unreachable {
@@ -585,6 +569,7 @@ impl Cycle {
 mod answer;
 mod calls;
 mod diffbase;
+mod stored;
 
 #[cfg(test)]
 mod tests;

@@ -62,7 +62,8 @@ impl ProgressRecord {
 
     /// Decodes a record; `None` for garbage (the handler then counts as not started).
     pub fn decode(text: &str) -> Option<ProgressRecord> {
-        serde_json::from_str(text).ok()
+        // As deep as objects go: a sub-handler's parameter may be as deep as the object.
+        serde_json::from_value(crate::json::from_str(text).ok()?).ok()
     }
 }
 
@@ -72,9 +73,11 @@ pub fn format_time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Micros, false)
 }
 
-/// Parses a time written by Bosun or any Kopf version (with or without a zone).
+/// Parses a time written by Bosun or any Kopf version (with or without a zone), and any
+/// time [`format_time`] writes (years past 9999 have a sign, which RFC 3339 does not allow).
 pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s)
+        .or_else(|_| DateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f%:z"))
         .map(|t| t.with_timezone(&Utc))
         .ok()
         .or_else(|| NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").ok().map(|n| n.and_utc()))

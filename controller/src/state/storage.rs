@@ -290,6 +290,17 @@ impl Storage {
         ObjectState { diffbase, progress }
     }
 
+    /// The ids among `ids` whose progress is on the object but cannot be read (anyone who may
+    /// edit the object may write anything there): they read as not started.
+    pub fn unreadable<'a>(&self, body: &Value, ids: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+        let ann = self.annotations(body);
+        let progress = self.status_state(body).and_then(|s| s.get("progress"));
+        let bad_ann = |k: &String| ann.and_then(|a| a.get(k)).is_some_and(|v| v.as_str().and_then(ProgressRecord::decode).is_none());
+        let bad_st =
+            |id: &str| progress.and_then(|p| p.get(id)).is_some_and(|v| serde_json::from_value::<ProgressRecord>(v.clone()).is_err());
+        ids.into_iter().filter(|id| bad_st(id) || self.annotation_keys(body, id).iter().any(bad_ann)).map(String::from).collect()
+    }
+
     /// Adds to `main` and `status` (merge patches of the main resource and of the status
     /// subresource) what turns the state on `body` into `desired`. Progress of ids not in
     /// `desired` but present on the object is removed; stale copies in the other place and

@@ -15,7 +15,7 @@ use crate::status::{ApiError, ApiResult};
 pub fn handle(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response {
     let ns = t.namespace.as_deref().unwrap_or("");
     let name = t.name.as_deref().unwrap_or("");
-    let r = dry_run("CreateOptions", ctx.q("dryRun")).and_then(|dry_run| match t.sub.as_deref() {
+    let r = dry_run("CreateOptions", ctx.values("dryRun")).and_then(|dry_run| match t.sub.as_deref() {
         Some("eviction") => body_of(raw, "Eviction", ns).and_then(|body| {
             check_name(&body, name, "Eviction")?;
             let mut opts = delete_opts_from(None, body.get("deleteOptions").unwrap_or(&Value::Null))?;

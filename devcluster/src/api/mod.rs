@@ -58,13 +58,29 @@ pub struct Ctx {
     shape: negotiate::Shape,
     /// Who the request acts as (what admission webhooks are told).
     pub user: Option<crate::authz::User>,
+    /// Every value of each query parameter, in order, for the list parameters (`dryRun`).
+    all: HashMap<String, Vec<String>>,
 }
 
 impl Ctx {
     /// The context of a request with these query parameters and headers.
     pub fn new(query: HashMap<String, String>, headers: HeaderMap) -> Self {
         let shape = negotiate::shape(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-        Ctx { query, headers, shape, user: None }
+        Ctx { query, headers, shape, user: None, all: HashMap::new() }
+    }
+
+    /// The context of a request with this query string and these headers.
+    pub fn of_query(query: &str, headers: HeaderMap) -> Self {
+        Ctx { all: parse_query_all(query), ..Ctx::new(parse_query(query), headers) }
+    }
+
+    /// Every value of a list query parameter (`dryRun=All&dryRun=x`), as the real server reads
+    /// one into a `[]string` option.
+    pub fn values(&self, k: &str) -> Vec<&str> {
+        match self.all.get(k) {
+            Some(all) => all.iter().map(String::as_str).collect(),
+            None => self.q(k).into_iter().collect(),
+        }
     }
 
     /// A query parameter.
@@ -133,8 +149,7 @@ async fn answer(cluster: Arc<Cluster>, req: Request) -> Response {
         Err(refusal) => return refusal.into_response(),
     };
     let path = parts.uri.path().to_string();
-    let query = parse_query(parts.uri.query().unwrap_or(""));
-    let mut ctx = Ctx::new(query, parts.headers.clone());
+    let mut ctx = Ctx::of_query(parts.uri.query().unwrap_or(""), parts.headers.clone());
     ctx.user = user;
     let segs: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(decode).collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
@@ -214,6 +229,16 @@ fn parse_query(query: &str) -> HashMap<String, String> {
     out
 }
 
+/// Every value of each query parameter, in order.
+fn parse_query_all(query: &str) -> HashMap<String, Vec<String>> {
+    let mut out: HashMap<String, Vec<String>> = HashMap::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        out.entry(decode(k)).or_default().push(decode(v));
+    }
+    out
+}
+
 fn decode(s: &str) -> String {
     if !s.contains(['%', '+']) {
         return s.to_string();
@@ -238,8 +263,12 @@ fn decode(s: &str) -> String {
 }
 
 fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], method: Method, ctx: Ctx, raw: Bytes) -> Response {
+    // Under a built-in group-version, kube-apiserver's go-restful container answers an unknown
+    // path with a `Status`; a custom resource's group is served by the CRD handler, whose
+    // unknown paths (and those of deleted CRDs) fall through to the plain-text 404.
+    let builtin_group_version = group.is_empty() || cluster.registry.group_version(group, version).iter().any(|i| i.builtin);
     let not_found = || {
-        if group.is_empty() {
+        if builtin_group_version {
             let mut e = ApiError::not_found_raw("", "", "");
             e.message = "the server could not find the requested resource".into();
             e.details = Some(Box::new(serde_json::json!({})));

@@ -118,7 +118,7 @@ pub async fn transform(response: Response, list: bool, version: &'static str) ->
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return error(&ApiError::internal("the answer could not be read"));
     };
-    let Ok(value) = serde_json::from_slice::<Value>(&bytes) else {
+    let Ok(value) = crate::depth::from_slice(&bytes) else {
         return Response::from_parts(parts, Body::from(bytes));
     };
     let is_list = value.get("items").is_some_and(Value::is_array);

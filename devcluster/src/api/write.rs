@@ -32,7 +32,7 @@ pub(super) fn dry_run<'a>(options: &str, values: impl IntoIterator<Item = &'a st
 }
 
 pub(super) fn write_opts(ctx: &Ctx, options: &str) -> ApiResult<WriteOpts> {
-    let dry_run = dry_run(options, ctx.q("dryRun"))?;
+    let dry_run = dry_run(options, ctx.values("dryRun"))?;
     let mut given = serde_json::Map::new();
     if dry_run {
         given.insert("dryRun".into(), serde_json::json!(["All"]));
@@ -144,6 +144,7 @@ fn delete_opts(ctx: &Ctx, raw: &[u8]) -> ApiResult<DeleteOpts> {
 /// DELETE, the query parameters, which win.
 pub(super) fn delete_opts_from(query: Option<&Ctx>, body: &Value) -> ApiResult<DeleteOpts> {
     let q = |k: &str| query.and_then(|c| c.q(k));
+    let query_dry_run = query.map(|c| c.values("dryRun")).unwrap_or_default();
     let policy =
         q("propagationPolicy").map(String::from).or_else(|| body.get("propagationPolicy").and_then(Value::as_str).map(String::from));
     let mut propagation = policy.as_deref().filter(|p| !p.is_empty()).map(Propagation::parse).transpose()?;
@@ -156,7 +157,7 @@ pub(super) fn delete_opts_from(query: Option<&Ctx>, body: &Value) -> ApiResult<D
         };
     }
     let in_body = body.get("dryRun").and_then(Value::as_array).map(|a| a.iter().map(|d| d.as_str().unwrap_or("")).collect::<Vec<_>>());
-    let dry = dry_run("DeleteOptions", q("dryRun").into_iter().chain(in_body.into_iter().flatten()))?;
+    let dry = dry_run("DeleteOptions", query_dry_run.into_iter().chain(in_body.into_iter().flatten()))?;
     Ok(DeleteOpts {
         dry_run: dry,
         propagation,

@@ -124,7 +124,7 @@ pub fn has_generation(info: &ResourceInfo) -> bool {
 
 /// Parse a request body as JSON, with the real server's error for malformed input.
 pub fn parse_body(info: &ResourceInfo, raw: &[u8]) -> ApiResult<Value> {
-    match serde_json::from_slice::<Value>(raw) {
+    match crate::depth::from_slice(raw) {
         Ok(v @ Value::Object(_)) => Ok(v),
         Ok(_) => Err(ApiError::bad_request(format!(
             "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: json: cannot unmarshal into Go value of type struct",
@@ -132,7 +132,10 @@ pub fn parse_body(info: &ResourceInfo, raw: &[u8]) -> ApiResult<Value> {
         ))),
         Err(e) => {
             let snippet: String = String::from_utf8_lossy(raw).chars().take(30).collect();
-            let why = if e.is_eof() { "unexpected end of JSON input".to_string() } else { e.to_string() };
+            let why = match e {
+                crate::depth::Unread::Json(e) if e.is_eof() => "unexpected end of JSON input".to_string(),
+                e => e.to_string(),
+            };
             Err(ApiError::bad_request(format!(
                 "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: {why} ({snippet} ...)",
                 info.kind

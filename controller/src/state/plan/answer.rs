@@ -11,7 +11,7 @@ use crate::state::registry::check_id;
 #[derive(Debug, thiserror::Error)]
 pub(super) enum Unusable {
     #[error("the handler server returned invalid JSON in `{field}`: {error}")]
-    NotJson { field: &'static str, error: serde_json::Error },
+    NotJson { field: &'static str, error: crate::json::Error },
     #[error("the handler server returned an unusable `merge_patch`: {0}")]
     MergePatch(#[from] crate::state::patches::UnusablePatch),
     #[error("the handler server returned an invalid `json_patch`: {0}")]
@@ -20,13 +20,15 @@ pub(super) enum Unusable {
     SubhandlerId { id: String, why: crate::state::registry::BadId },
     #[error("sub-handler id '{0}' is given twice")]
     SubhandlerTwice(String),
+    #[error("{0} sub-handlers are more than the {max} a handler may have", max = super::calls::MAX_RECORDS)]
+    TooManySubhandlers(usize),
 }
 
 fn parse_bytes(bytes: &[u8], field: &'static str) -> Result<Option<Value>, Unusable> {
     if bytes.is_empty() {
         return Ok(None);
     }
-    serde_json::from_slice::<Value>(bytes).map(|v| Some(v).filter(|v| !v.is_null())).map_err(|error| Unusable::NotJson { field, error })
+    crate::json::from_slice(bytes).map(|v| Some(v).filter(|v| !v.is_null())).map_err(|error| Unusable::NotJson { field, error })
 }
 
 /// A handler's answer, checked: result, merge patch, JSON patch and sub-handlers.
@@ -47,11 +49,15 @@ pub(super) fn check(answer: &pb::HandleResponse, id: &str) -> Result<Checked, Un
     if let Some(p) = &json_patch {
         serde_json::from_value::<json_patch::Patch>(p.clone()).map_err(Unusable::JsonPatch)?;
     }
+    if answer.subhandlers.len() > super::calls::MAX_RECORDS {
+        return Err(Unusable::TooManySubhandlers(answer.subhandlers.len()));
+    }
     let mut children = Vec::new();
+    let mut given = std::collections::HashSet::new();
     for c in &answer.subhandlers {
         let full = format!("{id}/{}", c.id);
         check_id(&c.id).map_err(|why| Unusable::SubhandlerId { id: c.id.clone(), why })?;
-        if children.iter().any(|(f, _)| *f == full) {
+        if !given.insert(c.id.as_str()) {
             return Err(Unusable::SubhandlerTwice(c.id.clone()));
         }
         let param = parse_bytes(&c.param, "subhandlers.param")?;

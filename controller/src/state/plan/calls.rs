@@ -11,8 +11,10 @@
 //! restarted between the last child and the finishing call makes that call and runs no child
 //! again.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
+use bosun_proto::v1 as pb;
 use serde_json::Value;
 
 use super::{CallOutcome, Cycle, Invocation};
@@ -20,49 +22,113 @@ use crate::logs::Level;
 use crate::state::outcomes::{Verdict, precheck, record_limit_failure};
 use crate::state::progress::{ProgressRecord, format_time};
 
+/// The most levels of sub-handlers under a handler: deeper records are malformed (each level
+/// is one recursion of the walk, so the walk's stack is bounded whatever the object says).
+pub const MAX_DEPTH: usize = 32;
+
+/// The most (sub-)handler records of one object that a cycle reads: a record graph that
+/// names more is malformed, so a hostile record costs bounded time and memory. A handler's
+/// sub-handlers are a few records each of ~150 bytes; 4096 of them fill 600 KiB, more than
+/// the API server allows in annotations (256 KiB) and a good part of an object (1.5 MiB).
+pub const MAX_RECORDS: usize = 4096;
+
 /// A sub-handler's own id, as its parent gave it: `item1` for `create_fn/item1`.
 fn own_id<'a>(parent: &str, child: &'a str) -> &'a str {
     child.strip_prefix(parent).and_then(|rest| rest.strip_prefix('/')).unwrap_or(child)
 }
 
+/// What the walk through one handler's sub-handlers found.
+enum Step {
+    /// This call is next.
+    Call(Invocation),
+    /// Nothing to call now under this (sub-)handler.
+    Nothing,
+    /// The records under the handler cannot be followed (why): the handler fails.
+    Malformed(String),
+}
+
+/// One walk from a due handler down its sub-handlers: the ids met so far.
+#[derive(Default)]
+struct Walk {
+    met: HashSet<String>,
+}
+
 impl Cycle {
     /// The next call to make, depth first through sub-handlers, in registration order; `None`
-    /// when every due (sub-)handler was called once, is finished, or waits for its delay.
+    /// when every due (sub-)handler was called once, is finished, or waits for its delay. A
+    /// handler whose records name sub-handlers in a cycle, twice, too deep or beyond
+    /// [`MAX_RECORDS`] fails permanently, with a Warning event: those records are the
+    /// object's, anyone who may edit it may write them, and Kopf fails a handler for good
+    /// when what it needs cannot be had, rather than retrying what cannot change.
     pub fn next_call(&mut self) -> Option<Invocation> {
         for i in 0..self.due.len() {
             let id = self.due[i].handler.id.clone();
-            if let Some(inv) = self.visit(i, id, None, None) {
-                return Some(inv);
+            match self.visit(i, id, None, None, 0, &mut Walk::default()) {
+                Step::Call(inv) => return Some(inv),
+                Step::Nothing => {}
+                Step::Malformed(why) => self.fail_malformed(i, &why),
             }
         }
         None
     }
 
-    fn visit(&mut self, i: usize, id: String, parent: Option<String>, param: Option<Value>) -> Option<Invocation> {
+    /// Fails the due handler `i` for good: its records are malformed.
+    fn fail_malformed(&mut self, i: usize, why: &str) {
+        let id = self.due[i].handler.id.clone();
+        let message = format!("its progress records on the object are malformed: {why}");
+        let verdict = Verdict::Failed(message.clone());
+        let line = verdict.log_line(&id);
+        self.line(Level::Error, line.clone());
+        let prev = self.records.get(&id).cloned();
+        self.records.insert(id.clone(), record_limit_failure(prev.as_ref(), self.reason.purpose(), &message, self.now));
+        let event = pb::Event { r#type: "Warning".into(), reason: "MalformedProgress".into(), message: line, regarding: None };
+        self.calls.push(CallOutcome {
+            id,
+            verdict,
+            result: None,
+            main_patch: None,
+            status_patch: None,
+            json_patch: None,
+            events: vec![event],
+        });
+    }
+
+    fn visit(&mut self, i: usize, id: String, parent: Option<String>, param: Option<Value>, depth: usize, walk: &mut Walk) -> Step {
         if self.finished(&id) {
-            return None;
+            return Step::Nothing;
+        }
+        if !walk.met.insert(id.clone()) {
+            let by = parent.as_deref().unwrap_or_default();
+            return Step::Malformed(format!("sub-handler '{id}' is listed under itself (by '{by}'): a cycle"));
         }
         let prev = self.records.get(&id).cloned();
         let mut finishes = Vec::new();
         if let Some(children) = prev.as_ref().and_then(|r| r.subrefs.clone()).filter(|c| !c.is_empty()) {
+            if depth >= MAX_DEPTH {
+                return Step::Malformed(format!("sub-handlers are nested deeper than {MAX_DEPTH} levels under '{id}'"));
+            }
+            if let Some(why) = self.unfollowable(&id, &children, walk) {
+                return Step::Malformed(why);
+            }
             for child in &children {
                 let p = self.records.get(child).and_then(|r| r.param.clone());
-                if let Some(inv) = self.visit(i, child.clone(), Some(id.clone()), p) {
-                    return Some(inv);
+                match self.visit(i, child.clone(), Some(id.clone()), p, depth + 1, walk) {
+                    Step::Nothing => {}
+                    found => return found,
                 }
             }
             if !children.iter().all(|c| self.finished(c)) {
-                return None;
+                return Step::Nothing;
             }
             if !self.due[i].handler.finishes_parents {
                 self.settle_parent(&id, &children);
-                return None;
+                return Step::Nothing;
             }
             finishes = children.iter().map(|c| own_id(&id, c).to_string()).collect();
         }
         if let Some(until) = prev.as_ref().and_then(ProgressRecord::delayed_until).filter(|u| *u > self.now) {
             self.wake_at(until);
-            return None;
+            return Step::Nothing;
         }
         // One attempt per cycle, and one finishing call: a parent may be called, its
         // sub-handlers run and it be finished in one cycle; a finishing call that is due again
@@ -70,7 +136,7 @@ impl Cycle {
         let first = if finishes.is_empty() { self.attempted.insert(id.clone()) } else { self.finishing.insert(id.clone()) };
         if !first {
             self.again |= !finishes.is_empty();
-            return None;
+            return Step::Nothing;
         }
         let h = Arc::clone(&self.due[i].handler);
         if let Some(message) = precheck(&h, prev.as_ref(), self.now) {
@@ -85,14 +151,14 @@ impl Cycle {
                 json_patch: None,
                 events: Vec::new(),
             });
-            return None;
+            return Step::Nothing;
         }
         if finishes.is_empty() {
             self.line(Level::Debug, format!("Handler '{id}' is invoked."));
         } else {
             self.line(Level::Debug, format!("Handler '{id}' is invoked to finish, its sub-handlers being done: {}.", finishes.join(", ")));
         }
-        Some(Invocation {
+        Step::Call(Invocation {
             due: i,
             retry: prev.as_ref().and_then(|r| r.retries).unwrap_or(0),
             started: prev.as_ref().and_then(ProgressRecord::started_at).unwrap_or(self.now),
@@ -101,6 +167,26 @@ impl Cycle {
             param,
             finishes,
         })
+    }
+
+    /// Why the sub-handlers `children` that `id`'s record lists cannot be followed, if they
+    /// cannot: sub-handlers beyond [`MAX_RECORDS`], one listed twice, or one not named after
+    /// its parent (cycles are found as the walk meets an id again).
+    fn unfollowable(&self, id: &str, children: &[String], walk: &Walk) -> Option<String> {
+        let mut listed = HashSet::new();
+        for child in children {
+            if self.unread.contains(child) {
+                return Some(format!("they name more than {MAX_RECORDS} sub-handlers"));
+            }
+            if !listed.insert(child.as_str()) {
+                return Some(format!("sub-handler '{child}' is listed twice by '{id}'"));
+            }
+            let named = child.strip_prefix(id).is_some_and(|rest| rest.len() > 1 && rest.starts_with('/'));
+            if !named && !walk.met.contains(child) {
+                return Some(format!("sub-handler '{child}' of '{id}' is not named '{id}/…'"));
+            }
+        }
+        None
     }
 
     /// A parent of a server that does not finish parents is finished when all its

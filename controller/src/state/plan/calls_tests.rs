@@ -265,3 +265,54 @@ fn nested_parents_are_finished_with_their_own_sub_handlers_ids_innermost_first()
     assert!(ran.said("Handler 'p/a' succeeded.") && ran.said("Handler 'p' succeeded."), "{:?}", ran.lines);
     assert_eq!(ran.next, Next::Idle);
 }
+
+/// Records on the object that no handler wrote: anyone who may edit the object may write them.
+/// The handler whose records cannot be followed fails for good (with a Warning event), the
+/// other handlers run, and the cycle ends.
+#[test]
+fn malformed_sub_handler_records_fail_their_handler_alone() {
+    let w = World::new(&[("p", pb::HandlerKind::Create), ("q", pb::HandlerKind::Create)]);
+    let rec = |subrefs: Vec<String>| json!({"purpose": "create", "subrefs": subrefs});
+    let chain: serde_json::Map<String, Value> = (0..=MAX_DEPTH + 1)
+        .map(|n| {
+            let id = |n: usize| std::iter::once("p".to_string()).chain((0..n).map(|i| i.to_string())).collect::<Vec<_>>().join("/");
+            (id(n), rec(vec![id(n + 1)]))
+        })
+        .collect();
+    let wide: Vec<String> = (0..MAX_RECORDS + 10).map(|n| format!("p/{n}")).collect();
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("itself", json!({"p": rec(vec!["p".into()])}), "sub-handler 'p' is listed under itself (by 'p'): a cycle"),
+        (
+            "a longer cycle",
+            json!({"p": rec(vec!["p/a".into()]), "p/a": rec(vec!["p".into()])}),
+            "sub-handler 'p' is listed under itself (by 'p/a'): a cycle",
+        ),
+        ("twice", json!({"p": rec(vec!["p/a".into(), "p/a".into()])}), "sub-handler 'p/a' is listed twice by 'p'"),
+        ("another's", json!({"p": rec(vec!["q".into()])}), "sub-handler 'q' of 'p' is not named 'p/…'"),
+        ("too deep", Value::Object(chain), "sub-handlers are nested deeper than 32 levels"),
+        ("too many", json!({"p": rec(wide)}), "they name more than 4096 sub-handlers"),
+    ];
+    for (what, progress, why) in cases {
+        let b = body(json!({}), false, false, None, progress);
+        let ran = run(&w, &b, |_, _| success());
+        let line = format!("Handler 'p' failed permanently: its progress records on the object are malformed: {why}");
+        assert!(ran.lines.iter().any(|l| l.starts_with(&line)), "{what}: no {line:?} in {:#?}", ran.lines);
+        assert!(ran.calls.iter().all(|(id, _)| !id.starts_with("p")), "{what}: {:?}", ran.calls);
+        assert!(ran.calls.contains(&call("q", &[])), "{what}: the other handler runs: {:?}", ran.calls);
+        assert!(ran.said("Creation is processed: 1 succeeded; 1 failed."), "{what}: {:?}", ran.lines);
+        assert_eq!(ran.next, Next::Idle, "{what}");
+        let event = ran.writes.events.iter().find(|e| e.reason == "MalformedProgress").expect("a Warning event");
+        assert_eq!((event.r#type.as_str(), event.message.starts_with(&line)), ("Warning", true), "{what}");
+        // The cause is over: the malformed records are removed with the others.
+        let written = after(&b, &ran);
+        assert!(written["status"]["bosun.dev"].get("progress").is_none(), "{what}: {:#}", written["status"]);
+    }
+}
+
+#[test]
+fn a_retry_count_at_its_maximum_does_not_overflow() {
+    let w = World::new(&[("p", pb::HandlerKind::Create)]);
+    let b = body(json!({}), false, false, None, json!({"p": {"purpose": "create", "retries": u32::MAX}}));
+    let ran = run(&w, &b, |_, _| failed(pb::Outcome::TemporaryError, "later", Some(1.0)));
+    assert_eq!(ran.progress("p")["retries"], json!(u32::MAX));
+}
