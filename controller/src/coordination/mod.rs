@@ -291,6 +291,17 @@ impl Default for PeeringSetup {
     }
 }
 
+/// How long one coordination request may take: 5 s, or a third of a Lease's duration when
+/// that is shorter, so that a leader whose renewal hangs still stops handling within its
+/// renew deadline, before anyone else may take over.
+fn attempt_limit(replicas: &Replicas) -> std::time::Duration {
+    let most = std::time::Duration::from_secs(5);
+    match replicas {
+        Replicas::Each => most,
+        Replicas::LeaderElection(l) | Replicas::Shards(l) => most.min(lease::Timing::new(l.duration).duration / 3),
+    }
+}
+
 /// Resolves once `stop` is true (or its sender is gone).
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
@@ -324,10 +335,9 @@ impl Coordinator {
     ) -> Result<Coordinator, Error> {
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = Vec::new();
-        // Coordination must see answers promptly: no long retries of server errors here.
-        let mut quick = cluster.clone();
-        quick.retries = 0;
-        let api: Arc<dyn crate::cluster::Api> = Arc::new(quick);
+        // Coordination must see answers promptly: no long retries of server errors here, no
+        // queueing behind the objects' writes, and an attempt ends well within a renewal.
+        let api: Arc<dyn crate::cluster::Api> = Arc::new(cluster.for_coordination(attempt_limit(replicas)));
         let clock = crate::clock::Clock::Wall;
         if let Some((setup, family, scopes)) = peering {
             let pauses = peering::Pauses::new(authority.clone());
