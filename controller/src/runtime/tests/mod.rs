@@ -6,7 +6,7 @@ mod calls;
 mod daemons;
 mod lines;
 mod posting;
-mod rig;
+pub(super) mod rig;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
