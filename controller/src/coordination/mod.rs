@@ -18,6 +18,7 @@ pub mod leader;
 pub mod lease;
 pub mod peering;
 pub mod ring;
+pub mod roster;
 pub mod shards;
 
 #[cfg(test)]
@@ -320,6 +321,7 @@ pub enum Error {
 pub struct Coordinator {
     stop: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    roster: roster::Roster,
 }
 
 impl Coordinator {
@@ -339,6 +341,7 @@ impl Coordinator {
         // queueing behind the objects' writes, and an attempt ends well within a renewal.
         let api: Arc<dyn crate::cluster::Api> = Arc::new(cluster.for_coordination(attempt_limit(replicas)));
         let clock = crate::clock::Clock::Wall;
+        let mut peerings = Vec::new();
         if let Some((setup, family, scopes)) = peering {
             let pauses = peering::Pauses::new(authority.clone());
             for namespace in scopes {
@@ -354,6 +357,7 @@ impl Coordinator {
                 if let Some(k) = peering::Keepalive::start(p.clone(), api.clone(), pauses.clone(), log.clone(), clock).await? {
                     let changes = peering::watch_object(cluster.client().clone(), &p);
                     tasks.push(tokio::spawn(k.run(changes, stop_rx.clone())));
+                    peerings.push(p);
                 }
             }
         }
@@ -373,7 +377,13 @@ impl Coordinator {
                 tasks.push(tokio::spawn(member.run(stop_rx.clone())));
             }
         }
-        Ok(Coordinator { stop, tasks })
+        let roster = roster::Roster::new(api, identity, peerings, replicas.clone(), clock);
+        Ok(Coordinator { stop, tasks, roster })
+    }
+
+    /// How to find the other replicas once this one has stopped coordinating.
+    pub fn roster(&self) -> roster::Roster {
+        self.roster.clone()
     }
 
     /// Stops the loops: peering records removed, Leases released or deleted.
