@@ -39,6 +39,36 @@ pub fn wait(attempt: usize, retries: usize, failure: Failure) -> Option<Duration
     }
 }
 
+/// How a request through kube's typed API failed, for [`wait`]; none when retrying cannot
+/// help (the answer came and could not be read).
+pub fn failure_of(e: &kube::Error) -> Option<Failure> {
+    match e {
+        kube::Error::Api(s) => StatusCode::from_u16(s.code).ok().map(|code| Failure::Status(code, None)),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => Some(Failure::NoAnswer),
+        _ => None,
+    }
+}
+
+/// Sends a request through kube's typed API (`send` makes each attempt) with the same
+/// retries as [`super::Cluster::call`], for the listings that are not the watcher's (the
+/// watcher backs off and lists again by itself).
+pub async fn kube<T, Fut>(retries: usize, mut send: impl FnMut() -> Fut) -> Result<T, kube::Error>
+where
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        let err = match send().await {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let Some(wait) = failure_of(&err).and_then(|f| wait(attempt, retries, f)) else { return Err(err) };
+        tracing::warn!("{err}; retrying in {}s", wait.as_secs_f64());
+        attempt += 1;
+        tokio::time::sleep(wait).await;
+    }
+}
+
 /// A `Retry-After` header as a duration: delay-seconds, as the API server sends it (an
 /// HTTP date, which it never sends, reads as absent).
 pub fn retry_after(value: &HeaderValue) -> Option<Duration> {
@@ -70,6 +100,31 @@ mod tests {
         ];
         for (what, attempt, retries, failure, want) in cases {
             assert_eq!(wait(attempt, retries, failure), want, "{what}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn kubes_typed_requests_get_the_same_retries() {
+        let api = |code: u16| kube::Error::Api(kube::core::Status::failure("x", "y").with_code(code).boxed());
+        let cases: [(&str, Vec<kube::Error>, usize, u64, bool); 4] = [
+            ("503 twice, then an answer", vec![api(503), api(503)], 3, 2, true),
+            ("no answer once", vec![kube::Error::Service("reset".into())], 2, 1, true),
+            ("404 is final", vec![api(404)], 1, 0, false),
+            ("unreadable is final", vec![kube::Error::LinesCodecMaxLineLengthExceeded], 1, 0, false),
+        ];
+        for (what, failures, calls, waited, ok) in cases {
+            let failures = std::sync::Mutex::new(failures.into_iter());
+            let sent = std::sync::atomic::AtomicUsize::new(0);
+            let started = tokio::time::Instant::now();
+            let got = kube(8, || {
+                sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let next = failures.lock().unwrap().next();
+                async move { next.map_or(Ok(()), Err) }
+            })
+            .await;
+            assert_eq!(got.is_ok(), ok, "{what}");
+            assert_eq!(sent.into_inner(), calls, "{what}");
+            assert_eq!(started.elapsed().as_secs(), waited, "{what}");
         }
     }
 

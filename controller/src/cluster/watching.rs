@@ -194,7 +194,7 @@ pub async fn list_all(
     }
     let mut count = 0;
     loop {
-        let page = api.list(&params).await?;
+        let page = super::retry::kube(cluster.retries, || api.list(&params)).await?;
         let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
         for o in page.items {
             count += 1;
