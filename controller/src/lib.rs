@@ -126,7 +126,7 @@ impl Default for Settings {
             identity: None,
             replicas: coordination::Replicas::Each,
             max_workers: 64,
-            inactivity_timeout: Duration::from_secs(60),
+            inactivity_timeout: cluster::watching::WATCH_TIMEOUT,
             log_sink: None,
             liveness: None,
             metrics_listen: None,

@@ -61,6 +61,10 @@ impl Seen {
     }
 }
 
+/// The default server-side timeout of each watch request: a watch that brought nothing for
+/// 5 s longer is taken for dead, so a dead watch is noticed within 65 s.
+pub const WATCH_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Where and how to watch.
 #[derive(Debug, Clone)]
 pub struct WatchScope {

@@ -70,3 +70,30 @@ async fn a_dead_watch_is_reopened_within_75_seconds_by_default() {
     stop_tx.send_replace(true);
     task.await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_peering_watch_is_reopened_within_75_seconds() {
+    use crate::coordination::peering::{Family, Peering, watch_object};
+    use futures::StreamExt;
+    let watches: Arc<Mutex<Vec<(Instant, String)>>> = Arc::default();
+    let peering = Peering {
+        family: Family::Bosun,
+        name: "default".into(),
+        namespace: None,
+        identity: "me".into(),
+        priority: 0,
+        lifetime: Duration::from_secs(60),
+        mandatory: false,
+    };
+    let mut changes = watch_object(silent_server(watches.clone()), &peering).boxed();
+    let task = tokio::spawn(async move { while changes.next().await.is_some() {} });
+    let started = Instant::now();
+    while watches.lock().len() < 2 && started.elapsed() < Duration::from_secs(3600) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let seen = watches.lock().clone();
+    assert_eq!(seen.len(), 2, "the watch was reopened within an hour: {seen:?}");
+    let silent = seen[1].0 - seen[0].0;
+    assert!(silent <= Duration::from_secs(75), "a dead peering watch was noticed after {silent:?}");
+    task.abort();
+}
