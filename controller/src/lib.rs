@@ -92,7 +92,8 @@ pub struct Settings {
     /// The server-side timeout of each watch request (`timeoutSeconds`): the API server ends
     /// the watch after this long and it resumes from its last resourceVersion (no relist, no
     /// event delivered again); a connection that brings nothing, not even a bookmark, for this
-    /// long plus 5 s is taken for stuck and reopened the same way.
+    /// long plus 5 s is taken for stuck and reopened the same way. 60 s by default, so that a
+    /// dead watch is noticed within 65 s, whether the server sends bookmarks or not.
     pub inactivity_timeout: Duration,
     /// Where log lines are copied to, besides `tracing`.
     pub log_sink: Option<LogSink>,
@@ -126,7 +127,7 @@ impl Default for Settings {
             identity: None,
             replicas: coordination::Replicas::Each,
             max_workers: 64,
-            inactivity_timeout: Duration::from_secs(330),
+            inactivity_timeout: cluster::watching::WATCH_TIMEOUT,
             log_sink: None,
             liveness: None,
             metrics_listen: None,

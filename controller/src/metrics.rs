@@ -9,7 +9,8 @@
 //!   latency; causes of cycles (`runtime::cycle`); retries scheduled and objects throttled
 //!   (`runtime::worker`);
 //! - API requests (`cluster::metered`, a layer of the kube client, so watches and lists count
-//!   too), by verb, resource and code, with their latency (to the response's headers);
+//!   too, and every attempt of a retried request), by verb, resource and code, with their
+//!   latency (to the response's headers);
 //! - watch errors and relists (`cluster::watching`, `runtime`); objects in flight and waiting
 //!   (`runtime::worker`); timers and daemons running (`runtime::background`);
 //! - handler servers up or down (`runtime::servers`); paused, leading, shard members and the
@@ -59,7 +60,8 @@ pub struct ApiLabels {
     /// `plural.group` and `/subresource`, as in [`HandlerLabels::resource`]; `other` for
     /// discovery and non-resource paths.
     pub resource: String,
-    /// The HTTP status code, or `error` when no answer came.
+    /// The HTTP status code, `timeout` when no answer came within the request timeout, or
+    /// `error` when none came at all (connection refused or lost).
     pub code: String,
 }
 
@@ -226,7 +228,11 @@ impl Metrics {
         r.register("bosun_objects_waiting", "Objects with events waiting for their worker.", m.objects_waiting.clone());
         r.register("bosun_objects_throttled", "Objects throttled now after framework-level failures.", m.objects_throttled.clone());
         r.register("bosun_throttles", "Times an object was throttled.", m.throttles.clone());
-        r.register("bosun_api_requests", "API requests, by verb, resource and HTTP code (`error`: no answer).", m.api_requests.clone());
+        r.register(
+            "bosun_api_requests",
+            "API requests sent (each attempt), by verb, resource and HTTP code (`timeout`, `error`: no answer).",
+            m.api_requests.clone(),
+        );
         r.register(
             "bosun_api_request_duration_seconds",
             "API request latency to the response's headers, by verb and resource.",

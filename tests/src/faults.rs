@@ -128,7 +128,13 @@ pub async fn start(upstream: String, faults: Vec<Fault>) -> (String, Seen) {
     (url, seen)
 }
 
-/// A kube client for a plain-http URL.
+/// A kube client for a plain-http URL, built as the controller builds its own (no retries of
+/// kube's, the default request timeout).
 pub fn client_for(url: &str) -> kube::Client {
-    kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap()
+    client_with(url, Default::default())
+}
+
+/// [`client_for`] with other request limits.
+pub fn client_with(url: &str, networking: bosun_controller::cluster::client::Networking) -> kube::Client {
+    bosun_controller::cluster::client::build(kube::Config::new(url.parse().unwrap()), &networking).unwrap()
 }

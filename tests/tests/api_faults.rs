@@ -143,3 +143,96 @@ async fn a_gone_watch_relists_and_nothing_is_lost() {
     let lists = seen.lock().unwrap().iter().filter(|(_, m, p, _)| *m == Method::GET && p.ends_with("/kopfexamples")).count();
     assert!(lists >= 3, "list, the expired watch, a relist: {lists}");
 }
+
+/// The controller's own client on the fault proxy, and the proxy's record.
+async fn proxied(faults_: Vec<Fault>) -> (DevCluster, String, faults::Seen) {
+    let cluster = DevCluster::start_local().await.unwrap();
+    let (url, seen) = faults::start(cluster.url(), faults_).await;
+    (cluster, url, seen)
+}
+
+/// How many requests the proxy saw (`method … path`).
+fn seen_at(seen: &faults::Seen, method: &Method, path: &str) -> Vec<u16> {
+    seen.lock().unwrap().iter().filter(|(_, m, p, _)| m == method && p == path).map(|(_, _, _, s)| *s).collect()
+}
+
+#[tokio::test]
+async fn a_server_error_is_sent_as_often_as_the_controller_tries_and_each_attempt_is_counted() {
+    // A resource of its own, so that no other test's requests count in the metrics.
+    let path = "/api/v1/namespaces/default/configmaps/retried";
+    let unavailable = Fault { times: 5, ..fault(Method::GET, path, StatusCode::SERVICE_UNAVAILABLE, &[("Retry-After", "0")]) };
+    let (_cluster, url, seen) = proxied(vec![unavailable]).await;
+    let mut api = bosun_controller::cluster::Cluster::new(faults::client_for(&url));
+    api.retries = 2;
+    let counted = |code: &str| {
+        let labels = bosun_controller::metrics::ApiLabels { verb: "get", resource: "configmaps".into(), code: code.into() };
+        bosun_controller::metrics::global().api_requests.get_or_create(&labels).get()
+    };
+    let before = (counted("503"), counted("200"));
+    let got = api.get(path).await;
+    assert_eq!(got.as_ref().err().and_then(|e| e.code()), Some(503), "three attempts, each answered 503: {got:?}");
+    assert_eq!(seen_at(&seen, &Method::GET, path), [503, 503, 503], "exactly the controller's attempts were sent");
+    assert_eq!((counted("503") - before.0, counted("200") - before.1), (3, 0), "every attempt is counted");
+}
+
+#[tokio::test]
+async fn a_request_with_no_answer_fails_after_the_request_timeout() {
+    // A server that accepts connections and never says a word.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            open.push(socket);
+        }
+    });
+    // And one whose answer starts and never ends.
+    let endless = Fault { hang: true, ..Fault::new(Method::GET, "/api/v1/namespaces/default/configmaps/endless", StatusCode::OK) };
+    let (_cluster, proxy, _) = proxied(vec![endless]).await;
+    let networking = bosun_controller::cluster::client::Networking { request_timeout: Duration::from_millis(300), ..Default::default() };
+    for (what, url, path) in [
+        ("silent", url.as_str(), "/api/v1/namespaces/default/configmaps/x"),
+        ("endless body", proxy.as_str(), "/api/v1/namespaces/default/configmaps/endless"),
+    ] {
+        let mut api = bosun_controller::cluster::Cluster::new(faults::client_with(url, networking));
+        api.retries = 0;
+        let started = std::time::Instant::now();
+        let got = tokio::time::timeout(Duration::from_secs(20), api.get(path)).await;
+        let took = started.elapsed();
+        let err = got.unwrap_or_else(|_| panic!("{what}: no end after 20 s")).expect_err(what);
+        assert!(err.to_string().contains("no answer within 300ms"), "{what}: {err}");
+        assert!(took < Duration::from_secs(3), "{what}: took {took:?}");
+    }
+    held.abort();
+}
+
+#[tokio::test]
+async fn leases_go_through_while_object_writes_are_stalled() {
+    // Every object write gets its headers and then nothing: all 64 permits are held.
+    let stalled = "/api/v1/namespaces/default/configmaps/stalled";
+    let hang = Fault { hang: true, times: 1000, ..Fault::new(Method::PATCH, stalled, StatusCode::OK) };
+    let (_cluster, url, seen) = proxied(vec![hang]).await;
+    let cluster = bosun_controller::cluster::Cluster::new(faults::client_for(&url));
+    let writes: Vec<_> = (0..bosun_controller::cluster::MAX_REQUESTS + 8)
+        .map(|_| {
+            let c = cluster.clone();
+            tokio::spawn(async move { c.patch(stalled, bosun_controller::cluster::content::MERGE, &json!({"data": {"a": "b"}})).await })
+        })
+        .collect();
+    bosun_tests::wait_for("every permit held", T, || {
+        let n = seen_at(&seen, &Method::PATCH, stalled).len();
+        async move { n == bosun_controller::cluster::MAX_REQUESTS }
+    })
+    .await
+    .unwrap();
+    use bosun_controller::coordination::{Authority, Coordinator, LeaseSetup, Ownership, Replicas};
+    let authority = Authority::new(Ownership::Nothing);
+    let setup = LeaseSetup { name: "stalled-writes".into(), namespace: "default".into(), duration: Duration::from_secs(15) };
+    let log = bosun_controller::logs::Logger::new(None);
+    let replicas = Replicas::LeaderElection(setup);
+    let started = Coordinator::start(&cluster, "me", None, &replicas, &authority, &log);
+    let coordinator = tokio::time::timeout(Duration::from_secs(10), started).await.expect("the Lease is read and taken").unwrap();
+    assert!(authority.owns("any-uid"), "leading while the object writes wait");
+    coordinator.stop().await;
+    writes.iter().for_each(|w| w.abort());
+}

@@ -1,6 +1,7 @@
-//! A kube client whose every request is counted in the metrics (`bosun_api_requests_total`,
-//! its latency, the requests in flight): a tower layer around kube's own stack, so the
-//! watcher's lists and watches count as well as the controller's own calls.
+//! Every request sent to the API server counted in the metrics (`bosun_api_requests_total`,
+//! its latency, the requests in flight): the outermost layer of the controller's kube client
+//! ([`super::client`]), so the watcher's lists and watches count as well as the controller's
+//! own calls, and each of their attempts (the client retries nothing by itself).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,12 +10,8 @@ use std::time::Instant;
 
 use http::{Method, Request, Response};
 
+use super::deadline::{self, TimedOut};
 use crate::metrics::{self, ApiLabels, Up, VerbLabels};
-
-/// A kube client for `config` with the metrics layer.
-pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
-    Ok(kube::client::ClientBuilder::try_from(config)?.with_layer(&Layer).build())
-}
 
 /// Wraps a kube client's service so that every request is counted.
 #[derive(Debug, Clone, Copy, Default)]
@@ -38,7 +35,7 @@ impl<S, B, R> tower::Service<Request<B>> for Metered<S>
 where
     S: tower::Service<Request<B>, Response = Response<R>>,
     S::Future: Send + 'static,
-    S::Error: 'static,
+    S::Error: std::ops::Deref<Target = dyn std::error::Error + Send + Sync> + 'static,
 {
     type Response = Response<R>;
     type Error = S::Error;
@@ -59,6 +56,7 @@ where
             drop(in_flight);
             let code = match &res {
                 Ok(r) => r.status().as_u16().to_string(),
+                Err(e) if e.downcast_ref::<TimedOut>().is_some() => "timeout".to_string(),
                 Err(_) => "error".to_string(),
             };
             m.api_request_seconds.get_or_create(&VerbLabels { verb, resource: resource.clone() }).observe(started.elapsed().as_secs_f64());
@@ -84,7 +82,7 @@ pub fn labels(method: &Method, path: &str, query: &str) -> (&'static str, String
         ["namespaces", _ns, more @ ..] if !more.is_empty() => more,
         r => r,
     };
-    let watching = query.split('&').any(|kv| kv == "watch=true" || kv == "watch=1");
+    let watching = deadline::is_watch(query);
     let (resource, one) = match rest {
         [plural] => (metrics::resource_label(group, plural), false),
         [plural, _name] => (metrics::resource_label(group, plural), true),

@@ -1,12 +1,16 @@
 //! Kubernetes access: the only module that talks to the API server. Raw JSON requests with
 //! Kopf's retry policy (5xx and network errors retried with backoffs 1, 1, 2, 3, 5, 8, 13,
-//! 21 s; 429 honours Retry-After), resource discovery, watching and event posting.
+//! 21 s; 429 honours Retry-After) as the only retry layer, every request bounded in time
+//! (`client`), resource discovery, watching and event posting.
 
 pub mod apply;
+pub mod client;
+pub mod deadline;
 pub mod discovery;
 pub mod events;
 pub mod metered;
 pub mod raw;
+pub mod retry;
 pub mod watching;
 
 use std::time::Duration;
@@ -111,11 +115,12 @@ impl Api for Cluster {
     }
 }
 
-/// Kopf's backoffs for server errors and network failures.
-const BACKOFFS: [u64; 8] = [1, 1, 2, 3, 5, 8, 13, 21];
-
 /// How many API requests (so, connections) are in flight at most, whatever the backlog.
 pub const MAX_REQUESTS: usize = 64;
+
+/// How many coordination requests (Leases, peering) are in flight at most: they have permits
+/// of their own, so that they never queue behind the objects' writes.
+pub const COORDINATION_REQUESTS: usize = 8;
 
 /// A client for the API server.
 #[derive(Clone)]
@@ -125,6 +130,8 @@ pub struct Cluster {
     pub retries: usize,
     /// Bounds the requests in flight: HTTP/1 opens one connection per concurrent request.
     in_flight: std::sync::Arc<tokio::sync::Semaphore>,
+    /// A limit per attempt, shorter than the client's own request timeout.
+    attempt_limit: Option<Duration>,
 }
 
 /// Content types of patches.
@@ -140,9 +147,27 @@ pub mod content {
 }
 
 impl Cluster {
-    /// Wraps a kube client.
+    /// Wraps a kube client. Build it with [`client::build`]: a client of kube's default stack
+    /// retries 429/503/504 by itself under the controller's retries, with no time limit.
     pub fn new(client: kube::Client) -> Cluster {
-        Cluster { client, retries: BACKOFFS.len(), in_flight: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_REQUESTS)) }
+        Cluster {
+            client,
+            retries: retry::BACKOFFS.len(),
+            in_flight: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_REQUESTS)),
+            attempt_limit: None,
+        }
+    }
+
+    /// The same client for coordination (Leases, peering): permits of its own, so that its
+    /// requests go through while the objects' writes are stalled, no retries (the loops look
+    /// again soon) and each attempt ended after `limit`, so that a Lease is judged in time.
+    pub fn for_coordination(&self, limit: Duration) -> Cluster {
+        Cluster {
+            client: self.client.clone(),
+            retries: 0,
+            in_flight: std::sync::Arc::new(tokio::sync::Semaphore::new(COORDINATION_REQUESTS)),
+            attempt_limit: Some(limit),
+        }
     }
 
     /// The kube client (for watchers).
@@ -150,7 +175,9 @@ impl Cluster {
         &self.client
     }
 
-    /// Sends one request, retrying 429, 5xx and network failures; decodes the JSON answer.
+    /// Sends one request, retrying 429, 5xx and network failures as [`retry`] says; decodes
+    /// the JSON answer. Each attempt holds one permit of the requests in flight while it runs
+    /// (not while it waits to be retried) and is counted in the metrics.
     pub async fn call(&self, method: Method, path: &str, content_type: Option<&str>, body: Option<Vec<u8>>) -> Result<Value, Error> {
         // Shared by the attempts: a retry re-sends it without a copy.
         let body = Bytes::from(body.unwrap_or_default());
@@ -162,47 +189,34 @@ impl Cluster {
             }
             let req = req.body(kube::client::Body::from(body.clone())).expect("valid request parts");
             let permit = self.in_flight.acquire().await.expect("the semaphore is never closed");
-            let outcome = match self.client.send(req).await {
-                Ok(res) => {
-                    let status = res.status();
-                    let retry_after = res
-                        .headers()
-                        .get(http::header::RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok());
-                    match res.into_body().collect_bytes().await {
-                        Ok(bytes) => Ok((status, retry_after, bytes)),
-                        Err(e) => Err(e.to_string()),
-                    }
-                }
-                Err(e) => Err(e.to_string()),
-            };
+            let outcome = self.attempt(req).await;
             drop(permit);
-            let wait = match outcome {
+            let (failure, err) = match outcome {
                 Ok((status, _, bytes)) if status.is_success() => {
                     return crate::json::from_slice(&bytes).map_err(|source| Error::Decode { method, path: path.into(), source });
                 }
-                Ok((status, retry_after, bytes)) => {
-                    let err = api_error(&method, path, status, &bytes);
-                    let retriable = status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error();
-                    if !retriable || attempt >= self.retries {
-                        return Err(err);
-                    }
-                    let fallback = BACKOFFS[attempt.min(BACKOFFS.len() - 1)];
-                    tracing::warn!("{err}; retrying in {}s", retry_after.unwrap_or(fallback));
-                    Duration::from_secs(retry_after.unwrap_or(fallback))
-                }
-                Err(message) => {
-                    if attempt >= self.retries {
-                        return Err(Error::Transport { method, path: path.into(), message });
-                    }
-                    let wait = BACKOFFS[attempt.min(BACKOFFS.len() - 1)];
-                    tracing::warn!("{method} {path} failed: {message}; retrying in {wait}s");
-                    Duration::from_secs(wait)
-                }
+                Ok((status, retry_after, bytes)) => (retry::Failure::Status(status, retry_after), api_error(&method, path, status, &bytes)),
+                Err(message) => (retry::Failure::NoAnswer, Error::Transport { method: method.clone(), path: path.into(), message }),
             };
+            let Some(wait) = retry::wait(attempt, self.retries, failure) else { return Err(err) };
+            tracing::warn!("{err}; retrying in {}s", wait.as_secs_f64());
             attempt += 1;
             tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Sends a request once and reads its whole answer: status, `Retry-After`, body.
+    async fn attempt(&self, req: Request<kube::client::Body>) -> Result<(StatusCode, Option<Duration>, Bytes), String> {
+        let exchange = async {
+            let res = self.client.send(req).await.map_err(|e| e.to_string())?;
+            let status = res.status();
+            let retry_after = res.headers().get(http::header::RETRY_AFTER).and_then(retry::retry_after);
+            let bytes = res.into_body().collect_bytes().await.map_err(|e| e.to_string())?;
+            Ok((status, retry_after, bytes))
+        };
+        match self.attempt_limit {
+            None => exchange.await,
+            Some(limit) => tokio::time::timeout(limit, exchange).await.unwrap_or_else(|_| Err(deadline::TimedOut(limit).to_string())),
         }
     }
 

@@ -61,6 +61,10 @@ impl Seen {
     }
 }
 
+/// The default server-side timeout of each watch request: a watch that brought nothing for
+/// 5 s longer is taken for dead, so a dead watch is noticed within 65 s.
+pub const WATCH_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Where and how to watch.
 #[derive(Debug, Clone)]
 pub struct WatchScope {
@@ -197,7 +201,7 @@ pub async fn list_all(
     }
     let mut count = 0;
     loop {
-        let page = api.list(&params).await?;
+        let page = super::retry::kube(cluster.retries, || api.list(&params)).await?;
         let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
         // Objects too deep to read are skipped (the watch said so when it saw them).
         for o in page.items.into_iter().filter(|o| o.too_deep().is_none()) {
@@ -232,10 +236,11 @@ enum State {
 }
 
 /// The watcher's settings for a scope: the server-side timeout of each watch request is the
-/// inactivity timeout, and the watcher's own dead-connection check fires 5 s after it. No cap
-/// is needed below a client read timeout: kube-client 5 sets none by default, and one that
-/// fires merely ends the watch, which is resumed the same way. A real API server sends a
-/// bookmark about every minute and 2 s before the timeout, so a healthy watch is never silent.
+/// inactivity timeout, and the watcher's own dead-connection check fires when nothing came
+/// (no event, no bookmark) for 5 s longer: a server ends a healthy watch by then. A real API
+/// server also sends a bookmark about every minute and 2 s before the timeout (the dev
+/// cluster every second), which keeps the resourceVersion to resume from fresh. The client's
+/// request timeout bounds only a watch's response headers (`client`).
 fn config(scope: &WatchScope) -> watcher::Config {
     let secs = u32::try_from(scope.inactivity_timeout.as_secs()).unwrap_or(u32::MAX).max(1);
     let config = watcher::Config::default().timeout(secs);
@@ -457,6 +462,10 @@ fn key(meta: &ObjectMeta) -> String {
 }
 
 #[cfg(test)]
+#[path = "watching_tests.rs"]
+mod silence_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
@@ -623,7 +632,7 @@ mod tests {
             label_selector: sel.map(String::from),
             inactivity_timeout: Duration::from_secs(secs),
         };
-        let cases = [(330, None, 330), (2, Some("app=x"), 2), (0, None, 1), (u64::MAX, None, u32::MAX)];
+        let cases = [(60, None, 60), (2, Some("app=x"), 2), (0, None, 1), (u64::MAX, None, u32::MAX)];
         for (secs, sel, want) in cases {
             let c = config(&scope(secs, sel));
             assert_eq!(c.timeout, Some(want), "{secs}");

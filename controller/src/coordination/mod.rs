@@ -18,6 +18,7 @@ pub mod leader;
 pub mod lease;
 pub mod peering;
 pub mod ring;
+pub mod roster;
 pub mod shards;
 
 #[cfg(test)]
@@ -293,6 +294,17 @@ impl Default for PeeringSetup {
     }
 }
 
+/// How long one coordination request may take: 5 s, or a third of a Lease's duration when
+/// that is shorter, so that a leader whose renewal hangs still stops handling within its
+/// renew deadline, before anyone else may take over.
+fn attempt_limit(replicas: &Replicas) -> std::time::Duration {
+    let most = std::time::Duration::from_secs(5);
+    match replicas {
+        Replicas::Each => most,
+        Replicas::LeaderElection(l) | Replicas::Shards(l) => most.min(lease::Timing::new(l.duration).duration / 3),
+    }
+}
+
 /// Resolves once `stop` is true (or its sender is gone).
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
@@ -311,6 +323,7 @@ pub enum Error {
 pub struct Coordinator {
     stop: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    roster: roster::Roster,
 }
 
 impl Coordinator {
@@ -326,11 +339,11 @@ impl Coordinator {
     ) -> Result<Coordinator, Error> {
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = Vec::new();
-        // Coordination must see answers promptly: no long retries of server errors here.
-        let mut quick = cluster.clone();
-        quick.retries = 0;
-        let api: Arc<dyn crate::cluster::Api> = Arc::new(quick);
+        // Coordination must see answers promptly: no long retries of server errors here, no
+        // queueing behind the objects' writes, and an attempt ends well within a renewal.
+        let api: Arc<dyn crate::cluster::Api> = Arc::new(cluster.for_coordination(attempt_limit(replicas)));
         let clock = crate::clock::Clock::Wall;
+        let mut peerings = Vec::new();
         if let Some((setup, family, scopes)) = peering {
             let pauses = peering::Pauses::new(authority.clone());
             for namespace in scopes {
@@ -346,6 +359,7 @@ impl Coordinator {
                 if let Some(k) = peering::Keepalive::start(p.clone(), api.clone(), pauses.clone(), log.clone(), clock).await? {
                     let changes = peering::watch_object(cluster.client().clone(), &p);
                     tasks.push(tokio::spawn(k.run(changes, stop_rx.clone())));
+                    peerings.push(p);
                 }
             }
         }
@@ -365,7 +379,13 @@ impl Coordinator {
                 tasks.push(tokio::spawn(member.run(stop_rx.clone())));
             }
         }
-        Ok(Coordinator { stop, tasks })
+        let roster = roster::Roster::new(api, identity, peerings, replicas.clone(), clock);
+        Ok(Coordinator { stop, tasks, roster })
+    }
+
+    /// How to find the other replicas once this one has stopped coordinating.
+    pub fn roster(&self) -> roster::Roster {
+        self.roster.clone()
     }
 
     /// Stops the loops: peering records removed, Leases released or deleted.

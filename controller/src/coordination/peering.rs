@@ -426,7 +426,8 @@ pub fn watch_object(client: kube::Client, peering: &Peering) -> impl Stream<Item
         Some(ns) => kube::Api::namespaced_with(client, ns, &ar),
         None => kube::Api::all_with(client, &ar),
     };
-    let config = watcher::Config::default().fields(&format!("metadata.name={}", peering.name));
+    let timeout = crate::cluster::watching::WATCH_TIMEOUT.as_secs() as u32;
+    let config = watcher::Config::default().timeout(timeout).fields(&format!("metadata.name={}", peering.name));
     watcher(api, config).default_backoff().filter_map(|event| async move {
         match event {
             Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => serde_json::to_value(o).ok().map(Some),

@@ -3,7 +3,8 @@
 //! answered as `state::admission` decides; and the Validating/MutatingWebhookConfiguration
 //! that tells the API server about it, kept up to date as handler servers register other
 //! handlers and as certificate files rotate, and removed on a clean exit when asked
-//! (`--admission-cleanup`). The HTTPS server and its certificate are in `engines::webhooks`.
+//! (`--admission-cleanup`) and no other replica serves them any more. The HTTPS server and its
+//! certificate are in `engines::webhooks`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use tokio::sync::watch;
 use super::dispatch::Servers;
 use super::webhooks;
 use crate::cluster::{Cluster, discovery};
+use crate::coordination::roster::Roster;
 use crate::logs::Logger;
 use crate::object;
 use crate::state::admission::{self as decide, Answer, BadReview, Endpoint, Request, Write};
@@ -326,12 +328,26 @@ impl Admission {
         }
     }
 
-    /// Removes the configurations if asked to (`--admission-cleanup`).
-    pub async fn stop(&self) {
+    /// Removes the configurations if asked to (`--admission-cleanup`), unless another replica
+    /// still serves them (`roster`, asked after this one's peering records and Leases are gone).
+    pub async fn stop(&self, roster: &Roster) {
         if !(self.setup.manage && self.setup.cleanup) {
             return;
         }
         let name = &self.setup.configuration;
+        match roster.another().await {
+            Ok(None) => {}
+            Ok(Some(other)) => {
+                let line = format!("Keeping the admission webhook configurations '{name}': replica {other} still serves them.");
+                return self.log.info(None, &line);
+            }
+            Err(e) => {
+                let line = format!(
+                    "Keeping the admission webhook configurations '{name}': cannot tell whether another replica serves them ({e})."
+                );
+                return self.log.warn(None, &line);
+            }
+        }
         for mutating in [false, true] {
             let path = decide::configuration_path(name, mutating);
             match self.cluster.call(http::Method::DELETE, &path, None, None).await {

@@ -13,7 +13,8 @@
 //!
 //! Per object the controller keeps only which index handlers hold it (to tell the server to
 //! drop it when it stops matching), and per-object queues keep the events of one object in
-//! order, as for spies.
+//! order, as for spies: while an object's index calls run, its newer events wait as one (the
+//! newest body, each handler's last say), so memory follows the objects, not the events.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,17 +23,13 @@ use bosun_proto::v1 as pb;
 use futures::FutureExt;
 use parking_lot::Mutex;
 use serde_json::Value;
-use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
 use super::context::ResourceContext;
-use super::queues::Queues;
+use super::queues::{Coalesce, Queues};
 use crate::cluster::watching::Seen;
-use crate::object::{self, object_key};
+use crate::object;
 use crate::state::registry::Handler;
-
-/// Index calls in flight per resource: a listing of many objects must not open as many calls.
-const CONCURRENCY: usize = 32;
 
 /// The barrier between the indices and every other resource handler: open while no served
 /// resource is still indexing its first listing.
@@ -136,11 +133,28 @@ pub fn decide(handlers: &[Arc<Handler>], held: &mut Vec<bool>, seen: &Seen) -> V
 }
 
 /// One object's event for its index handlers.
+#[derive(Debug, Clone, PartialEq)]
 struct Item {
     body: Value,
     ops: Vec<(usize, Op)>,
-    /// Part of the first listing: the gate waits for it.
-    listed: bool,
+    /// How many events of the first listing it stands for: the gate waits for them.
+    listed: usize,
+}
+
+impl Coalesce for Item {
+    /// The newest body, and each handler's last op; an object a handler has not indexed yet
+    /// (listed or ADDED) stays so for it.
+    fn absorb(&mut self, newer: Item) {
+        for (i, op) in newer.ops {
+            match self.ops.iter_mut().find(|(j, _)| *j == i) {
+                Some((_, Op::Index("" | "ADDED"))) if op == Op::Index("MODIFIED") => {}
+                Some((_, waiting)) => *waiting = op,
+                None => self.ops.push((i, op)),
+            }
+        }
+        self.body = newer.body;
+        self.listed += newer.listed;
+    }
 }
 
 /// How far the first listing of the resource is indexed.
@@ -176,20 +190,17 @@ impl Indexer {
     ) -> Indexer {
         let listing = Arc::new(Mutex::new(Listing { scopes_left: scopes, pending: 0, done: 0, hold }));
         let work = {
-            let (ctx, listing, limit) = (ctx.clone(), listing.clone(), Arc::new(Semaphore::new(CONCURRENCY)));
+            let (ctx, listing) = (ctx.clone(), listing.clone());
             Arc::new(move |item: Item| {
-                let (ctx, listing, limit) = (ctx.clone(), listing.clone(), limit.clone());
+                let (ctx, listing) = (ctx.clone(), listing.clone());
                 async move {
-                    {
-                        let _permit = limit.acquire().await.expect("the semaphore is never closed");
-                        for (i, op) in &item.ops {
-                            call(&ctx, &ctx.indexers[*i], *op, &item.body).await;
-                        }
+                    for (i, op) in &item.ops {
+                        call(&ctx, &ctx.indexers[*i], *op, &item.body).await;
                     }
-                    if item.listed {
+                    if item.listed > 0 {
                         let mut l = listing.lock();
-                        l.pending -= 1;
-                        l.done += 1;
+                        l.pending -= item.listed;
+                        l.done += item.listed;
                         release_when_indexed(&mut l, &ctx);
                     }
                 }
@@ -217,11 +228,9 @@ impl Indexer {
         if ops.is_empty() {
             return;
         }
-        let listed = matches!(seen, Seen::Listed(_)) && self.listing.lock().hold.is_some();
-        if listed {
-            self.listing.lock().pending += 1;
-        }
-        self.queues.push(object_key(seen.body()), Item { body: seen.body().clone(), ops, listed });
+        let listed = usize::from(matches!(seen, Seen::Listed(_)) && self.listing.lock().hold.is_some());
+        self.listing.lock().pending += listed;
+        self.queues.push(super::queues::key_of(seen.body()), Item { body: seen.body().clone(), ops, listed });
     }
 
     /// One watch scope delivered its first listing.
@@ -300,6 +309,30 @@ mod tests {
             let mut held = before.clone();
             let ops = decide(&hs, &mut held, &seen);
             assert_eq!((ops, held), (want, after), "{before:?} {seen:?}");
+        }
+    }
+
+    #[test]
+    fn events_that_wait_as_one_keep_each_handlers_last_op_and_every_listed_one() {
+        use Op::*;
+        let item = |v: u32, ops: Vec<(usize, Op)>, listed: usize| Item { body: json!({"v": v}), ops, listed };
+        let cases = [
+            (item(1, vec![(0, Index(""))], 1), item(2, vec![(0, Index("MODIFIED"))], 0), item(2, vec![(0, Index(""))], 1)),
+            (item(1, vec![(0, Index("ADDED"))], 0), item(2, vec![(0, Index("MODIFIED"))], 0), item(2, vec![(0, Index("ADDED"))], 0)),
+            (
+                item(1, vec![(0, Index("MODIFIED")), (1, Index("MODIFIED"))], 0),
+                item(2, vec![(0, Index("MODIFIED")), (1, Drop)], 0),
+                item(2, vec![(0, Index("MODIFIED")), (1, Drop)], 0),
+            ),
+            (item(1, vec![(1, Drop)], 0), item(2, vec![(0, Index("ADDED"))], 0), item(2, vec![(1, Drop), (0, Index("ADDED"))], 0)),
+            (item(1, vec![(0, Drop)], 0), item(2, vec![(0, Index("ADDED"))], 0), item(2, vec![(0, Index("ADDED"))], 0)),
+            (item(1, vec![(0, Index("ADDED"))], 0), item(2, vec![(0, Drop)], 0), item(2, vec![(0, Drop)], 0)),
+            // A first listing restarted midway lists an object twice: both count.
+            (item(1, vec![(0, Index(""))], 1), item(1, vec![(0, Index("MODIFIED"))], 1), item(1, vec![(0, Index(""))], 2)),
+        ];
+        for (mut waiting, newer, want) in cases {
+            waiting.absorb(newer);
+            assert_eq!(waiting, want);
         }
     }
 

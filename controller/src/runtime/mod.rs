@@ -208,10 +208,13 @@ pub async fn run(client: kube::Client, mut settings: Settings, shutdown: impl Fu
     log.info(None, "Stop is requested; finishing the cycles in flight.");
     let _ = stop_tx.send(true);
     served.stop_all().await;
-    if let Some(admission) = &admission {
-        admission.stop().await;
-    }
+    // The webhook configurations are shared: they go only when no other replica is left, which
+    // is told once this one's own peering records and Leases are gone.
+    let roster = coordinator.roster();
     coordinator.stop().await;
+    if let Some(admission) = &admission {
+        admission.stop(&roster).await;
+    }
     activities::cleanup(&cleanups.iter().collect::<Vec<_>>(), &clients, &log).await;
     log.info(None, "The controller has stopped.");
     Ok(())

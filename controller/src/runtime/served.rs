@@ -407,9 +407,7 @@ impl ResourceJob {
                         // Index handlers see every object (their index serves all); spies and
                         // the other handlers only the objects that are ours now.
                         indexer.observe(&seen);
-                        if authority.owns(object::meta_str(seen.body(), "uid")) {
-                            spies.observe(&seen);
-                        }
+                        spies.observe(&seen, authority.owns(object::meta_str(seen.body(), "uid")));
                         router.deliver(seen)
                     }
                 },

@@ -140,7 +140,7 @@ pub struct ControllerArgs {
     pub max_workers: usize,
     /// End each watch request after this many seconds (server-side) and resume it from where
     /// it was; a watch silent 5 s longer is taken for stuck and reopened.
-    #[arg(long, env = "BOSUN_INACTIVITY_TIMEOUT", default_value_t = 330)]
+    #[arg(long, env = "BOSUN_INACTIVITY_TIMEOUT", default_value_t = 60)]
     pub inactivity_timeout: u64,
     /// Serve the liveness endpoint with probe results, e.g. http://0.0.0.0:8080/healthz.
     #[arg(short = 'L', long, env = "BOSUN_LIVENESS")]
@@ -215,6 +215,10 @@ pub struct ClusterArgs {
     /// The kubeconfig context to use.
     #[arg(long, env = "BOSUN_CONTEXT")]
     pub context: Option<String>,
+    /// Give up an API request (then retried as its error says) when it has no complete answer
+    /// after this many seconds; for a watch, when its response headers do not come in time.
+    #[arg(long, env = "BOSUN_REQUEST_TIMEOUT", value_name = "SECONDS", default_value_t = bosun_controller::cluster::client::REQUEST_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub request_timeout: u64,
 }
 
 impl ClusterArgs {
@@ -424,7 +428,13 @@ impl ClusterArgs {
             None if self.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
             None => kube::Config::infer().await?,
         };
-        Ok(bosun_controller::cluster::metered::client(config)?)
+        Ok(bosun_controller::cluster::client::build(config, &self.networking())?)
+    }
+
+    /// How requests are bounded.
+    pub fn networking(&self) -> bosun_controller::cluster::client::Networking {
+        let request_timeout = std::time::Duration::from_secs(self.request_timeout);
+        bosun_controller::cluster::client::Networking { request_timeout, ..Default::default() }
     }
 }
 

@@ -44,7 +44,8 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         // The embedded cluster outlives no controller: webhooks left configured for a port
         // nobody serves would refuse the next run's `--apply`.
         settings.admission.cleanup = true;
-        (bosun_controller::cluster::metered::client(cluster.kube_config())?, Some(cluster))
+        let networking = args.controller.cluster.networking();
+        (bosun_controller::cluster::client::build(cluster.kube_config(), &networking)?, Some(cluster))
     };
 
     let cluster = Cluster::new(client.clone());

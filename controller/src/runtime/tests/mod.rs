@@ -6,7 +6,7 @@ mod calls;
 mod daemons;
 mod lines;
 mod posting;
-mod rig;
+pub(super) mod rig;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -422,7 +422,9 @@ async fn no_handler_runs_before_the_index_has_seen_the_first_listing_and_deletio
     assert_eq!(rig.logged("Indexed 1 object(s) of"), 1);
     assert!(rig.ctx.gate.is_open());
     // A change is indexed again, a deletion tells the index to drop the object.
+    // (One after the other: events that came together would be indexed as one, the last.)
     indexer.observe(&Seen::Upsert(rig.change(|o| o["spec"]["a"] = json!(2))));
+    rig.until("the change reaches the index", Duration::from_secs(60), |_| types.lock().len() == 2).await;
     indexer.observe(&Seen::Deleted(rig.api.get_now()));
     rig.until("the deletion reaches the index", Duration::from_secs(60), |_| types.lock().len() == 3).await;
     assert_eq!(*types.lock(), vec!["", "MODIFIED", "DELETED"]);
