@@ -163,6 +163,8 @@ pub struct Cycle {
     has_finalizer: bool,
     wants_finalizer: bool,
     stored: ObjectState,
+    /// The stored diffbase says what the essence is now: kept as it is written, not rewritten.
+    stored_current: bool,
     ids: Vec<String>,
     new_essence: Value,
     records: BTreeMap<String, ProgressRecord>,
@@ -339,6 +341,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
         has_finalizer,
         wants_finalizer,
         stored,
+        stored_current: !changed,
         ids,
         new_essence,
         records,
@@ -500,7 +503,9 @@ impl Cycle {
         let mut writes = Writes::none();
         if done && !held {
             desired.progress.clear();
-            if reason.stores_diffbase() {
+            // A stored diffbase that says the same stays as written (by Kopf, by an older
+            // build, in another spelling of the same JSON): no write for nothing.
+            if reason.stores_diffbase() && !self.stored_current {
                 desired.diffbase = Some(self.diffbase_to_store(subject, body, &mut writes.events));
             }
             if !self.due.is_empty() {
