@@ -551,9 +551,12 @@ async fn owned_objects_are_created_adopted_not_duplicated_and_collected_with_the
     let cm = cluster.get("/api/v1/namespaces/default/configmaps/ex-configmap").await.expect("the configmap exists");
     assert_eq!(obj["status"]["create_fn"]["children"], json!([pod["metadata"]["uid"], cm["metadata"]["uid"]]));
 
-    // Forget the handling: the handler runs again and finds its children instead of duplicating them.
+    // Forget the handling (the result, and the diffbase in its annotation): the handler runs
+    // again and finds its children instead of duplicating them.
     let status_path = format!("{}/ex/status", kex::path("default"));
-    cluster.patch(&status_path, "application/merge-patch+json", &json!({"status": {"bosun.dev": null, "create_fn": null}})).await.unwrap();
+    cluster.patch(&status_path, "application/merge-patch+json", &json!({"status": {"create_fn": null}})).await.unwrap();
+    let forget = json!({"metadata": {"annotations": {"bosun.dev/last-handled-configuration": null}}});
+    cluster.patch(&format!("{}/ex", kex::path("default")), "application/merge-patch+json", &forget).await.unwrap();
     wait_for("a second run", T, || {
         let n = server.count("create_fn");
         async move { n == 2 }

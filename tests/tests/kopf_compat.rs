@@ -339,7 +339,7 @@ fn the_diffbase_annotation_is_byte_for_byte_the_one_kopf_writes() {
                                       "kopf.zalando.org/create_fn": "{}", "kopf.zalando.org/last-handled-configuration": "{}\n"}},
          "spec": {"z": 1, "a": [1.0, 0.00001, 0.0001, 1e16, 1e15, 12.5, -0.0, 5e-324, 18446744073709551615u64],
                   "s": "ü😀\u{2028}<&>\u{7f}\n\u{1}\"\\/", "n": null, "t": true, "é": {}},
-         "status": {"kopf": {"progress": {}}, "x": 1}},
+         "status": {"x": 1}},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": {}, "annotations": {}}, "data": {"k": "v"}},
         {"metadata": {"annotations": {"other.op/kopf-managed": "yes", "other.op/last-handled-configuration": "{}",
                                       "sub.kopf.zalando.org/x": "1", "plain/y": "2"}}, "spec": {}},
