@@ -155,7 +155,7 @@ mod tests {
         fn value(next: &mut impl FnMut() -> u64, depth: u32) -> Value {
             match next() % if depth > 3 { 6 } else { 8 } {
                 0 => Value::Null,
-                1 => Value::Bool(next() % 2 == 0),
+                1 => Value::Bool(next().is_multiple_of(2)),
                 2 => json!(next() as i64),
                 3 => json!(f64::from_bits(next()) % 1e300).as_f64().map_or(Value::Null, |f| json!(f)),
                 4 => json!((next() % 100_000) as f64 / 1000.0),
