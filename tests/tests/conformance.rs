@@ -156,7 +156,8 @@ async fn merge_patches_apply_to_metadata_and_status(sdk: Sdk) {
     let patch = json!({"metadata": {"labels": {"patched": "yes"}}, "status": {"patched": {"by": "patch"}}});
     let spec = json!({"patch": patch, "removeLabels": ["removeme"]});
     env.create("obj", json!({"metadata": {"labels": {"removeme": "yes", "kept": "yes"}}, "spec": spec})).await;
-    let obj = env.wait_object("obj", "the patch to be applied", |o| o["status"]["patched"].is_object()).await;
+    // Processed: the status write and the main write (which carries the diffbase, last) are done.
+    let obj = env.wait_object("obj", "the patch to be applied", |o| processed(o) && o["status"]["patched"].is_object()).await;
     assert_eq!(obj["status"]["patched"], json!({"by": "patch"}), "{obj:#}");
     assert_eq!(obj["metadata"]["labels"], json!({"kept": "yes", "patched": "yes"}), "one label added, one removed by a null: {obj:#}");
     assert!(obj["status"].get("patch").is_none(), "the patch handler returns nothing: {obj:#}");
