@@ -46,11 +46,11 @@ impl Namespaces {
     }
 }
 
-/// Where the controller keeps its state on objects.
+/// Where the controller keeps handlers' progress on objects.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum StorageMode {
     /// In `status.<prefix>` when the resource's status subresource keeps unknown fields
-    /// (one write per cycle), else in annotations.
+    /// (a retry's progress travels with the results), else in annotations.
     #[default]
     Auto,
     /// Always in annotations.
@@ -75,8 +75,12 @@ pub struct Settings {
     pub prefix: String,
     /// Write Kopf's exact annotation keys and finalizer (in annotations).
     pub kopf_compat: bool,
-    /// Where state is kept.
+    /// Where progress is kept.
     pub storage: StorageMode,
+    /// Keep the diffbase in status where the status keeps unknown fields (Kopf's
+    /// `StatusDiffBaseStorage`; one write fewer per handled cause that has results, but a lost
+    /// status re-runs the create handlers), instead of its annotation.
+    pub diffbase_in_status: bool,
     /// Run without peering.
     pub standalone: bool,
     /// How to take part in peering, unless `standalone`.
@@ -122,6 +126,7 @@ impl Default for Settings {
             prefix: "bosun.dev".into(),
             kopf_compat: false,
             storage: StorageMode::Auto,
+            diffbase_in_status: false,
             standalone: true,
             peering: coordination::PeeringSetup::default(),
             identity: None,

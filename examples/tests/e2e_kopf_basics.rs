@@ -19,7 +19,7 @@ async fn example_01_minimal_handles_creation_once() {
     run.controller.wait_log(&format!("{OBJ} Creation is processed: 1 succeeded; 0 failed."), T).await;
     let obj = kex::get(&run.client, "default", "kopf-example-1").await.unwrap();
     assert_eq!(obj["status"]["create_fn"], json!({"message": "hello world"}));
-    assert!(obj["status"]["bosun.dev"]["last-handled-configuration"].is_string());
+    assert!(obj["metadata"]["annotations"]["bosun.dev/last-handled-configuration"].is_string(), "{obj:#}");
     run.delete_obj().await;
     assert_eq!(run.succeeded("create_fn"), 1);
     assert_eq!(run.controller.count("Adding the finalizer"), 0, "no delete handler, no finalizer");

@@ -67,10 +67,15 @@ fn progress<'a>(object: &'a Value, id: &str) -> &'a Value {
     &object["status"]["bosun.dev"]["progress"][id]
 }
 
+/// The stored diffbase (annotation `bosun.dev/last-handled-configuration`), `Null` when none.
+fn diffbase(object: &Value) -> &Value {
+    &object["metadata"]["annotations"]["bosun.dev/last-handled-configuration"]
+}
+
 /// Whether the cause is processed: the diffbase is stored and no progress is left.
 fn processed(object: &Value) -> bool {
-    let state = &object["status"]["bosun.dev"];
-    state["last-handled-configuration"].is_string() && state.get("progress").is_none_or(|p| p.as_object().is_some_and(|p| p.is_empty()))
+    let progress = object["status"]["bosun.dev"].get("progress");
+    diffbase(object).is_string() && progress.is_none_or(|p| p.as_object().is_some_and(|p| p.is_empty()))
 }
 
 /// The object's `metadata.uid`.
@@ -91,7 +96,7 @@ async fn create_handlers_store_their_results_and_the_diffbase(sdk: Sdk) {
     // A field handler is called on creation too: the field was absent before. Results are
     // stored with a merge patch, so their null members are not stored (as in Kopf).
     assert_eq!(obj["status"]["field/spec.field"], json!({"new": "value"}), "{obj:#}");
-    assert_eq!(obj["status"]["bosun.dev"]["last-handled-configuration"], "{\"spec\":{\"field\":\"value\"}}\n", "{obj:#}");
+    assert_eq!(diffbase(&obj), "{\"spec\":{\"field\":\"value\"}}\n", "{obj:#}");
     // Handlers that returned nothing store nothing; neither do handlers of other causes.
     for id in ["errors", "patch", "events", "children", "subhandlers", "update", "resume"] {
         assert!(obj["status"].get(id).is_none(), "no status.{id}: {obj:#}");
@@ -111,7 +116,7 @@ async fn update_and_field_handlers_get_the_old_and_new_values(sdk: Sdk) {
     let obj = env.wait_object("obj", "the update to be processed", |o| processed(o) && o["status"]["update"]["field"] == "changed").await;
     assert_eq!(obj["status"]["update"], json!({"message": "updated", "field": "changed"}), "{obj:#}");
     assert_eq!(obj["status"]["field/spec.field"], json!({"old": "value", "new": "changed"}), "{obj:#}");
-    assert_eq!(obj["status"]["bosun.dev"]["last-handled-configuration"], "{\"spec\":{\"field\":\"changed\"}}\n", "{obj:#}");
+    assert_eq!(diffbase(&obj), "{\"spec\":{\"field\":\"changed\"}}\n", "{obj:#}");
     env.wait_log("[default/obj] Updating is processed: 2 succeeded; 0 failed.").await;
     env.stop().await;
 }
@@ -151,7 +156,8 @@ async fn merge_patches_apply_to_metadata_and_status(sdk: Sdk) {
     let patch = json!({"metadata": {"labels": {"patched": "yes"}}, "status": {"patched": {"by": "patch"}}});
     let spec = json!({"patch": patch, "removeLabels": ["removeme"]});
     env.create("obj", json!({"metadata": {"labels": {"removeme": "yes", "kept": "yes"}}, "spec": spec})).await;
-    let obj = env.wait_object("obj", "the patch to be applied", |o| o["status"]["patched"].is_object()).await;
+    // Processed: the status write and the main write (which carries the diffbase, last) are done.
+    let obj = env.wait_object("obj", "the patch to be applied", |o| processed(o) && o["status"]["patched"].is_object()).await;
     assert_eq!(obj["status"]["patched"], json!({"by": "patch"}), "{obj:#}");
     assert_eq!(obj["metadata"]["labels"], json!({"kept": "yes", "patched": "yes"}), "one label added, one removed by a null: {obj:#}");
     assert!(obj["status"].get("patch").is_none(), "the patch handler returns nothing: {obj:#}");

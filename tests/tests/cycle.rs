@@ -51,9 +51,9 @@ async fn create_handler_result_and_diffbase_are_stored_and_not_redone_after_rest
     let controller = Controller::start(client.clone(), settings(&addr));
     controller.wait_log("[default/kopf-example-1] Creation is processed: 1 succeeded; 0 failed.", T).await;
     let obj = wait_obj(&client, "kopf-example-1", "result stored", |o| o["status"]["create_fn"]["message"] == "hello world").await;
-    let diffbase = obj["status"]["bosun.dev"]["last-handled-configuration"].as_str().expect("diffbase in status");
+    let diffbase = obj["metadata"]["annotations"]["bosun.dev/last-handled-configuration"].as_str().expect("diffbase in its annotation");
     assert_eq!(diffbase, "{\"spec\":{\"field\":\"value\"}}\n");
-    assert!(obj["status"]["bosun.dev"].get("progress").is_none(), "progress is purged: {obj:#}");
+    assert!(obj["status"].get("bosun.dev").is_none(), "progress is purged, nothing left in status.bosun.dev: {obj:#}");
     assert_eq!(controller.count("Handler 'create_fn' succeeded."), 1);
     assert!(obj["metadata"].get("finalizers").is_none(), "no delete handler, no finalizer");
     controller.stop().await;
@@ -551,9 +551,12 @@ async fn owned_objects_are_created_adopted_not_duplicated_and_collected_with_the
     let cm = cluster.get("/api/v1/namespaces/default/configmaps/ex-configmap").await.expect("the configmap exists");
     assert_eq!(obj["status"]["create_fn"]["children"], json!([pod["metadata"]["uid"], cm["metadata"]["uid"]]));
 
-    // Forget the handling: the handler runs again and finds its children instead of duplicating them.
+    // Forget the handling (the result, and the diffbase in its annotation): the handler runs
+    // again and finds its children instead of duplicating them.
     let status_path = format!("{}/ex/status", kex::path("default"));
-    cluster.patch(&status_path, "application/merge-patch+json", &json!({"status": {"bosun.dev": null, "create_fn": null}})).await.unwrap();
+    cluster.patch(&status_path, "application/merge-patch+json", &json!({"status": {"create_fn": null}})).await.unwrap();
+    let forget = json!({"metadata": {"annotations": {"bosun.dev/last-handled-configuration": null}}});
+    cluster.patch(&format!("{}/ex", kex::path("default")), "application/merge-patch+json", &forget).await.unwrap();
     wait_for("a second run", T, || {
         let n = server.count("create_fn");
         async move { n == 2 }
@@ -600,11 +603,9 @@ async fn field_handlers_watch_labels_and_status_and_ignored_fields_change_nothin
     let (addr, stopper) = server.clone().spawn().await;
     let controller = Controller::start(client.clone(), settings(&addr));
     kex::create(&client, "default", "obj", json!({"spec": {"replicas": 1}})).await;
-    let obj = wait_obj(&client, "obj", "diffbase", |o| o["status"]["bosun.dev"]["last-handled-configuration"].is_string()).await;
-    assert!(
-        !obj["status"]["bosun.dev"]["last-handled-configuration"].as_str().unwrap().contains("replicas"),
-        "ignored fields stay out of the diffbase"
-    );
+    let diffbase = |o: &Value| o["metadata"]["annotations"]["bosun.dev/last-handled-configuration"].clone();
+    let obj = wait_obj(&client, "obj", "diffbase", |o| diffbase(o).is_string()).await;
+    assert!(!diffbase(&obj).as_str().unwrap().contains("replicas"), "ignored fields stay out of the diffbase");
 
     kex::patch(&client, "default", "obj", json!({"spec": {"replicas": 5}})).await; // ignored: nothing happens
     kex::patch(&client, "default", "obj", json!({"metadata": {"labels": {"tier": "gold"}}})).await;

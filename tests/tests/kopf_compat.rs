@@ -314,3 +314,67 @@ async fn bosun_and_kopf_take_objects_over_from_each_other_without_handling_them_
     assert_eq!(finished["status"][SUB]["message"], "child from bosun", "{finished:#}");
     drop(kopf);
 }
+
+/// Kopf 1.45.2's own diffbase for each body read from stdin: `AnnotationsDiffBaseStorage`
+/// under the prefix given, `build()` then `store()`, as the patches it makes.
+const KOPF_DIFFBASE: &str = r#"
+import json, sys
+from kopf import AnnotationsDiffBaseStorage
+from kopf._cogs.structs import bodies, patches
+storage = AnnotationsDiffBaseStorage(prefix=sys.argv[1])
+out = []
+for raw in json.load(sys.stdin):
+    body, patch = bodies.Body(raw), patches.Patch()
+    storage.store(body=body, patch=patch, essence=storage.build(body=body))
+    out.append(patch)
+json.dump(out, sys.stdout)
+"#;
+
+#[test]
+fn the_diffbase_annotation_is_byte_for_byte_the_one_kopf_writes() {
+    use bosun_controller::state::essence::{EssenceRules, encode_diffbase, essence};
+    use bosun_controller::state::storage::{ObjectState, Persistence, Storage, StorageKind};
+    let Some(python) = kopf_python() else { return };
+    let bodies = json!([
+        {"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
+         "metadata": {"name": "a", "namespace": "default", "uid": "u", "resourceVersion": "1", "labels": {"b": "2", "a": "1"},
+                      "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "x": "ü",
+                                      "kopf.zalando.org/create_fn": "{}", "kopf.zalando.org/last-handled-configuration": "{}\n"}},
+         "spec": {"z": 1, "a": [1.0, 0.00001, 0.0001, 1e16, 1e15, 12.5, -0.0, 5e-324, 18446744073709551615u64],
+                  "s": "ü😀\u{2028}<&>\u{7f}\n\u{1}\"\\/", "n": null, "t": true, "é": {}},
+         "status": {"x": 1}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": {}, "annotations": {}}, "data": {"k": "v"}},
+        {"metadata": {"annotations": {"other.op/kopf-managed": "yes", "other.op/last-handled-configuration": "{}",
+                                      "sub.kopf.zalando.org/x": "1", "plain/y": "2"}}, "spec": {}},
+        {"metadata": {"annotations": {"my.op.example/kopf-managed": "yes", "my.op.example/create_fn": "{}"}}, "spec": {"x": 1e100}},
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"ownerReferences": [{"kind": "Deployment", "name": "d"}]},
+         "spec": {"replicas": 1}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}},
+    ]);
+    // `--kopf-compat`, and Kopf's storages under an operator's own prefix (v1 keys, Kopf's default).
+    let chosen = Persistence { prefix: Some("my.op.example".into()), kopf_keys: Some(true), ..Default::default() };
+    for storage in [Storage::kopf(), chosen.over(Storage::kopf())] {
+        assert_eq!(storage.diffbase_kind, StorageKind::Annotations);
+        let mut kopf = Command::new(&python)
+            .args(["-c", KOPF_DIFFBASE, &storage.prefix])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        serde_json::to_writer(kopf.stdin.take().unwrap(), &bodies).unwrap();
+        let out = kopf.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let by_kopf: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        // The essence's rules as the controller makes them for a resource.
+        let rules = EssenceRules { own_prefixes: vec![format!("{}/", storage.prefix), "kopf.zalando.org/".into()], ..Default::default() };
+        for (body, kopfs) in bodies.as_array().unwrap().iter().zip(&by_kopf) {
+            let desired = ObjectState { diffbase: Some(encode_diffbase(&essence(body, &rules))), ..Default::default() };
+            let (mut main, mut status) = (json!({}), json!({}));
+            storage.patch(body, &desired, &[], &mut main, &mut status);
+            // Byte for byte: the annotations' texts, not only what they parse to.
+            assert_eq!(main.to_string(), kopfs.to_string(), "{} over {body}", storage.prefix);
+            assert_eq!(status, json!({}));
+        }
+    }
+}

@@ -61,10 +61,12 @@ async fn startup_settings_choose_the_finalizer_where_state_is_kept_and_posting_a
     .await;
     assert_eq!(obj["metadata"]["finalizers"], json!(["my.op.example/finalizer"]), "{obj:#}");
     assert!(obj["status"].get("bosun.dev").is_none(), "the state is in annotations only: {obj:#}");
+    assert_eq!(obj["metadata"]["annotations"]["my.op.example/kopf-managed"], "yes", "the prefix marked as Kopf marks it: {obj:#}");
     for line in [
         "Setting persistence.finalizer=my.op.example/finalizer from the startup handlers is applied.",
         "Setting persistence.progress_storage=annotations from the startup handlers is applied.",
         "Setting persistence.progress_storage.prefix=my.op.example from the startup handlers is applied.",
+        "Setting persistence.diffbase_storage=annotations from the startup handlers is applied.",
         "Setting posting.loggers=true from the startup handlers is applied.",
         "Setting execution.max_workers=4 from the startup handlers is overridden by --max-workers.",
         "Setting batching.batch_window from the startup handlers is ignored: the controller batches nothing.",

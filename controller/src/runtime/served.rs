@@ -302,16 +302,18 @@ impl ResourceJob {
         if !own_prefixes.contains(&"kopf.zalando.org/".to_string()) {
             own_prefixes.push("kopf.zalando.org/".into());
         }
+        let place = |kind: StorageKind| match kind {
+            StorageKind::Status => format!("status.{}", storage.status_stanza()),
+            StorageKind::Annotations => "annotations".to_string(),
+        };
         self.shared.log.info(
             None,
             &format!(
-                "Serving {} with {} handler(s); state in {}.",
+                "Serving {} with {} handler(s); progress in {}, the diffbase in {}.",
                 resource.display(),
                 self.handlers.len(),
-                match storage.kind {
-                    StorageKind::Status => format!("status.{}", storage.status_stanza()),
-                    StorageKind::Annotations => "annotations".into(),
-                }
+                place(storage.kind),
+                place(storage.diffbase_kind),
             ),
         );
         if !resource.status_keeps_unknown {

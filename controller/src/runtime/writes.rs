@@ -1,7 +1,10 @@
-//! Executing a plan's writes: the main-resource merge patch (with the finalizer change,
-//! guarded by the resourceVersion and re-read on 409), then the status merge patch, then
-//! handlers' JSON patches — as few requests as the changes allow. And finding whose patch
-//! the API server refused, with dry runs that change nothing.
+//! Executing a plan's writes: the status merge patch, then the main-resource merge patch (with
+//! the finalizer change, guarded by the resourceVersion and re-read on 409), then handlers'
+//! JSON patches — as few requests as the changes allow. The main write comes after the status
+//! write because it carries the diffbase, which says the cause is handled: a crash or a failure
+//! between the two leaves the results stored and the cause to be handled again (calls are
+//! at-least-once), never a cause taken for handled whose results were lost. And finding whose
+//! patch the API server refused, with dry runs that change nothing.
 
 use serde_json::{Value, json};
 
@@ -46,14 +49,18 @@ impl ResourceContext {
         self.resource.object_path(object::meta_str(body, "namespace"), object::meta_str(body, "name"))
     }
 
-    /// Writes the main patch (with the finalizer change, guarded by the resourceVersion),
-    /// then the status patch, then handlers' JSON patches. Returns the last written body.
+    /// Writes the status patch, then the main patch (with the finalizer change, guarded by the
+    /// resourceVersion), then handlers' JSON patches. Returns the last written body.
     #[tracing::instrument(name = "write", skip_all, fields(otel.kind = "client"))]
     pub async fn write(&self, body: &Value, w: &Writes) -> Result<Option<Value>, WriteError> {
         let path = self.path_of(body);
         let mut written = None;
-        // The body the finalizer change is made against: re-read after a conflict.
-        let mut current = std::borrow::Cow::Borrowed(body);
+        if !is_empty_patch(&w.status) {
+            written = Some(self.api.patch(&format!("{path}/status"), content::MERGE, &w.status).await?);
+        }
+        // The body the finalizer change is made against: the status write's answer (its
+        // resourceVersion is the object's now), re-read after a conflict.
+        let mut current = std::borrow::Cow::Borrowed(written.as_ref().unwrap_or(body));
         for attempt in 0..3 {
             let mut main = w.main.clone();
             if let Some(want) = w.finalizer {
@@ -80,9 +87,6 @@ impl ResourceContext {
                 }
                 Err(e) => return Err(e.into()),
             }
-        }
-        if !is_empty_patch(&w.status) {
-            written = Some(self.api.patch(&format!("{path}/status"), content::MERGE, &w.status).await?);
         }
         for (_, p) in &w.json_patches {
             written = Some(self.api.patch(&path, content::JSON_PATCH, p).await?);

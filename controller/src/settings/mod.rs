@@ -160,18 +160,24 @@ fn level_name(level: Level) -> &'static str {
 }
 
 /// Where state is kept on the objects of a resource: Bosun's naming under `--prefix`, or
-/// Kopf's with `--kopf-compat`, with what the startup handlers chose over it; in status only
-/// where the resource has a status subresource that keeps unknown fields (`in_status`).
+/// Kopf's with `--kopf-compat`, with what the startup handlers chose over it; progress in
+/// status unless `--storage annotations`, the diffbase in its annotation unless
+/// `--diffbase-storage status`; in status only where the resource has a status subresource
+/// that keeps unknown fields (`in_status`).
 pub fn storage_for(settings: &Settings, in_status: bool) -> Storage {
-    let base = if settings.kopf_compat {
+    let mut base = if settings.kopf_compat {
         Storage::kopf()
     } else {
         let kind = if settings.storage == StorageMode::Annotations { StorageKind::Annotations } else { StorageKind::Status };
         Storage::bosun(&settings.prefix, kind)
     };
+    if settings.diffbase_in_status {
+        base.diffbase_kind = StorageKind::Status;
+    }
     let mut storage = settings.persistence.over(base);
     if !in_status {
         storage.kind = StorageKind::Annotations;
+        storage.diffbase_kind = StorageKind::Annotations;
     }
     storage
 }
@@ -232,37 +238,47 @@ impl Applier<'_> {
         }
     }
 
-    /// The progress and diffbase storages, kept in one place: the progress storage's where
-    /// they disagree.
+    /// The progress and diffbase storages: each its own place (annotations or status), and the
+    /// naming of both (the prefix and Kopf's keys in annotations, the stanza in status), of
+    /// which the controller keeps one each: the progress storage's where the two disagree.
     fn storages(&mut self, progress: Option<&pb::StateStorage>, diffbase: Option<&pb::StateStorage>) {
         const PROGRESS: &str = "persistence.progress_storage";
         const DIFFBASE: &str = "persistence.diffbase_storage";
+        const LAST: &str = "last-handled-configuration";
         let set = |s: &Option<pb::StateStorage>| s.as_ref().is_some_and(|s| s.kind != pb::state_storage::Kind::Unspecified as i32);
         self.source(|s| set(&s.progress_storage));
         let p = self.storage(PROGRESS, progress, "progress");
         self.source(|s| set(&s.diffbase_storage));
-        let d = self.storage(DIFFBASE, diffbase, "last-handled-configuration");
-        if p.is_some() {
+        let d = self.storage(DIFFBASE, diffbase, LAST);
+        if let Some(p) = &p {
             self.source(|s| set(&s.progress_storage));
+            let kind = p.kind();
+            self.set(PROGRESS, kind_name(kind), &["--storage"], |s| s.persistence.kind = Some(kind));
+            self.naming(PROGRESS, p.clone(), "progress");
         }
-        let (name, place, last) = match (p, d) {
-            (None, None) => return,
-            (Some(p), None) => (PROGRESS, p, "progress"),
-            (None, Some(d)) => (DIFFBASE, d, "last-handled-configuration"),
-            (Some(p), Some(d)) => {
-                if p != d {
-                    self.warn(format!(
-                        "Settings {PROGRESS} ({}) and {DIFFBASE} ({}) keep state in different places; the controller keeps all its state in one, so the progress storage's is used for both.",
-                        place_shown(&p, "progress"),
-                        place_shown(&d, "last-handled-configuration")
-                    ));
-                }
-                (PROGRESS, p, "progress")
-            }
-        };
-        let kind = place.kind();
-        let kind_name = if kind == StorageKind::Annotations { "annotations" } else { "status" };
-        self.set(name, kind_name, &["--storage"], |s| s.persistence.kind = Some(kind));
+        let Some(d) = d else { return };
+        self.source(|s| set(&s.diffbase_storage));
+        let kind = d.kind();
+        self.set(DIFFBASE, kind_name(kind), &["--diffbase-storage"], |s| s.persistence.diffbase_kind = Some(kind));
+        let clashing = p.as_ref().filter(|p| match (p, &d) {
+            (Place::Annotations { .. }, Place::Annotations { .. }) => **p != d,
+            (Place::Status(Some(a)), Place::Status(Some(b))) => a != b,
+            _ => false,
+        });
+        if let Some(p) = clashing {
+            self.warn(format!(
+                "Settings {PROGRESS} ({}) and {DIFFBASE} ({}) name their places differently; the controller keeps one prefix and one status stanza for all its state, so the progress storage's naming is used for both.",
+                place_shown(p, "progress"),
+                place_shown(&d, LAST)
+            ));
+        } else if p.as_ref() != Some(&d) {
+            self.naming(DIFFBASE, d, LAST);
+        }
+    }
+
+    /// Applies the naming a storage setting gives: the prefix and Kopf's keys of annotations,
+    /// or the stanza of a status field.
+    fn naming(&mut self, name: &str, place: Place, last: &str) {
         match place {
             Place::Annotations { prefix, v1 } => {
                 self.set(&format!("{name}.prefix"), &prefix, &["--prefix"], |s| s.persistence.prefix = Some(prefix.clone()));
@@ -356,6 +372,14 @@ impl Applier<'_> {
 /// Whether `s` sets the field of the admission server that `field` reads.
 fn server_sets(s: &pb::OperatorSettings, field: fn(&pb::AdmissionServer) -> &String) -> bool {
     s.admission_server.as_ref().is_some_and(|a| !field(a).is_empty())
+}
+
+/// A storage kind as the log shows it.
+fn kind_name(kind: StorageKind) -> &'static str {
+    match kind {
+        StorageKind::Annotations => "annotations",
+        StorageKind::Status => "status",
+    }
 }
 
 /// A storage setting as the log shows it.

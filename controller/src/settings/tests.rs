@@ -94,6 +94,7 @@ fn settings_are_applied_unless_a_flag_gave_them_and_bad_ones_are_refused_by_name
                     prefix: Some("my.op".into()),
                     kopf_keys: Some(true),
                     kind: Some(StorageKind::Annotations),
+                    diffbase_kind: Some(StorageKind::Annotations),
                     ..Default::default()
                 }
             },
@@ -101,6 +102,51 @@ fn settings_are_applied_unless_a_flag_gave_them_and_bad_ones_are_refused_by_name
                 "INFO Setting persistence.progress_storage=annotations from the startup handlers is applied.",
                 "INFO Setting persistence.progress_storage.prefix=my.op from the startup handlers is applied.",
                 "INFO Setting persistence.progress_storage.v1=true from the startup handlers is applied.",
+                "INFO Setting persistence.diffbase_storage=annotations from the startup handlers is applied.",
+            ],
+        ),
+        // Kopf's `StatusDiffBaseStorage()` alone: the diffbase in status, progress where it was.
+        (
+            pb::OperatorSettings { diffbase_storage: status("status.kopf.last-handled-configuration"), ..none() },
+            &[],
+            |s| s.persistence = Persistence { stanza: Some("kopf".into()), diffbase_kind: Some(StorageKind::Status), ..Default::default() },
+            vec![
+                "INFO Setting persistence.diffbase_storage=status from the startup handlers is applied.",
+                "INFO Setting persistence.diffbase_storage.field=status.kopf.last-handled-configuration from the startup handlers is applied.",
+            ],
+        ),
+        (
+            pb::OperatorSettings { diffbase_storage: status("status.kopf.last-handled-configuration"), ..none() },
+            &["--diffbase-storage"],
+            |s| s.persistence.stanza = Some("kopf".into()),
+            vec![
+                "INFO Setting persistence.diffbase_storage=status from the startup handlers is overridden by --diffbase-storage.",
+                "INFO Setting persistence.diffbase_storage.field=status.kopf.last-handled-configuration from the startup handlers is applied.",
+            ],
+        ),
+        // Two prefixes: the controller keeps one.
+        (
+            pb::OperatorSettings {
+                progress_storage: annotations("my.op", true),
+                diffbase_storage: annotations("other.op", true),
+                ..none()
+            },
+            &[],
+            |s| {
+                s.persistence = Persistence {
+                    prefix: Some("my.op".into()),
+                    kopf_keys: Some(true),
+                    kind: Some(StorageKind::Annotations),
+                    diffbase_kind: Some(StorageKind::Annotations),
+                    ..Default::default()
+                }
+            },
+            vec![
+                "INFO Setting persistence.progress_storage=annotations from the startup handlers is applied.",
+                "INFO Setting persistence.progress_storage.prefix=my.op from the startup handlers is applied.",
+                "INFO Setting persistence.progress_storage.v1=true from the startup handlers is applied.",
+                "INFO Setting persistence.diffbase_storage=annotations from the startup handlers is applied.",
+                "WARNING Settings persistence.progress_storage (annotations under my.op, v1=true) and persistence.diffbase_storage (annotations under other.op, v1=true) name their places differently; the controller keeps one prefix and one status stanza for all its state, so the progress storage's naming is used for both.",
             ],
         ),
         (
@@ -120,18 +166,29 @@ fn settings_are_applied_unless_a_flag_gave_them_and_bad_ones_are_refused_by_name
                 ..none()
             },
             &[],
-            |s| s.persistence = Persistence { stanza: Some("my-op".into()), kind: Some(StorageKind::Status), ..Default::default() },
+            |s| {
+                s.persistence = Persistence {
+                    stanza: Some("my-op".into()),
+                    kind: Some(StorageKind::Status),
+                    diffbase_kind: Some(StorageKind::Annotations),
+                    prefix: Some("my.op".into()),
+                    kopf_keys: Some(true),
+                    ..Default::default()
+                }
+            },
             vec![
                 "WARNING Setting persistence.diffbase_storage from the startup handlers: its key \"state\" is not one the controller keeps the last handled configuration under; `my.op/last-handled-configuration` is used instead.",
-                "WARNING Settings persistence.progress_storage (status.my-op.progress) and persistence.diffbase_storage (annotations under my.op, v1=true) keep state in different places; the controller keeps all its state in one, so the progress storage's is used for both.",
                 "INFO Setting persistence.progress_storage=status from the startup handlers is applied.",
                 "INFO Setting persistence.progress_storage.field=status.my-op.progress from the startup handlers is applied.",
+                "INFO Setting persistence.diffbase_storage=annotations from the startup handlers is applied.",
+                "INFO Setting persistence.diffbase_storage.prefix=my.op from the startup handlers is applied.",
+                "INFO Setting persistence.diffbase_storage.v1=true from the startup handlers is applied.",
             ],
         ),
         (
             pb::OperatorSettings { diffbase_storage: status("status.x.y.last-handled-configuration"), ..none() },
             &[],
-            |s| s.persistence.kind = Some(StorageKind::Status),
+            |s| s.persistence.diffbase_kind = Some(StorageKind::Status),
             vec![
                 "WARNING Setting persistence.diffbase_storage from the startup handlers: its field \"status.x.y.last-handled-configuration\" has a shape the controller does not keep state at (`status.<name>.last-handled-configuration`); the default `status.<name>` is used instead.",
                 "INFO Setting persistence.diffbase_storage=status from the startup handlers is applied.",
@@ -294,26 +351,86 @@ fn the_storage_follows_the_flags_with_the_startup_handlers_choice_over_them_and_
     let chosen_status = Persistence { kind: Some(Status), stanza: Some("my-op".into()), ..Default::default() };
     let chosen_annotations =
         Persistence { kind: Some(Annotations), prefix: Some("my.op".into()), kopf_keys: Some(true), ..Default::default() };
-    // (kopf_compat, --storage, chosen, the status keeps unknown fields) → (prefix, kind, convention, stanza)
-    type Row<'a> = (bool, StorageMode, Persistence, bool, (&'a str, StorageKind, Convention, &'a str));
+    let chosen_status_diffbase = Persistence { diffbase_kind: Some(Status), ..Default::default() };
+    let chosen_annotations_diffbase = Persistence { diffbase_kind: Some(Annotations), ..Default::default() };
+    // (kopf_compat, --storage, --diffbase-storage status, chosen, the status keeps unknown fields)
+    // → (prefix, progress kind, diffbase kind, convention, stanza)
+    type Row<'a> = (bool, StorageMode, bool, Persistence, bool, (&'a str, StorageKind, StorageKind, Convention, &'a str));
     let rows: Vec<Row> = vec![
-        (false, StorageMode::Auto, Persistence::default(), true, ("bosun.dev", Status, Convention::Bosun, "bosun.dev")),
-        (false, StorageMode::Auto, Persistence::default(), false, ("bosun.dev", Annotations, Convention::Bosun, "bosun.dev")),
-        (false, StorageMode::Annotations, Persistence::default(), true, ("bosun.dev", Annotations, Convention::Bosun, "bosun.dev")),
-        (false, StorageMode::Annotations, chosen_status.clone(), true, ("bosun.dev", Status, Convention::Bosun, "my-op")),
-        (false, StorageMode::Auto, chosen_annotations.clone(), true, ("my.op", Annotations, Convention::Kopf, "kopf")),
-        (true, StorageMode::Auto, Persistence::default(), true, ("kopf.zalando.org", Annotations, Convention::Kopf, "kopf")),
-        (true, StorageMode::Auto, chosen_status.clone(), true, ("kopf.zalando.org", Status, Convention::Kopf, "my-op")),
-        (true, StorageMode::Auto, chosen_status, false, ("kopf.zalando.org", Annotations, Convention::Kopf, "my-op")),
-        (true, StorageMode::Auto, chosen_annotations, true, ("my.op", Annotations, Convention::Kopf, "kopf")),
+        // The diffbase in its annotation by default, whatever the progress storage.
+        (false, StorageMode::Auto, false, Persistence::default(), true, ("bosun.dev", Status, Annotations, Convention::Bosun, "bosun.dev")),
+        (
+            false,
+            StorageMode::Auto,
+            false,
+            Persistence::default(),
+            false,
+            ("bosun.dev", Annotations, Annotations, Convention::Bosun, "bosun.dev"),
+        ),
+        (
+            false,
+            StorageMode::Annotations,
+            false,
+            Persistence::default(),
+            true,
+            ("bosun.dev", Annotations, Annotations, Convention::Bosun, "bosun.dev"),
+        ),
+        (
+            false,
+            StorageMode::Annotations,
+            false,
+            chosen_status.clone(),
+            true,
+            ("bosun.dev", Status, Annotations, Convention::Bosun, "my-op"),
+        ),
+        (false, StorageMode::Auto, false, chosen_annotations.clone(), true, ("my.op", Annotations, Annotations, Convention::Kopf, "kopf")),
+        // In status only when asked, and only where the status keeps it.
+        (false, StorageMode::Auto, true, Persistence::default(), true, ("bosun.dev", Status, Status, Convention::Bosun, "bosun.dev")),
+        (
+            false,
+            StorageMode::Auto,
+            true,
+            Persistence::default(),
+            false,
+            ("bosun.dev", Annotations, Annotations, Convention::Bosun, "bosun.dev"),
+        ),
+        (
+            false,
+            StorageMode::Annotations,
+            false,
+            chosen_status_diffbase.clone(),
+            true,
+            ("bosun.dev", Annotations, Status, Convention::Bosun, "bosun.dev"),
+        ),
+        (
+            false,
+            StorageMode::Auto,
+            true,
+            chosen_annotations_diffbase,
+            true,
+            ("bosun.dev", Status, Annotations, Convention::Bosun, "bosun.dev"),
+        ),
+        // Kopf's: annotations for both, unless chosen otherwise.
+        (
+            true,
+            StorageMode::Auto,
+            false,
+            Persistence::default(),
+            true,
+            ("kopf.zalando.org", Annotations, Annotations, Convention::Kopf, "kopf"),
+        ),
+        (true, StorageMode::Auto, false, chosen_status.clone(), true, ("kopf.zalando.org", Status, Annotations, Convention::Kopf, "my-op")),
+        (true, StorageMode::Auto, false, chosen_status, false, ("kopf.zalando.org", Annotations, Annotations, Convention::Kopf, "my-op")),
+        (true, StorageMode::Auto, false, chosen_annotations, true, ("my.op", Annotations, Annotations, Convention::Kopf, "kopf")),
+        (true, StorageMode::Auto, false, chosen_status_diffbase, true, ("kopf.zalando.org", Annotations, Status, Convention::Kopf, "kopf")),
     ];
-    for (kopf_compat, storage, persistence, in_status, (prefix, kind, convention, stanza)) in rows {
-        let settings = Settings { kopf_compat, storage, persistence: persistence.clone(), ..Settings::default() };
+    for (kopf_compat, storage, diffbase_in_status, persistence, in_status, (prefix, kind, diffbase_kind, convention, stanza)) in rows {
+        let settings = Settings { kopf_compat, storage, diffbase_in_status, persistence: persistence.clone(), ..Settings::default() };
         let s = storage_for(&settings, in_status);
         assert_eq!(
-            (s.prefix.as_str(), s.kind, s.convention, s.stanza.as_str()),
-            (prefix, kind, convention, stanza),
-            "kopf_compat {kopf_compat}, {storage:?}, {persistence:?}, in status {in_status}"
+            (s.prefix.as_str(), s.kind, s.diffbase_kind, s.convention, s.stanza.as_str()),
+            (prefix, kind, diffbase_kind, convention, stanza),
+            "kopf_compat {kopf_compat}, {storage:?}, diffbase in status {diffbase_in_status}, {persistence:?}, in status {in_status}"
         );
     }
 }

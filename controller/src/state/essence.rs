@@ -1,14 +1,38 @@
 //! The "essence" of an object: the part whose changes are worth handlers' attention.
 //!
 //! As in Kopf: the body without `apiVersion`, `kind`, `metadata` and `status`, but with
-//! labels and annotations (minus the controller's own keys and kubectl's last-applied
-//! configuration); paths of field handlers on `status.*` are added back; ignored fields
-//! are dropped. The stored diffbase is this essence as compact JSON plus a newline.
+//! labels and annotations (minus the controller's own keys, those of other operators that mark
+//! their prefix as Kopf does, and kubectl's last-applied configuration); paths of field
+//! handlers on `status.*` are added back; ignored fields are dropped. The stored diffbase is
+//! this essence as compact JSON plus a newline, written as Kopf writes it.
 
 use crate::object;
 use serde_json::{Map, Value};
 
+mod kopf_json;
+
 const KUBECTL_LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The annotation (`<prefix>/kopf-managed: yes`) by which operators of Kopf's convention mark
+/// the prefix of their state annotations, so that other operators leave those out of their
+/// essence: else each one's state write would be a change to the other, back and forth.
+pub const PREFIX_MARKER: &str = "kopf-managed";
+
+/// Kopf's own prefix, marked without a marker (also as a subdomain's suffix).
+const KOPF_PREFIX: &str = "kopf.zalando.org";
+
+/// The annotation prefixes of other operators' state on an object (Kopf's
+/// `_detect_marked_prefixes`): those with a marker, and Kopf's own.
+fn marked_prefixes(annotations: &Map<String, Value>) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for (prefix, name) in annotations.keys().filter_map(|k| k.split_once('/')) {
+        let marked = name == PREFIX_MARKER || prefix == KOPF_PREFIX || prefix.strip_suffix(KOPF_PREFIX).is_some_and(|p| p.ends_with('.'));
+        if marked && !out.contains(&prefix) {
+            out.push(prefix);
+        }
+    }
+    out
+}
 
 /// What the essence keeps and drops besides the fixed rules.
 #[derive(Debug, Clone, Default)]
@@ -57,9 +81,11 @@ fn remove_path(root: &mut Map<String, Value>, path: &[String]) {
 }
 
 /// Whether the essence keeps the annotation `key`: not kubectl's last-applied configuration,
-/// not an operator's own.
-fn kept_annotation(key: &str, rules: &EssenceRules) -> bool {
-    key != KUBECTL_LAST_APPLIED && !rules.own_prefixes.iter().any(|p| key.starts_with(p.as_str()))
+/// not an operator's own (ours, or under a `marked` prefix).
+fn kept_annotation(key: &str, rules: &EssenceRules, marked: &[&str]) -> bool {
+    key != KUBECTL_LAST_APPLIED
+        && !rules.own_prefixes.iter().any(|p| key.starts_with(p.as_str()))
+        && !marked.iter().any(|p| key.strip_prefix(p).is_some_and(|rest| rest.starts_with('/')))
 }
 
 /// Computes the essence of `body`.
@@ -77,8 +103,9 @@ pub fn essence(body: &Value, rules: &EssenceRules) -> Value {
         meta.insert("labels".into(), Value::Object(labels.clone()));
     }
     if let Some(annotations) = object::meta(body, "annotations").and_then(Value::as_object) {
+        let marked = marked_prefixes(annotations);
         let kept: Map<String, Value> =
-            annotations.iter().filter(|(k, _)| kept_annotation(k, rules)).map(|(k, v)| (k.clone(), v.clone())).collect();
+            annotations.iter().filter(|(k, _)| kept_annotation(k, rules, &marked)).map(|(k, v)| (k.clone(), v.clone())).collect();
         if !kept.is_empty() {
             meta.insert("annotations".into(), Value::Object(kept));
         }
@@ -117,8 +144,9 @@ pub fn matches(body: &Value, rules: &EssenceRules, stored: &Value) -> bool {
         }
     }
     let labels = object::meta(body, "labels").and_then(Value::as_object).filter(|m| !m.is_empty());
-    let kept = |k: &String| kept_annotation(k, rules);
     let annotations = object::meta(body, "annotations").and_then(Value::as_object);
+    let marked = annotations.map(marked_prefixes).unwrap_or_default();
+    let kept = |k: &String| kept_annotation(k, rules, &marked);
     let kept_annotations = annotations.map_or(0, |a| a.keys().filter(|k| kept(k)).count());
     if labels.is_some() || kept_annotations > 0 {
         keys += 1;
@@ -141,9 +169,9 @@ pub fn matches(body: &Value, rules: &EssenceRules, stored: &Value) -> bool {
     stored.len() == keys
 }
 
-/// Encodes an essence as the stored diffbase: compact JSON and a newline (Kopf's format).
+/// Encodes an essence as the stored diffbase: compact JSON and a newline, as Kopf writes it.
 pub fn encode_diffbase(essence: &Value) -> String {
-    let mut s = serde_json::to_string(essence).expect("JSON values always serialize");
+    let mut s = kopf_json::to_string(essence);
     s.push('\n');
     s
 }
@@ -180,6 +208,12 @@ mod tests {
                 json!({"data": {"k": "v"}}),
             ),
             (json!("not an object"), json!({})),
+            // Other operators' state, under prefixes they mark as Kopf does (or Kopf's own).
+            (
+                json!({"metadata": {"annotations": {"other.op/kopf-managed": "yes", "other.op/last-handled-configuration": "{}",
+                     "other.op2/x": "kept", "my.kopf.zalando.org/y": "1", "notkopf.zalando.org/z": "kept", "other.op": "kept"}}}),
+                json!({"metadata": {"annotations": {"other.op2/x": "kept", "notkopf.zalando.org/z": "kept", "other.op": "kept"}}}),
+            ),
         ];
         for (body, want) in cases {
             assert_eq!(essence(&body, &rules()), want, "{body}");
@@ -204,6 +238,7 @@ mod tests {
             json!({"metadata": {"annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "y": "2"}}}),
             json!({"metadata": {"labels": {"l": "2"}}, "spec": null, "extra": "e"}),
             json!({"metadata": {"name": "n"}}),
+            json!({"metadata": {"annotations": {"y": "2", "op.example/kopf-managed": "yes", "op.example/s": "1"}}}),
             json!("not an object"),
         ];
         let stored = [

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::causes::{Observation, Reason, detect};
 use super::diff::{DiffItem, diff};
 use super::essence::{EssenceRules, essence, matches as essence_matches};
-use super::outcomes::{Answer, Attempt, Verdict, attempt_of, record_attempt, record_limit_failure};
+use super::outcomes::{Answer, Attempt, Verdict, attempt_of, record_attempt};
 use super::patches::{check_merge_patch, compose_over, split_status};
 use super::progress::{ProgressRecord, annotation_key};
 use super::registry::Handler;
@@ -165,6 +165,8 @@ pub struct Cycle {
     has_finalizer: bool,
     wants_finalizer: bool,
     stored: ObjectState,
+    /// The stored diffbase says what the essence is now: kept as it is written, not rewritten.
+    stored_current: bool,
     ids: Vec<String>,
     /// Sub-handler ids the records name beyond [`calls::MAX_RECORDS`] (not read).
     unread: HashSet<String>,
@@ -177,6 +179,8 @@ pub struct Cycle {
     again: bool,
     skipped: HashSet<String>,
     calls: Vec<CallOutcome>,
+    /// Refused calls whose results a write of this cycle may have stored before the refusal.
+    retracted: Vec<String>,
     wake: Option<DateTime<Utc>>,
     unreachable: bool,
     lines: Vec<Line>,
@@ -320,6 +324,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
         has_finalizer,
         wants_finalizer,
         stored,
+        stored_current: !changed,
         ids,
         unread,
         new_essence,
@@ -329,6 +334,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
         again: false,
         skipped: HashSet::new(),
         calls: Vec::new(),
+        retracted: Vec::new(),
         wake: None,
         unreachable: false,
         lines,
@@ -453,23 +459,6 @@ impl Cycle {
         }
     }
 
-    /// Fails the calls `culprits` because the API server refused their patches: they lose
-    /// their patches and results, their records say why.
-    pub fn reject(&mut self, culprits: &[String], message: &str) {
-        let purpose = self.reason.purpose();
-        let why = format!("its patch was rejected by the API server: {message}");
-        for c in self.calls.iter_mut().filter(|c| culprits.contains(&c.id)) {
-            self.lines.push(Line::new(Level::Error, Verdict::Failed(why.clone()).log_line(&c.id)));
-            let prev = self.records.get(&c.id).cloned();
-            self.records.insert(c.id.clone(), record_limit_failure(prev.as_ref(), purpose, &why, self.now));
-            c.verdict = Verdict::Failed(why.clone());
-            c.result = None;
-            c.main_patch = None;
-            c.status_patch = None;
-            c.json_patch = None;
-        }
-    }
-
     /// The writes of the cycle and what comes next. `hold_finalizer`: something else still
     /// needs the object (a daemon that has not ended yet), so a finished deletion keeps the
     /// finalizer for now, and the records of its handlers (so that they are not called again),
@@ -483,7 +472,9 @@ impl Cycle {
         let mut writes = Writes::none();
         if done && !held {
             desired.progress.clear();
-            if reason.stores_diffbase() {
+            // A stored diffbase that says the same stays as written (by Kopf, by an older
+            // build, in another spelling of the same JSON): no write for nothing.
+            if reason.stores_diffbase() && !self.stored_current {
                 desired.diffbase = Some(self.diffbase_to_store(subject, body, &mut writes.events));
             }
             if !self.due.is_empty() {
@@ -507,6 +498,7 @@ impl Cycle {
                 subject.add_result(body, &c.id, result, &mut main, &mut status);
             }
         }
+        self.retract_results(subject, body, &mut status);
         // The state is not worth writing on an object about to go (unless it is held).
         if !deletion_done || held {
             let mut ids: Vec<&str> = self.ids.iter().map(String::as_str).collect();
@@ -570,6 +562,7 @@ mod answer;
 mod calls;
 mod diffbase;
 mod stored;
+mod refused;
 
 #[cfg(test)]
 mod tests;

@@ -3,9 +3,14 @@
 //! Two places, as DESIGN.md says: annotations (`<prefix>/last-handled-configuration`,
 //! `<prefix>/<handler-id>`; always possible, Kopf's format) or, for custom resources whose
 //! status subresource keeps unknown fields, `status.<prefix>` (`last-handled-configuration`
-//! and `progress.<handler-id>`), so the state travels in the same `/status` write as the
-//! handlers' results. State is read from both places (the one written to first), so switching
-//! storage loses nothing.
+//! and `progress.<handler-id>`). Progress goes to status where it can, so that the records of
+//! retries travel in the same `/status` write as the handlers' results. The diffbase goes to
+//! its annotation by default whatever the progress storage (Kopf's `AnnotationsDiffBaseStorage`):
+//! a status is lost more easily than metadata (a Velero restore, another controller's typed
+//! status update, `kubectl replace --subresource=status`), and without the diffbase the next
+//! cycle is a creation that runs the create handlers again. State is read from both places (the
+//! one written to first), so switching storage loses nothing; a copy found in the other place
+//! moves with the cycle's next write, whichever write that is (see [`Storage::patch`]).
 //!
 //! Annotation keys follow Kopf's convention ([`super::keys`]): the V2 key, and the V1 key where
 //! it differs (long ids: field handlers, sub-handlers). In Kopf-compatible mode the state is
@@ -24,6 +29,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
+use super::essence::PREFIX_MARKER;
 use super::keys::kopf_keys;
 use super::progress::ProgressRecord;
 use crate::object;
@@ -46,7 +52,8 @@ pub enum Convention {
     /// Kopf's defaults (`SmartProgressStorage`, `AnnotationsDiffBaseStorage`, both `v1=True`):
     /// progress and diffbase in annotations under the V2 key and the V1 key, both written;
     /// progress in `status.kopf.progress.<id>` (older Kopf versions) read and purged, never
-    /// written; the diffbase never read from status.
+    /// written; the diffbase read from status only where it is kept there
+    /// (`StatusDiffBaseStorage`) or progress is.
     Kopf,
 }
 
@@ -57,8 +64,11 @@ pub struct Storage {
     pub prefix: String,
     /// The finalizer's name.
     pub finalizer: String,
-    /// Where new state goes.
+    /// Where new progress records go.
     pub kind: StorageKind,
+    /// Where the diffbase goes: annotations unless chosen otherwise (Kopf's default), so that
+    /// it survives losing the status.
+    pub diffbase_kind: StorageKind,
     /// Whose key naming is used.
     pub convention: Convention,
     /// The stanza under `status` that holds state: the prefix for Bosun, `kopf` for Kopf, or
@@ -77,8 +87,10 @@ pub struct Persistence {
     pub kopf_keys: Option<bool>,
     /// The stanza under `status` (`status.<stanza>.progress`).
     pub stanza: Option<String>,
-    /// Where new state goes (status only where the status keeps unknown fields).
+    /// Where new progress records go (status only where the status keeps unknown fields).
     pub kind: Option<StorageKind>,
+    /// Where the diffbase goes (status only where the status keeps unknown fields).
+    pub diffbase_kind: Option<StorageKind>,
     /// The finalizer's name.
     pub finalizer: Option<String>,
 }
@@ -100,6 +112,7 @@ impl Persistence {
         Storage {
             finalizer: self.finalizer.clone().unwrap_or(base.finalizer),
             kind: self.kind.unwrap_or(base.kind),
+            diffbase_kind: self.diffbase_kind.unwrap_or(base.diffbase_kind),
             prefix,
             convention,
             stanza,
@@ -175,12 +188,13 @@ impl Writer<'_> {
 }
 
 impl Storage {
-    /// Bosun's own naming under `prefix`.
+    /// Bosun's own naming under `prefix`, progress in `kind`, the diffbase in annotations.
     pub fn bosun(prefix: &str, kind: StorageKind) -> Storage {
         Storage {
             prefix: prefix.to_string(),
             finalizer: format!("{prefix}/finalizer"),
             kind,
+            diffbase_kind: StorageKind::Annotations,
             convention: Convention::Bosun,
             stanza: prefix.to_string(),
         }
@@ -192,6 +206,7 @@ impl Storage {
             prefix: "kopf.zalando.org".into(),
             finalizer: "kopf.zalando.org/KopfFinalizerMarker".into(),
             kind: StorageKind::Annotations,
+            diffbase_kind: StorageKind::Annotations,
             convention: Convention::Kopf,
             stanza: "kopf".into(),
         }
@@ -227,9 +242,11 @@ impl Storage {
         body.get("status").and_then(|s| s.get(self.status_stanza()))
     }
 
-    /// Whether a diffbase in the status stanza counts (Kopf keeps its diffbase in annotations only).
+    /// Whether a diffbase in the status stanza counts: Bosun's older builds kept it there; Kopf
+    /// keeps its diffbase in annotations only, unless told otherwise (or told to keep progress
+    /// there, with which Bosun's older builds kept the diffbase too).
     fn diffbase_in_status(&self) -> bool {
-        self.convention == Convention::Bosun || self.kind == StorageKind::Status
+        self.convention == Convention::Bosun || self.kind == StorageKind::Status || self.diffbase_kind == StorageKind::Status
     }
 
     /// The first value among `keys` in the annotations that is a string.
@@ -269,7 +286,11 @@ impl Storage {
         let status_first = self.kind == StorageKind::Status;
         let from_ann = Self::first_annotation(ann, &self.annotation_keys(body, DIFFBASE));
         let from_st = st.filter(|_| self.diffbase_in_status()).and_then(|s| s.get(DIFFBASE)).and_then(Value::as_str);
-        let diffbase = if status_first { from_st.or(from_ann) } else { from_ann.or(from_st) }.map(String::from);
+        let diffbase = match self.diffbase_kind {
+            StorageKind::Status => from_st.or(from_ann),
+            StorageKind::Annotations => from_ann.or(from_st),
+        }
+        .map(String::from);
         let mut progress = BTreeMap::new();
         for id in ids {
             let from_st = || {
@@ -304,8 +325,9 @@ impl Storage {
     /// Adds to `main` and `status` (merge patches of the main resource and of the status
     /// subresource) what turns the state on `body` into `desired`. Progress of ids not in
     /// `desired` but present on the object is removed; stale copies in the other place and
-    /// under other key versions too. Never panics; see the module docs for patches that hold
-    /// non-objects where the state goes.
+    /// under other key versions too (a diffbase's only with a write the cycle makes anyway; a
+    /// status stanza left empty goes whole). Never panics; see the module docs for patches that
+    /// hold non-objects where the state goes.
     pub fn patch(&self, body: &Value, desired: &ObjectState, ids: &[&str], main: &mut Value, status: &mut Value) {
         self.patch_with_overrides(body, desired, ids, main, status);
     }
@@ -327,31 +349,6 @@ impl Storage {
         let ann_has = |key: &String| ann.is_some_and(|a| a.contains_key(key));
         let st_progress_has = |id: &str| st.and_then(|s| s.get("progress")).and_then(|p| p.get(id)).is_some();
         let mut w = Writer { main, status, replaced: Vec::new() };
-
-        // The diffbase.
-        let diffbase_keys = self.annotation_keys(body, DIFFBASE);
-        let diffbase_written = self.written_keys(body, DIFFBASE);
-        let in_ann: Vec<&String> = diffbase_keys.iter().filter(|k| ann_has(k)).collect();
-        let stale_ann = in_ann.iter().any(|k| self.kind == StorageKind::Status || !diffbase_written.contains(k));
-        if desired.diffbase != current.diffbase || stale_ann {
-            let v = desired.diffbase.clone().map(Value::String).unwrap_or(Value::Null);
-            match self.kind {
-                StorageKind::Annotations => {
-                    for k in &diffbase_written {
-                        w.annotation(k, v.clone());
-                    }
-                    for k in in_ann.iter().filter(|k| !diffbase_written.contains(k)) {
-                        w.annotation(k, Value::Null);
-                    }
-                }
-                StorageKind::Status => {
-                    w.status(&stanza, &[DIFFBASE], v);
-                    for k in &in_ann {
-                        w.annotation(k, Value::Null);
-                    }
-                }
-            }
-        }
 
         // Progress records.
         for id in ids {
@@ -398,6 +395,19 @@ impl Storage {
         {
             w.status(&stanza, &["progress"], Value::Null);
         }
+        // The diffbase last: whether the cycle writes anyway decides whether a copy in another
+        // place moves now.
+        self.place_diffbase(body, desired.diffbase.as_deref(), current.diffbase.as_deref(), &mut w);
+        // A stanza left with nothing in it goes too, rather than stay behind as `{}`.
+        if let Some(on_body) = st.and_then(Value::as_object)
+            && let Some(patched) = w.status.get("status").and_then(|s| s.get(&stanza)).and_then(Value::as_object)
+            && patched.values().all(Value::is_null)
+            && on_body.keys().all(|k| patched.get(k).is_some_and(Value::is_null))
+            && let Some(status) = w.status.get_mut("status").and_then(Value::as_object_mut)
+        {
+            status.insert(stanza.clone(), Value::Null);
+        }
+        self.mark_prefix(body, &mut w);
         // Kopf removes its wake-up annotation with any patch it makes anyway; so does Bosun in
         // Kopf's convention (never with a write of its own).
         if self.convention == Convention::Kopf && !is_empty_patch(w.main) {
@@ -409,6 +419,72 @@ impl Storage {
     }
 }
 
+impl Storage {
+    /// Marks the prefix as Kopf does (`<prefix>/kopf-managed: yes`, with the first state
+    /// annotation written under it; never for Kopf's own `kopf.*` prefixes), so that other
+    /// operators, Kopf's and Bosun's, leave our annotations out of their essence.
+    fn mark_prefix(&self, body: &Value, w: &mut Writer) {
+        if self.prefix.starts_with("kopf.") {
+            return;
+        }
+        let own = format!("{}/", self.prefix);
+        let marker = format!("{own}{PREFIX_MARKER}");
+        let stores = w
+            .main
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .is_some_and(|a| a.iter().any(|(k, v)| k.starts_with(&own) && !v.is_null()));
+        if stores && !self.annotations(body).is_some_and(|a| a.contains_key(&marker)) {
+            w.annotation(&marker, Value::String("yes".into()));
+        }
+    }
+
+    /// Adds the diffbase's change to `w`: written where it goes when it changed, copies in the
+    /// other place or under keys no longer written purged. A diffbase that did not change but
+    /// is not (only) where it goes moves only when the cycle writes anyway (`w` holds
+    /// something): never a write of its own, so a cycle that writes only the status (a retry's
+    /// progress) does not grow a main write, nor the reverse, for a move alone. When the
+    /// diffbase changed, both writes may be needed: the annotation in the main write, its old
+    /// copy purged in the status write.
+    fn place_diffbase(&self, body: &Value, desired: Option<&str>, current: Option<&str>, w: &mut Writer) {
+        let ann = self.annotations(body);
+        let keys = self.annotation_keys(body, DIFFBASE);
+        let written = self.written_keys(body, DIFFBASE);
+        let in_ann: Vec<&String> = keys.iter().filter(|k| ann.is_some_and(|a| a.contains_key(k.as_str()))).collect();
+        let in_st = self.diffbase_in_status() && self.status_state(body).and_then(|s| s.get(DIFFBASE)).is_some();
+        let misplaced = match self.diffbase_kind {
+            StorageKind::Annotations => {
+                in_st || in_ann.iter().any(|k| !written.contains(k)) || (current.is_some() && written.iter().any(|k| !in_ann.contains(&k)))
+            }
+            StorageKind::Status => !in_ann.is_empty() || (current.is_some() && !in_st),
+        };
+        let writes_anyway = !is_empty_patch(w.main) || !is_empty_patch(w.status);
+        if desired == current && !(misplaced && writes_anyway) {
+            return;
+        }
+        let v = desired.map_or(Value::Null, |d| Value::String(d.to_string()));
+        match self.diffbase_kind {
+            StorageKind::Annotations => {
+                for k in written.iter().filter(|k| ann.and_then(|a| a.get(k.as_str())) != Some(&v)) {
+                    w.annotation(k, v.clone());
+                }
+                for k in in_ann.iter().filter(|k| !written.contains(k)) {
+                    w.annotation(k, Value::Null);
+                }
+                if in_st {
+                    w.status(self.status_stanza(), &[DIFFBASE], Value::Null);
+                }
+            }
+            StorageKind::Status => {
+                w.status(self.status_stanza(), &[DIFFBASE], v);
+                for k in &in_ann {
+                    w.annotation(k, Value::Null);
+                }
+            }
+        }
+    }
+}
+
 /// The API server's limit on all annotations of an object, keys and values together.
 pub const ANNOTATIONS_LIMIT: usize = 256 * 1024;
 
@@ -416,7 +492,7 @@ impl Storage {
     /// Whether a diffbase of this text still fits in the annotations of `body` (when
     /// annotations hold the state); `Err(total)` gives the size it would make.
     pub fn diffbase_fits(&self, body: &Value, diffbase: &str) -> Result<(), usize> {
-        if self.kind != StorageKind::Annotations {
+        if self.diffbase_kind != StorageKind::Annotations {
             return Ok(());
         }
         let all = self.annotation_keys(body, DIFFBASE);

@@ -101,17 +101,19 @@ impl Results {
                 &|v| v <= 0.3,
             ),
             bar("live p99 < 100 ms", worst(&|l| l.p99_ms, None), &|v| format!("{v:.1} ms"), &|v| v < 100.0),
+            // The handler returns a result (status) and the diffbase goes to its annotation
+            // (main): two writes; the finalizer is a third (tests/BENCHMARKS.md says why).
             bar(
-                "<= 1 API write per object without a delete handler",
+                "<= 2 API writes per object without a delete handler",
                 b.live.as_ref().ok().map(|l| l.writes_per_object),
                 &|v| format!("{v:.2}"),
-                &|v| v <= 1.0,
+                &|v| v <= 2.0,
             ),
             bar(
-                "<= 2 API writes per object with a delete handler",
+                "<= 3 API writes per object with a delete handler",
                 b.live_delete.as_ref().ok().map(|l| l.writes_per_object),
                 &|v| format!("{v:.2}"),
-                &|v| v <= 2.0,
+                &|v| v <= 3.0,
             ),
             bar(
                 "peak RSS < 64 MiB",

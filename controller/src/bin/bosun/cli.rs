@@ -131,9 +131,12 @@ pub struct ControllerArgs {
     /// Write Kopf's exact annotations and finalizer, to replace a Kopf operator in place.
     #[arg(long, env = "BOSUN_KOPF_COMPAT")]
     pub kopf_compat: bool,
-    /// Where to keep state on objects.
+    /// Where to keep handlers' progress on objects.
     #[arg(long, env = "BOSUN_STORAGE", value_enum, default_value = "auto")]
     pub storage: Storage,
+    /// Where to keep the last handled configuration (the diffbase) on objects.
+    #[arg(long, env = "BOSUN_DIFFBASE_STORAGE", value_enum, default_value = "annotations")]
+    pub diffbase_storage: DiffbaseStorage,
     /// How many objects are processed at once (as many as API requests may be in flight:
     /// more cycles would only wait for those while holding their memory).
     #[arg(long, env = "BOSUN_MAX_WORKERS", default_value_t = 64)]
@@ -330,11 +333,22 @@ impl From<PostingLevel> for Level {
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Storage {
     /// In `status.<prefix>` when the resource's status subresource keeps unknown fields
-    /// (one write per cycle), else in annotations.
+    /// (a retry's progress travels with the results), else in annotations.
     Auto,
     /// Always in annotations.
     Annotations,
     /// In status where possible (same as auto).
+    Status,
+}
+
+/// `--diffbase-storage`: where the last handled configuration is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiffbaseStorage {
+    /// In the annotation `<prefix>/last-handled-configuration` (Kopf's default): it survives
+    /// losing the status; a cycle that stores it and writes results makes two writes.
+    Annotations,
+    /// In `status.<prefix>` where the status keeps unknown fields (Kopf's
+    /// `StatusDiffBaseStorage`): one write per cycle, but a lost status re-runs create handlers.
     Status,
 }
 
@@ -357,6 +371,7 @@ impl ControllerArgs {
             prefix: self.prefix.clone(),
             kopf_compat: self.kopf_compat,
             storage: self.storage.into(),
+            diffbase_in_status: self.diffbase_storage == DiffbaseStorage::Status,
             standalone: self.standalone,
             peering: bosun_controller::coordination::PeeringSetup {
                 name: self.peering.clone().unwrap_or_else(|| "default".into()),

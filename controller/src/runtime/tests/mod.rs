@@ -75,7 +75,7 @@ async fn a_handler_that_raises_is_retried_with_its_backoff_until_its_retries_run
     assert!(started.elapsed() >= Duration::from_secs(90), "three backoffs of 30 s: {:?}", started.elapsed());
     assert_eq!(rig.logged("failed with an exception. Will retry. failed with UNKNOWN: Exception calling application: boom"), 3);
     assert_eq!(rig.logged("unreachable"), 0, "a server that answered is not unreachable");
-    assert!(rig.api.get_now()["status"]["bosun.dev"]["last-handled-configuration"].is_string(), "the cause is processed");
+    assert!(rig.api.get_now()["metadata"]["annotations"]["bosun.dev/last-handled-configuration"].is_string(), "the cause is processed");
 }
 
 #[tokio::test(start_paused = true)]

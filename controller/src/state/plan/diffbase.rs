@@ -9,7 +9,7 @@ use crate::logs::Level;
 use crate::state::essence::{decode_diffbase, encode_diffbase};
 use crate::state::storage::{ANNOTATIONS_LIMIT, StorageKind};
 
-/// A diffbase larger than this is stored as a digest when the state lives in status (the
+/// A diffbase larger than this is stored as a digest when it is kept in status (the
 /// API server refuses requests over 3 MiB and etcd objects over 1.5 MiB).
 pub const STATUS_DIFFBASE_LIMIT: usize = 512 * 1024;
 
@@ -47,14 +47,14 @@ impl Cycle {
     /// for where the state lives (with a Warning event the first time).
     pub(super) fn diffbase_to_store(&mut self, subject: &Subject, body: &Value, events: &mut Vec<pb::Event>) -> String {
         let text = encode_diffbase(&self.new_essence);
-        let too_large = match subject.storage.kind {
+        let too_large = match subject.storage.diffbase_kind {
             StorageKind::Status => text.len() > STATUS_DIFFBASE_LIMIT,
             StorageKind::Annotations => subject.storage.diffbase_fits(body, &text).is_err(),
         };
         if !too_large {
             return text;
         }
-        let limit = match subject.storage.kind {
+        let limit = match subject.storage.diffbase_kind {
             StorageKind::Status => STATUS_DIFFBASE_LIMIT,
             StorageKind::Annotations => ANNOTATIONS_LIMIT,
         };

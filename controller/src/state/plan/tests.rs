@@ -41,7 +41,7 @@ impl World {
 }
 
 /// A body: spec, whether the finalizer is on, whether deletion is requested, the stored
-/// diffbase (an essence), and progress records.
+/// diffbase (an essence, in its annotation), and progress records (in status).
 pub(super) fn body(spec: Value, finalizer: bool, deleting: bool, diffbase: Option<Value>, progress: Value) -> Value {
     let mut b = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample",
         "metadata": {"name": "n", "namespace": "ns", "uid": "u1", "resourceVersion": "5"}, "spec": spec});
@@ -53,13 +53,21 @@ pub(super) fn body(spec: Value, finalizer: bool, deleting: bool, diffbase: Optio
     }
     let mut state = json!({});
     if let Some(d) = diffbase {
-        state["last-handled-configuration"] = json!(encode_diffbase(&d));
+        b["metadata"]["annotations"] = json!({DIFFBASE_KEY: encode_diffbase(&d)});
     }
     if !progress.as_object().unwrap().is_empty() {
         state["progress"] = progress;
     }
     b["status"] = json!({"bosun.dev": state});
     b
+}
+
+/// Where the diffbase goes by default.
+pub(super) const DIFFBASE_KEY: &str = "bosun.dev/last-handled-configuration";
+
+/// The diffbase a main patch writes, `Null` when none.
+pub(super) fn diffbase_in(main: &Value) -> &Value {
+    &main["metadata"]["annotations"][DIFFBASE_KEY]
 }
 
 pub(super) fn success() -> pb::HandleResponse {
@@ -298,7 +306,7 @@ fn answers_become_records_patches_results_and_what_comes_next() {
 }
 
 #[test]
-fn one_write_carries_patches_results_state_and_the_finalizer() {
+fn the_main_write_and_the_status_write_carry_patches_results_state_and_the_finalizer() {
     let world = World::new(&[("c", pb::HandlerKind::Create), ("d", pb::HandlerKind::Delete)]);
     let b = body(json!({"a": 1}), true, false, None, json!({}));
     let mut cycle = handle(&world, &b);
@@ -312,16 +320,103 @@ fn one_write_carries_patches_results_state_and_the_finalizer() {
     let (writes, next) = cycle.conclude(&world.subject(), &b, None);
     assert_eq!(next, Next::Idle);
     assert_eq!(writes.finalizer, None, "already on");
-    assert_eq!(writes.main, json!({"metadata": {"labels": {"x": "1"}}}));
-    assert_eq!(
-        writes.status,
-        json!({"status": {"phase": "Up", "c": {"ok": true}, "bosun.dev": {"last-handled-configuration": "{\"spec\":{\"a\":1}}\n"}}})
-    );
+    let annotations = json!({DIFFBASE_KEY: "{\"spec\":{\"a\":1}}\n", "bosun.dev/kopf-managed": "yes"});
+    assert_eq!(writes.main, json!({"metadata": {"labels": {"x": "1"}, "annotations": annotations}}));
+    assert_eq!(writes.status, json!({"status": {"phase": "Up", "c": {"ok": true}}}));
+}
+
+/// The writes a cycle makes: the main write, the status write, in that order ("-" for none).
+fn writes_made(w: &Writes) -> String {
+    let main = !w.main.as_object().unwrap().is_empty() || w.finalizer.is_some();
+    let status = !w.status.as_object().unwrap().is_empty();
+    match (main, status) {
+        (true, true) => "main+status".into(),
+        (true, false) => "main".into(),
+        (false, true) => "status".into(),
+        (false, false) => "-".into(),
+    }
+}
+
+#[test]
+fn a_cycle_writes_once_unless_it_stores_the_diffbase_and_writes_status_too() {
+    use pb::HandlerKind as K;
+    let tmp = || pb::HandleResponse {
+        outcome: pb::Outcome::TemporaryError as i32,
+        message: "later".into(),
+        delay_seconds: Some(1.0),
+        ..Default::default()
+    };
+    let with_result = || pb::HandleResponse { result: b"{\"ok\":true}".to_vec(), ..success() };
+    let retried = json!({"c": {"purpose": "create", "retries": 1, "started": "2026-01-01T00:00:00.000000+00:00"}});
+    let handled = Some(json!({"spec": {"a": 1}}));
+    // (handler kind, the diffbase in status, stored diffbase, progress, answer) → writes
+    type Row<'a> = (K, bool, Option<Value>, Value, pb::HandleResponse, &'a str);
+    let rows: Vec<Row> = vec![
+        // Finished without a result: the diffbase alone, in the main write.
+        (K::Create, false, None, json!({}), success(), "main"),
+        // A result too: it goes to status, the diffbase to its annotation.
+        (K::Create, false, None, json!({}), with_result(), "main+status"),
+        // A retry's progress: status only, as before.
+        (K::Create, false, None, json!({}), tmp(), "status"),
+        // The last retry: the result and the purge of progress in status, the diffbase in main.
+        (K::Create, false, None, retried.clone(), with_result(), "main+status"),
+        (K::Create, false, None, retried.clone(), success(), "main+status"),
+        // Resuming changes no diffbase: nothing to write without a result.
+        (K::Resume, false, handled.clone(), json!({}), success(), "-"),
+        (K::Resume, false, handled.clone(), json!({}), with_result(), "status"),
+        // `--diffbase-storage status` (Kopf's StatusDiffBaseStorage): one write.
+        (K::Create, true, None, json!({}), with_result(), "status"),
+        (K::Create, true, None, json!({}), success(), "status"),
+        (K::Create, true, None, retried, with_result(), "status"),
+    ];
+    for (kind, in_status, diffbase, progress, answer, want) in rows {
+        let mut world = World::new(&[("c", kind)]);
+        if in_status {
+            world.storage.diffbase_kind = StorageKind::Status;
+        }
+        let b = body(json!({"a": 1}), false, false, diffbase.clone(), progress.clone());
+        let mut cycle = match begin(&world.subject(), &b, None, true, now()) {
+            Start::Handle(c) => c,
+            other => panic!("{kind:?}: expected handlers to call, got {}", start_of(&other)),
+        };
+        let inv = cycle.next_call().unwrap();
+        cycle.absorb(&world.subject(), &b, &inv, Ok(answer.clone()));
+        let (writes, _) = cycle.conclude(&world.subject(), &b, None);
+        assert_eq!(
+            writes_made(&writes),
+            want,
+            "{kind:?}, diffbase in status {in_status}, {diffbase:?}, {progress}, {answer:?}: {} {}",
+            writes.main,
+            writes.status
+        );
+    }
+}
+
+#[test]
+fn an_object_handled_before_the_diffbase_moved_continues_and_its_diffbase_moves_with_the_next_write() {
+    use pb::HandlerKind as K;
+    let world = World::new(&[("c", K::Create), ("u", K::Update)]);
+    // Bosun's older builds: the diffbase in status.
+    let mut old = body(json!({"a": 1}), false, false, None, json!({}));
+    old["status"]["bosun.dev"] = json!({"last-handled-configuration": "{\"spec\":{\"a\":1}}\n"});
+    assert_eq!(start_of(&begin(&world.subject(), &old, None, false, now())), "idle", "handled: nothing to do");
+    // Changed: an update with the diff against the old place's diffbase; the new one goes to
+    // its annotation, the old copy is purged.
+    old["spec"]["a"] = json!(2);
+    let mut cycle = handle(&world, &old);
+    assert_eq!(cycle.diff.len(), 1, "{:?}", cycle.diff);
+    let inv = cycle.next_call().unwrap();
+    cycle.absorb(&world.subject(), &old, &inv, Ok(success()));
+    let (writes, _) = cycle.conclude(&world.subject(), &old, None);
+    assert_eq!(diffbase_in(&writes.main), &json!("{\"spec\":{\"a\":2}}\n"));
+    assert_eq!(writes.status, json!({"status": {"bosun.dev": null}}));
 }
 
 #[test]
 fn a_patch_over_the_controllers_own_state_is_not_applied_and_is_said() {
-    let world = World::new(&[("c", pb::HandlerKind::Create)]);
+    // The diffbase in status (`--diffbase-storage status`), so the state goes where the patch does.
+    let mut world = World::new(&[("c", pb::HandlerKind::Create)]);
+    world.storage.diffbase_kind = StorageKind::Status;
     let b = body(json!({"a": 1}), false, false, None, json!({}));
     let mut cycle = handle(&world, &b);
     let inv = cycle.next_call().unwrap();
@@ -381,10 +476,12 @@ fn refused_patches_fail_only_their_handler_and_the_state_is_still_written() {
     cycle.reject(&["bad".to_string()], "422 Invalid");
     let (writes, next) = cycle.conclude(&world.subject(), &b, None);
     assert_eq!(next, Next::Idle);
-    assert_eq!(writes.main, json!({"spec": {"good": 1}}));
+    assert_eq!(writes.main["spec"], json!({"good": 1}));
     assert_eq!(writes.status["status"]["good"], json!(1));
-    assert!(writes.status["status"].get("bad").is_none());
-    assert!(writes.status["status"]["bosun.dev"]["last-handled-configuration"].is_string(), "the cause is processed: {}", writes.status);
+    // Its result is taken back, in case the status write stored it before the main write was
+    // refused.
+    assert_eq!(writes.status["status"].get("bad"), Some(&Value::Null), "{}", writes.status);
+    assert!(diffbase_in(&writes.main).is_string(), "the cause is processed: {}", writes.main);
     let lines: Vec<String> = cycle.take_lines().into_iter().map(|l| l.text).collect();
     assert!(
         lines.contains(&"Handler 'bad' failed permanently: its patch was rejected by the API server: 422 Invalid".to_string()),
@@ -402,12 +499,12 @@ fn an_essence_too_large_to_store_is_kept_as_a_digest_and_still_detects_changes()
     let inv = cycle.next_call().unwrap();
     cycle.absorb(&world.subject(), &b, &inv, Ok(success()));
     let (writes, _) = cycle.conclude(&world.subject(), &b, None);
-    let stored = writes.status["status"]["bosun.dev"]["last-handled-configuration"].as_str().unwrap().to_string();
+    let stored = diffbase_in(&writes.main).as_str().unwrap().to_string();
     assert!(stored.starts_with("digest:") && stored.len() < 100, "{stored}");
     assert!(writes.events.iter().any(|e| e.reason == "DiffbaseTooLarge"));
     // Stored as a digest: the same body is nothing to do, a changed one is an update.
     let mut handled = b.clone();
-    handled["status"]["bosun.dev"] = json!({"last-handled-configuration": stored});
+    handled["metadata"]["annotations"] = json!({DIFFBASE_KEY: stored});
     assert_eq!(start_of(&begin(&world.subject(), &handled, None, false, now())), "idle");
     handled["spec"]["blob"] = json!("small now");
     assert_eq!(start_of(&begin(&world.subject(), &handled, None, false, now())), "update:u");

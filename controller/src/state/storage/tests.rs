@@ -3,6 +3,9 @@
 use super::*;
 use crate::state::keys::{annotation_key_v1, annotation_key_v2};
 
+/// Kopf's mark of the prefix, written with the first state annotation under it.
+const MARK: &str = "bosun.dev/kopf-managed";
+
 fn rec(purpose: &str) -> ProgressRecord {
     ProgressRecord { purpose: Some(purpose.into()), retries: Some(1), ..Default::default() }
 }
@@ -40,49 +43,150 @@ fn recorded_ids_are_found_in_both_places_without_the_controllers_other_marks() {
     assert!(s.recorded_ids(&json!({"metadata": {"annotations": "odd"}, "status": 5})).is_empty());
 }
 
+/// Bosun's storage with progress in `kind` and the diffbase in `diffbase_kind`.
+fn bosun(kind: StorageKind, diffbase_kind: StorageKind) -> Storage {
+    Storage { diffbase_kind, ..Storage::bosun("bosun.dev", kind) }
+}
+
 #[test]
 fn patches_write_to_the_chosen_place_and_purge_the_other() {
+    use StorageKind::{Annotations, Status};
     let ann_body = json!({"metadata": {"annotations": {"bosun.dev/a": rec("create").encode()}}});
     let st_body = json!({"status": {"bosun.dev": {"progress": {"a": {"purpose": "create", "retries": 1}}}}});
     let done = ObjectState { diffbase: Some("{}\n".into()), progress: BTreeMap::new() };
+    let in_annotation =
+        json!({"metadata": {"annotations": {"bosun.dev/last-handled-configuration": "{}\n", "bosun.dev/kopf-managed": "yes"}}});
+    // (progress kind, diffbase kind, body, desired) → (main patch, status patch)
     let cases = [
+        (Annotations, Annotations, json!({}), done.clone(), in_annotation.clone(), json!({})),
+        // The default: progress in status, the diffbase in its annotation.
+        (Status, Annotations, json!({}), done.clone(), in_annotation.clone(), json!({})),
+        (Status, Status, json!({}), done.clone(), json!({}), json!({"status": {"bosun.dev": {"last-handled-configuration": "{}\n"}}})),
         (
-            StorageKind::Annotations,
-            json!({}),
-            done.clone(),
-            json!({"metadata": {"annotations": {"bosun.dev/last-handled-configuration": "{}\n"}}}),
-            json!({}),
-        ),
-        (StorageKind::Status, json!({}), done.clone(), json!({}), json!({"status": {"bosun.dev": {"last-handled-configuration": "{}\n"}}})),
-        (
-            StorageKind::Status,
+            Status,
+            Status,
             ann_body.clone(),
             done.clone(),
             json!({"metadata": {"annotations": {"bosun.dev/a": null}}}),
             json!({"status": {"bosun.dev": {"last-handled-configuration": "{}\n"}}}),
         ),
         (
-            StorageKind::Annotations,
+            Annotations,
+            Annotations,
             st_body.clone(),
             ObjectState { diffbase: None, progress: [("a".to_string(), rec("create"))].into() },
-            json!({"metadata": {"annotations": {"bosun.dev/a": rec("create").encode()}}}),
+            json!({"metadata": {"annotations": {"bosun.dev/a": rec("create").encode(), MARK: "yes"}}}),
             json!({"status": {"bosun.dev": {"progress": {"a": null}}}}),
         ),
         (
-            StorageKind::Status,
+            Status,
+            Annotations,
             st_body.clone(),
             ObjectState { diffbase: None, progress: [("a".to_string(), rec("create"))].into() },
             json!({}),
             json!({}),
         ),
-        (StorageKind::Status, st_body.clone(), ObjectState::default(), json!({}), json!({"status": {"bosun.dev": {"progress": null}}})),
+        // Nothing of ours left in the stanza: it goes whole, rather than stay as `{}`.
+        (Status, Annotations, st_body.clone(), ObjectState::default(), json!({}), json!({"status": {"bosun.dev": null}})),
     ];
-    for (kind, body, desired, want_main, want_status) in cases {
-        let s = Storage::bosun("bosun.dev", kind);
+    for (kind, diffbase_kind, body, desired, want_main, want_status) in cases {
+        let s = bosun(kind, diffbase_kind);
         let (mut main, mut status) = (json!({}), json!({}));
         s.patch(&body, &desired, &["a"], &mut main, &mut status);
-        assert_eq!((main, status), (want_main, want_status), "{kind:?} {body}");
+        assert_eq!((main, status), (want_main, want_status), "{kind:?} {diffbase_kind:?} {body}");
     }
+}
+
+#[test]
+fn a_diffbase_in_the_old_place_is_read_and_moves_with_the_next_write_only() {
+    use StorageKind::{Annotations, Status};
+    let old = "{\"spec\":{\"a\":1}}\n";
+    let new = "{\"spec\":{\"a\":2}}\n";
+    let db = "bosun.dev/last-handled-configuration";
+    // As Bosun's builds before the diffbase moved left a handled object: all in status.
+    let old_layout = json!({"status": {"bosun.dev": {"last-handled-configuration": old}, "create_fn": {"x": 1}}});
+    let retrying = json!({"status": {"bosun.dev": {"last-handled-configuration": old, "progress": {"a": rec("update")}}}});
+    let both = json!({"metadata": {"annotations": {db: new}}, "status": {"bosun.dev": {"last-handled-configuration": old}}});
+    let s = bosun(Status, Annotations);
+    assert_eq!(s.read(&old_layout, []).diffbase.as_deref(), Some(old), "read from status without the annotation");
+    assert_eq!(s.read(&both, []).diffbase.as_deref(), Some(new), "the annotation first");
+    let state = |diffbase: &str, progress: Option<ProgressRecord>| ObjectState {
+        diffbase: Some(diffbase.into()),
+        progress: progress.into_iter().map(|r| ("a".to_string(), r)).collect(),
+    };
+    let retried = ProgressRecord { retries: Some(2), ..rec("update") };
+    // (body, desired, what the cycle writes anyway: main, status) → (main patch, status patch)
+    let cases = [
+        // Nothing else to write: no write of its own for a move.
+        (old_layout.clone(), state(old, None), json!({}), json!({}), json!({}), json!({})),
+        (both.clone(), state(new, None), json!({}), json!({}), json!({}), json!({})),
+        // A write anyway: it moves, the status copy purged in the status write.
+        (
+            old_layout.clone(),
+            state(old, None),
+            json!({}),
+            json!({"status": {"create_fn": {"x": 2}}}),
+            json!({"metadata": {"annotations": {db: old, MARK: "yes"}}}),
+            json!({"status": {"create_fn": {"x": 2}, "bosun.dev": null}}),
+        ),
+        (
+            retrying.clone(),
+            state(old, Some(retried.clone())),
+            json!({}),
+            json!({}),
+            json!({"metadata": {"annotations": {db: old, MARK: "yes"}}}),
+            json!({"status": {"bosun.dev": {"progress": {"a": serde_json::to_value(&retried).unwrap()}, "last-handled-configuration": null}}}),
+        ),
+        (
+            both.clone(),
+            state(new, None),
+            json!({"spec": {"b": 1}}),
+            json!({}),
+            json!({"spec": {"b": 1}}),
+            json!({"status": {"bosun.dev": null}}),
+        ),
+        // A changed diffbase moves at once, whatever else is written.
+        (
+            old_layout.clone(),
+            state(new, None),
+            json!({}),
+            json!({}),
+            json!({"metadata": {"annotations": {db: new, MARK: "yes"}}}),
+            json!({"status": {"bosun.dev": null}}),
+        ),
+    ];
+    for (body, desired, main_in, status_in, want_main, want_status) in cases {
+        let (mut main, mut status) = (main_in.clone(), status_in.clone());
+        s.patch(&body, &desired, &["a"], &mut main, &mut status);
+        assert_eq!((&main, &status), (&want_main, &want_status), "{body} → {desired:?} with {main_in} {status_in}");
+    }
+    // The other way (`--diffbase-storage status`): from the annotation into status, likewise.
+    let s = bosun(Status, Status);
+    let in_annotation = json!({"metadata": {"annotations": {db: old}}});
+    assert_eq!(s.read(&in_annotation, []).diffbase.as_deref(), Some(old));
+    let (mut main, mut status) = (json!({}), json!({}));
+    s.patch(&in_annotation, &state(old, None), &[], &mut main, &mut status);
+    assert_eq!((main, status), (json!({}), json!({})), "no write of its own");
+    let (mut main, mut status) = (json!({}), json!({}));
+    s.patch(&in_annotation, &state(new, None), &[], &mut main, &mut status);
+    assert_eq!(
+        (main, status),
+        (json!({"metadata": {"annotations": {db: null}}}), json!({"status": {"bosun.dev": {"last-handled-configuration": new}}}))
+    );
+}
+
+#[test]
+fn kopfs_diffbase_is_its_annotation_alone_and_a_status_copy_is_not_kopfs() {
+    // What Kopf 1.45.2's `AnnotationsDiffBaseStorage().store()` patches (the e2e test
+    // `kopf_compat` compares Bosun's essence with Kopf's own `build()` over many bodies).
+    let s = Storage::kopf();
+    let body = json!({"status": {"kopf": {"last-handled-configuration": "{\"spec\":{}}\n"}}, "create_fn": {"x": 1}});
+    assert_eq!(s.read(&body, []).diffbase, None, "Kopf reads no diffbase from status");
+    let desired = ObjectState { diffbase: Some("{\"spec\":{\"a\":1}}\n".into()), progress: BTreeMap::new() };
+    let (mut main, mut status) = (json!({}), json!({"status": {"create_fn": {"x": 2}}}));
+    s.patch(&body, &desired, &[], &mut main, &mut status);
+    assert_eq!(main, json!({"metadata": {"annotations": {"kopf.zalando.org/last-handled-configuration": "{\"spec\":{\"a\":1}}\n"}}}));
+    assert_eq!(status, json!({"status": {"create_fn": {"x": 2}}}), "status.kopf is left alone, as Kopf leaves it");
 }
 
 #[test]
@@ -90,7 +194,8 @@ fn diffbases_too_large_for_annotations_are_caught_before_writing() {
     let body = json!({"metadata": {"annotations": {"big": "x".repeat(200_000)}}});
     let cases = [(StorageKind::Annotations, 1_000, true), (StorageKind::Annotations, 70_000, false), (StorageKind::Status, 70_000, true)];
     for (kind, size, fits) in cases {
-        let s = Storage::bosun("bosun.dev", kind);
+        // Where the progress goes does not matter: the diffbase's place does.
+        let s = bosun(StorageKind::Status, kind);
         assert_eq!(s.diffbase_fits(&body, &"d".repeat(size)).is_ok(), fits, "{kind:?} {size}");
     }
 }
@@ -200,10 +305,10 @@ fn bosun_convention_writes_v2_keys_and_moves_v1_copies_of_older_builds() {
     assert_ne!(v1, v2);
     let desired = ObjectState { diffbase: None, progress: [(id.to_string(), rec("create"))].into() };
     let cases = [
-        (json!({}), json!({"metadata": {"annotations": {v2.clone(): rec("create").encode()}}})),
+        (json!({}), json!({"metadata": {"annotations": {v2.clone(): rec("create").encode(), MARK: "yes"}}})),
         (
             json!({"metadata": {"annotations": {v1.clone(): rec("create").encode()}}}),
-            json!({"metadata": {"annotations": {v2.clone(): rec("create").encode(), v1.clone(): null}}}),
+            json!({"metadata": {"annotations": {v2.clone(): rec("create").encode(), v1.clone(): null, MARK: "yes"}}}),
         ),
         (json!({"metadata": {"annotations": {v2.clone(): rec("create").encode()}}}), json!({})),
     ];
@@ -259,35 +364,41 @@ fn patches_holding_non_objects_where_the_state_goes_are_overridden_without_panic
             StorageKind::Annotations,
             json!({"metadata": 5}),
             json!({}),
-            json!({"metadata": {"annotations": {db: "{}\n", "bosun.dev/a": a}}}),
+            json!({"metadata": {"annotations": {db: "{}\n", "bosun.dev/a": a, MARK: "yes"}}}),
             vec!["/metadata"],
         ),
         (
             StorageKind::Annotations,
             json!({"metadata": {"annotations": null}}),
             json!({}),
-            json!({"metadata": {"annotations": {db: "{}\n", "bosun.dev/a": a}}}),
+            json!({"metadata": {"annotations": {db: "{}\n", "bosun.dev/a": a, MARK: "yes"}}}),
             vec!["/metadata/annotations"],
         ),
         (
             StorageKind::Annotations,
             json!({"metadata": {"annotations": "x", "labels": {"l": "1"}}, "spec": 1}),
             json!({"status": "x"}),
-            json!({"metadata": {"annotations": {db: "{}\n", "bosun.dev/a": a}, "labels": {"l": "1"}}, "spec": 1}),
+            json!({"metadata": {"annotations": {db: "{}\n", "bosun.dev/a": a, MARK: "yes"}, "labels": {"l": "1"}}, "spec": 1}),
             vec!["/metadata/annotations"],
         ),
-        (StorageKind::Annotations, json!(null), json!({}), json!({"metadata": {"annotations": {db: "{}\n", "bosun.dev/a": a}}}), vec!["/"]),
+        (
+            StorageKind::Annotations,
+            json!(null),
+            json!({}),
+            json!({"metadata": {"annotations": {db: "{}\n", "bosun.dev/a": a, MARK: "yes"}}}),
+            vec!["/"],
+        ),
         // A handler's own value for one of our keys is simply replaced: no path needed room.
         (
             StorageKind::Annotations,
             json!({"metadata": {"annotations": {"bosun.dev/a": 5, "mine": "kept"}}}),
             json!({}),
-            json!({"metadata": {"annotations": {db: "{}\n", "bosun.dev/a": a, "mine": "kept"}}}),
+            json!({"metadata": {"annotations": {db: "{}\n", "bosun.dev/a": a, "mine": "kept", MARK: "yes"}}}),
             vec![],
         ),
     ];
     for (kind, main_in, status_in, want_main, want_overrides) in cases {
-        let s = Storage::bosun("bosun.dev", kind);
+        let s = bosun(kind, kind);
         let (mut main, mut status) = (main_in.clone(), status_in.clone());
         let overrides = s.patch_with_overrides(&json!({}), &done, &["a"], &mut main, &mut status);
         assert_eq!(overrides, want_overrides, "{kind:?} {main_in} {status_in}");
@@ -320,8 +431,12 @@ fn odd_bodies_hold_no_state_and_never_panic() {
         json!({"kind": 5, "metadata": {"ownerReferences": [null, 1, {"kind": 2}]}}),
     ];
     let desired = ObjectState { diffbase: Some("{}\n".into()), progress: [("a".to_string(), rec("create"))].into() };
-    let storages =
-        [Storage::bosun("bosun.dev", StorageKind::Annotations), Storage::bosun("bosun.dev", StorageKind::Status), Storage::kopf()];
+    let storages = [
+        bosun(StorageKind::Annotations, StorageKind::Annotations),
+        bosun(StorageKind::Status, StorageKind::Annotations),
+        bosun(StorageKind::Status, StorageKind::Status),
+        Storage::kopf(),
+    ];
     for body in &bodies {
         for s in &storages {
             let st = s.read(body, ["a"]);
@@ -386,13 +501,17 @@ fn chosen_persistence_goes_over_the_default_naming_and_an_unchosen_stanza_follow
             (prefix, fin, kind, convention, stanza),
             "{chosen:?} over {base:?}"
         );
+        assert_eq!(s.diffbase_kind, StorageKind::Annotations, "the diffbase stays in its annotation: {chosen:?} over {base:?}");
     }
+    // Kopf's `StatusDiffBaseStorage()`: only the diffbase moves.
+    let s = Persistence { diffbase_kind: Some(StorageKind::Status), ..Default::default() }.over(Storage::kopf());
+    assert_eq!((s.kind, s.diffbase_kind), (StorageKind::Annotations, StorageKind::Status));
 }
 
 #[test]
 fn a_chosen_stanza_holds_the_state_in_status() {
     let s = Persistence { stanza: Some("my-op".into()), ..Default::default() }.over(Storage::kopf());
-    let s = Storage { kind: StorageKind::Status, ..s };
+    let s = Storage { kind: StorageKind::Status, diffbase_kind: StorageKind::Status, ..s };
     let desired = ObjectState { diffbase: Some("{}\n".into()), progress: [("a".to_string(), rec("create"))].into() };
     let (mut main, mut status) = (json!({}), json!({}));
     s.patch(&json!({}), &desired, &["a"], &mut main, &mut status);
