@@ -561,8 +561,8 @@ impl Cycle {
 mod answer;
 mod calls;
 mod diffbase;
-mod stored;
 mod refused;
+mod stored;
 
 #[cfg(test)]
 mod tests;
