@@ -52,7 +52,10 @@ async fn applied_objects_are_handled_and_their_results_awaited() -> Result<(), E
     assert_eq!(applied.len(), 3);
 
     for (target, field) in [("kex/one", "a"), ("kopfexamples.kopf.dev/two", "b")] {
-        let handled = runner.wait_for(target, |o| o["status"]["create_fn"]["seen"] == field, TIMEOUT).await?;
+        // The result goes in the status write and the label in the main write after it: both are awaited.
+        let handled = runner
+            .wait_for(target, |o| o["status"]["create_fn"]["seen"] == field && o["metadata"]["labels"]["handled"] == "yes", TIMEOUT)
+            .await?;
         assert_eq!(handled["metadata"]["labels"]["handled"], "yes");
     }
     runner.wait_log("[default/two] created with \"b\"", TIMEOUT).await?;
@@ -65,7 +68,7 @@ async fn applying_again_patches_and_keeps_what_the_controller_wrote() -> Result<
     let runner = Runner::start(operator()).await?;
     runner.apply(CRD).await?;
     runner.apply(&object("one", "a")).await?;
-    runner.wait_for("kex/one", |o| o["status"]["create_fn"]["seen"] == "a", TIMEOUT).await?;
+    runner.wait_for("kex/one", |o| o["status"]["create_fn"]["seen"] == "a" && o["metadata"]["labels"]["handled"] == "yes", TIMEOUT).await?;
 
     runner.apply(&object("one", "changed")).await?;
     let object = runner.get("KopfExample/one").await?.expect("the object exists");
