@@ -31,6 +31,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
 
 use ring::Ring;
 
@@ -105,6 +106,9 @@ struct State {
     ownership: Ownership,
     /// Cycles, timers and daemons running, by uid.
     in_flight: HashMap<Box<str>, usize>,
+    /// Cancelled (and replaced) when ownership is taken away by force: every turn begun
+    /// before holds it.
+    revocation: CancellationToken,
 }
 
 struct Inner {
@@ -135,7 +139,7 @@ impl Authority {
     /// A verdict that starts with this ownership, not paused.
     pub fn new(ownership: Ownership) -> Authority {
         Authority(Arc::new(Inner {
-            state: Mutex::new(State { paused: false, ownership, in_flight: HashMap::new() }),
+            state: Mutex::new(State { paused: false, ownership, in_flight: HashMap::new(), revocation: CancellationToken::new() }),
             changes: watch::channel(Generation::default()).0,
             ended: Notify::new(),
         }))
@@ -166,7 +170,19 @@ impl Authority {
     /// change together).
     fn count(&self, s: &mut State, uid: &str) -> Turn {
         *s.in_flight.entry(uid.into()).or_default() += 1;
-        Turn { authority: self.clone(), uid: uid.into() }
+        Turn { authority: self.clone(), uid: uid.into(), revoked: s.revocation.clone() }
+    }
+
+    /// Takes every object away at once and tells every turn in flight to end now: ownership
+    /// was lost by force (a Lease not renewed by its deadline), so another replica may take
+    /// over soon and nothing of this one may still run then. Voluntary handovers use
+    /// [`Authority::set_ownership`], which lets turns end by themselves.
+    pub fn revoke(&self) {
+        let mut s = self.0.state.lock();
+        let revoked = std::mem::take(&mut s.revocation);
+        drop(s);
+        revoked.cancel();
+        self.set_ownership(Ownership::Nothing);
     }
 
     /// Pauses or resumes (peering).
@@ -236,6 +252,20 @@ impl Authority {
 pub struct Turn {
     authority: Authority,
     uid: Box<str>,
+    revoked: CancellationToken,
+}
+
+impl Turn {
+    /// Resolves when this turn must end at once: ownership was revoked by force.
+    pub fn revoked(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.revoked.cancelled()
+    }
+
+    /// Whether the turn may still act (call a handler, write): not revoked, and its object
+    /// is still this controller's (a voluntary handover stops a turn at its next step).
+    pub fn is_current(&self) -> bool {
+        !self.revoked.is_cancelled() && self.authority.owns(&self.uid)
+    }
 }
 
 impl Drop for Turn {
@@ -485,5 +515,22 @@ mod tests {
         authority.set_paused(false);
         assert_eq!(*changes.borrow_and_update(), Generation { changed: 2, gained: 1 });
         assert!(authority.begin("u3").is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_revocation_ends_the_turns_begun_before_it_and_not_those_after() {
+        let authority = Authority::new(Ownership::All);
+        let before = authority.begin("u1").expect("ours");
+        assert!(before.is_current());
+        authority.revoke();
+        tokio::time::timeout(std::time::Duration::from_secs(1), before.revoked()).await.expect("revoked at once");
+        assert!(!before.is_current());
+        assert_eq!(authority.ownership(), Ownership::Nothing);
+        assert!(authority.begin("u1").is_none(), "nothing is ours after a revocation");
+        authority.set_ownership(Ownership::All);
+        let after = authority.begin("u1").expect("ours again");
+        assert!(after.is_current());
+        let late = tokio::time::timeout(std::time::Duration::from_secs(1), after.revoked()).await;
+        assert!(late.is_err(), "a turn begun after the revocation goes on");
     }
 }
