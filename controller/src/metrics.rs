@@ -164,6 +164,9 @@ pub struct Metrics {
     refreshers: Mutex<Vec<(u64, Refresher)>>,
     next_refresher: AtomicUsize,
     ready: AtomicBool,
+    /// Until when this replica may act on the Lease it holds (leader or shard member), as its
+    /// coordination loop last set it; none while it holds none.
+    holding_until: Mutex<Option<tokio::time::Instant>>,
 }
 
 /// Labels of the object counts.
@@ -210,6 +213,7 @@ impl Metrics {
             refreshers: Mutex::default(),
             next_refresher: AtomicUsize::new(0),
             ready: AtomicBool::new(false),
+            holding_until: Mutex::new(None),
         };
         let r = &mut m.registry;
         r.register("bosun_handler_calls", "Handler calls, by resource, handler id and outcome.", m.handler_calls.clone());
@@ -283,6 +287,18 @@ impl Metrics {
     /// Says that the controller has started its watches (before that, it is not ready).
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    /// Records until when this replica may act on its Lease (none: it holds none now).
+    pub fn set_holding_until(&self, until: Option<tokio::time::Instant>) {
+        *self.holding_until.lock() = until;
+    }
+
+    /// Live unless this replica still believes it holds its Lease past its renew deadline
+    /// (its coordination loop is wedged): then why not.
+    pub fn liveness(&self) -> Result<(), String> {
+        let until = *self.holding_until.lock();
+        liveness(until, tokio::time::Instant::now())
     }
 
     /// Ready: the watches are started and every one has listed.
@@ -360,8 +376,26 @@ pub fn resource_label(group: &str, plural: &str) -> String {
     if group.is_empty() { plural.to_string() } else { format!("{plural}.{group}") }
 }
 
-/// Serves `/metrics`, `/healthz` (200 while the process runs) and `/readyz` (200 once every
-/// watch has listed, else 503) on `listener` until `shutdown` resolves.
+/// How long past its renew deadline a replica may still believe it holds its Lease before it
+/// is not live: the local timer drops ownership at the deadline itself, so only a wedged
+/// coordination loop is ever this late.
+pub const LIVENESS_GRACE: Duration = Duration::from_secs(2);
+
+/// The liveness decision: failing with the reason when the Lease was believed held until
+/// `holding_until` and that is more than [`LIVENESS_GRACE`] before `now`.
+pub fn liveness(holding_until: Option<tokio::time::Instant>, now: tokio::time::Instant) -> Result<(), String> {
+    match holding_until {
+        Some(until) if now > until + LIVENESS_GRACE => Err(format!(
+            "this replica still believes it holds its Lease {:.1}s past its renew deadline (its coordination loop is stuck)\n",
+            (now - until).as_secs_f64()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Serves `/metrics`, `/healthz` (200 while the process runs and does not believe it holds a
+/// Lease past its renew deadline, else 500) and `/readyz` (200 once every watch has listed,
+/// else 503) on `listener` until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -372,9 +406,15 @@ pub async fn serve(
     async fn readyz() -> impl IntoResponse {
         if global().is_ready() { (StatusCode::OK, "ok\n") } else { (StatusCode::SERVICE_UNAVAILABLE, "the watches have not listed yet\n") }
     }
+    async fn healthz() -> impl IntoResponse {
+        match global().liveness() {
+            Ok(()) => (StatusCode::OK, "ok\n".to_string()),
+            Err(why) => (StatusCode::INTERNAL_SERVER_ERROR, why),
+        }
+    }
     let app = axum::Router::new()
         .route("/metrics", axum::routing::get(metrics))
-        .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .route("/healthz", axum::routing::get(healthz))
         .route("/readyz", axum::routing::get(readyz));
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
@@ -401,6 +441,25 @@ mod tests {
         has(r#"bosun_api_requests_total{verb="patch",resource="pods",code="200"} 1"#);
         has("# TYPE bosun_handler_call_duration_seconds histogram");
         has("# EOF");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_that_believes_it_holds_its_lease_past_the_deadline_is_not_live() {
+        let t0 = tokio::time::Instant::now();
+        let s = Duration::from_secs;
+        let cases = [
+            ("holds none", None, t0 + s(100), true),
+            ("within its deadline", Some(t0 + s(10)), t0 + s(5), true),
+            ("just past it: the timer is about to fire", Some(t0 + s(10)), t0 + s(11), true),
+            ("long past it: the loop is stuck", Some(t0 + s(10)), t0 + s(13), false),
+        ];
+        for (name, until, now, live) in cases {
+            let got = liveness(until, now);
+            assert_eq!(got.is_ok(), live, "{name}: {got:?}");
+            if let Err(why) = got {
+                assert!(why.contains("past its renew deadline"), "{why}");
+            }
+        }
     }
 
     #[test]

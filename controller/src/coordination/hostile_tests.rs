@@ -115,19 +115,26 @@ proptest! {
     #[test]
     fn leases_are_judged_whatever_they_hold(bodies in prop::collection::vec(lease_body(), 0..4), me in "[a-d]", forget in 0..100u64) {
         let timing = Timing::new(Duration::from_secs(15));
+        let at = tokio::time::Instant::now();
         for body in &bodies {
             let r = Record::parse(body);
             prop_assert!(r.view.len() <= MAX_VIEW);
             let _ = (r.expires(), r.is_held(now()));
-            let step = lease::step(Some(&r), &me, now());
+            let mut observed = lease::Observed::default();
+            observed.observe(Some(&r), at);
+            let step = lease::step(&observed, &me, at + Duration::from_secs(forget));
             let next = lease::body(("ns", "group-1"), Some(&me), &timing, now(), Some(&r), &json!({}), Some(&r.view));
             // What we write is ours when read back.
             let ours = Record::parse(&next);
-            prop_assert_eq!(lease::step(Some(&ours), &me, now()), lease::Step::Renew, "after {:?}", step);
+            observed.observe(Some(&ours), at);
+            prop_assert_eq!(lease::step(&observed, &me, at), lease::Step::Renew, "after {:?}", step);
             prop_assert_eq!(ours.view, r.view);
         }
-        let (live, _dead) = shards::members(&bodies, now(), Duration::from_secs(forget));
-        if let Some(claims) = shards::decide(&me, &live, std::slice::from_ref(&me), true) {
+        let mut seen = shards::Sightings::default();
+        let (live, _dead) = shards::members(&bodies, &mut seen, at, Duration::from_secs(forget));
+        let _ = shards::members(&bodies, &mut seen, at + Duration::from_secs(forget), Duration::from_secs(forget));
+        let _ = shards::members_by_wall(&bodies, now());
+        if let Some(claims) = shards::decide(&me, &live, std::slice::from_ref(&me), true, &mut super::ring::Rings::default()) {
             let _ = claims.owns("some-uid");
         }
     }

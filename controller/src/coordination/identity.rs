@@ -2,6 +2,10 @@
 //! name when the Deployment passes it (`POD_ID`, Kopf's variable, or `POD_NAME`), else
 //! `user@host` for a person's manual command (`bosun freeze`) or `user@host/time/random` for a
 //! controller run by hand, so that two on one machine differ.
+//!
+//! A configured identity (`--identity`, `BOSUN_IDENTITY`) gets a random suffix ([`unique`]),
+//! as controller-runtime appends `_` and a UUID: a Deployment template that sets one value
+//! for every replica must not make them all the holder of one Lease.
 
 use chrono::Utc;
 use rand::Rng as _;
@@ -9,6 +13,14 @@ use rand::Rng as _;
 /// This process's identity; `manual` for one-off commands (`bosun freeze`, `bosun resume`).
 pub fn detect(manual: bool) -> String {
     from_env(manual, |var| std::env::var(var).ok())
+}
+
+/// A configured identity made unique to this process: `{configured}_{random}` (the
+/// configured part stays first, readable in logs and Leases).
+pub fn unique(configured: &str) -> String {
+    let mut rng = rand::rng();
+    let random: String = (0..8).map(|_| char::from(b"abcdefghijklmnopqrstuvwxyz0123456789"[rng.random_range(0..36)])).collect();
+    format!("{}_{random}", configured.trim())
 }
 
 /// [`detect`] with the environment given.
@@ -33,7 +45,18 @@ fn from_env(manual: bool, env: impl Fn(&str) -> Option<String>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::from_env;
+    use super::{from_env, unique};
+
+    #[test]
+    fn a_configured_identity_gets_a_random_suffix_so_that_two_replicas_differ() {
+        let (a, b) = (unique("operator"), unique("operator"));
+        assert_ne!(a, b, "one template, two replicas, one identity");
+        for id in [&a, &b] {
+            let (head, tail) = id.split_once('_').expect("a suffix");
+            assert_eq!(head, "operator");
+            assert_eq!(tail.len(), 8);
+        }
+    }
 
     #[test]
     fn identities_come_from_the_pod_or_the_user_and_two_runs_by_hand_differ() {

@@ -2,17 +2,23 @@
 //! one, judging who holds it, and the body of the next write. Pure; the loops that write them
 //! are [`super::leader`] and [`super::shards`].
 //!
-//! A Lease is held while `renewTime + leaseDurationSeconds` is in the future (wall clocks, as
-//! Kopf's peering judges `lastseen`; keep the nodes' clocks in sync). A holder renews every
-//! [`Timing::retry`] and stops handling when it could not renew for [`Timing::renew_deadline`],
-//! a third of the duration before anyone else may take over. Writes carry the
-//! resourceVersion they read, so two candidates never both win a Lease: one gets 409.
+//! No decision compares another node's wall clock with ours (client-go's rule): a replica
+//! judges someone else's Lease by the local monotonic time at which it last *observed* it
+//! change ([`Observed`]: another holder, `renewTime` or resourceVersion) — it is held until
+//! that observation plus `leaseDurationSeconds`. The holder counts its own time from when it
+//! *sent* its last successful write ([`Tenure`]), and stops handling by a local timer at
+//! [`Timing::renew_deadline`] after it, a third of the duration before anyone who saw that
+//! write may take over, whatever its requests are doing then. Only clock *rates* must agree,
+//! not clocks. The written `renewTime`/`acquireTime` are for people, `kubectl` and Kopf.
+//! Writes carry the resourceVersion they read, so two candidates never both win a Lease: one
+//! gets 409.
 
 use std::time::Duration;
 
 use crate::object;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
 /// The annotation in which a shard member publishes the members it acts for.
 pub const VIEW_ANNOTATION: &str = "bosun.dev/shard-view";
@@ -122,16 +128,107 @@ impl Record {
         }
     }
 
-    /// Until when the Lease is held (none: it never was, or was released).
+    /// Until when the Lease is held by its writer's wall clock (none: it never was, or was
+    /// released): for reports to people ([`super::roster`]), never for a takeover.
     pub fn expires(&self) -> Option<DateTime<Utc>> {
         self.holder.as_ref()?;
         let renewed = self.renewed.or(self.acquired)?;
         Some(crate::state::outcomes::later(renewed, self.duration))
     }
 
-    /// Whether someone holds it at `now`.
+    /// Whether someone holds it at `now` by its writer's wall clock (reports only).
     pub fn is_held(&self, now: DateTime<Utc>) -> bool {
         self.expires().is_some_and(|t| t > now)
+    }
+
+    /// What another replica sees change when the Lease is written (client-go's comparison of
+    /// observed records): the holder, the renew time, the resourceVersion.
+    fn version(&self) -> (Option<&str>, Option<DateTime<Utc>>, Option<&str>) {
+        (self.holder.as_deref(), self.renewed, self.resource_version.as_deref())
+    }
+}
+
+/// A Lease as this replica has seen it: the last record read, and the local instant at which
+/// it was first seen as it is (client-go's `observedRecord` and `observedTime`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observed {
+    record: Option<Record>,
+    since: Option<Instant>,
+}
+
+impl Observed {
+    /// Records a read at `at`: the observation time moves only when the Lease changed.
+    pub fn observe(&mut self, record: Option<&Record>, at: Instant) {
+        let changed = match (&self.record, record) {
+            (Some(old), Some(new)) => old.version() != new.version(),
+            (None, None) => false,
+            _ => true,
+        };
+        if changed || self.since.is_none() {
+            self.since = Some(at);
+        }
+        self.record = record.cloned();
+    }
+
+    /// When we first saw the record as it is now.
+    pub fn since(&self) -> Option<Instant> {
+        self.since
+    }
+
+    /// The record as last read.
+    pub fn record(&self) -> Option<&Record> {
+        self.record.as_ref()
+    }
+
+    /// Its holder and the local instant until which it holds it: our observation of its last
+    /// change plus its `leaseDurationSeconds`. None when nobody holds it.
+    pub fn held(&self) -> Option<(&str, Instant)> {
+        let record = self.record.as_ref()?;
+        let holder = record.holder.as_deref()?;
+        Some((holder, self.since? + record.duration))
+    }
+}
+
+/// How long a holder may act on its Lease: until [`Timing::renew_deadline`] after its last
+/// successful write was *sent* (not answered: the others count from when they saw it, later).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tenure {
+    until: Option<Instant>,
+}
+
+impl Tenure {
+    /// A write sent at `sent` succeeded (known at `now`): whether we hold the Lease now. An
+    /// answer that comes after its own deadline gives nothing (the next write renews).
+    pub fn wrote(&mut self, sent: Instant, now: Instant, timing: &Timing) -> bool {
+        let until = sent + timing.renew_deadline;
+        if until > now && self.until.is_none_or(|u| u < until) {
+            self.until = Some(until);
+        }
+        self.holds(now)
+    }
+
+    /// Whether we hold it at `now`.
+    pub fn holds(&self, now: Instant) -> bool {
+        self.until.is_some_and(|u| u > now)
+    }
+
+    /// When the local timer must take ownership away, while we hold it.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.until
+    }
+
+    /// The timer fired or a look came at `now`: true when the tenure just ended (revoke).
+    pub fn lapse(&mut self, now: Instant) -> bool {
+        if self.until.is_some_and(|u| u <= now) {
+            self.until = None;
+            return true;
+        }
+        false
+    }
+
+    /// We gave it up (released or deleted).
+    pub fn end(&mut self) {
+        self.until = None;
     }
 }
 
@@ -144,21 +241,24 @@ pub enum Step {
     Acquire,
     /// Ours: renew it.
     Renew,
-    /// Someone else's until then.
+    /// Someone else's until then (local time: our observation of its last change plus its
+    /// duration).
     Follow {
         /// Who holds it.
         holder: String,
-        /// When it expires unless renewed.
-        until: DateTime<Utc>,
+        /// When it expires unless we see it renewed.
+        until: Instant,
     },
 }
 
-/// What `me` does with the Lease as it is now.
-pub fn step(current: Option<&Record>, me: &str, now: DateTime<Utc>) -> Step {
-    let Some(lease) = current else { return Step::Create };
-    match (&lease.holder, lease.expires()) {
-        (Some(holder), _) if holder == me => Step::Renew,
-        (Some(holder), Some(until)) if until > now => Step::Follow { holder: holder.clone(), until },
+/// What `me` does with the Lease as observed, at the local instant `now`.
+pub fn step(observed: &Observed, me: &str, now: Instant) -> Step {
+    if observed.record().is_none() {
+        return Step::Create;
+    }
+    match observed.held() {
+        Some((holder, _)) if holder == me => Step::Renew,
+        Some((holder, until)) if until > now => Step::Follow { holder: holder.into(), until },
         _ => Step::Acquire,
     }
 }
@@ -234,27 +334,67 @@ mod tests {
         }))
     }
 
-    #[test]
-    fn a_candidate_creates_renews_takes_over_or_follows() {
-        let now = at("2026-11-23T10:00:10Z");
-        let cases = [
-            ("no lease", None, Step::Create),
-            ("mine", Some(lease("me", "2026-11-23T10:00:00Z", 15)), Step::Renew),
-            ("mine, expired", Some(lease("me", "2026-11-23T09:00:00Z", 15)), Step::Renew),
-            ("released", Some(lease("", "2026-11-23T10:00:09Z", 1)), Step::Acquire),
-            ("expired", Some(lease("other", "2026-11-23T09:50:00Z", 15)), Step::Acquire),
-            ("expires now", Some(lease("other", "2026-11-23T09:59:55Z", 15)), Step::Acquire),
+    #[tokio::test(start_paused = true)]
+    async fn a_candidate_creates_renews_takes_over_or_follows_by_when_it_saw_a_change() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        // (what, reads as (lease, seconds after t0), look at seconds after t0) -> step
+        let other = |renewed: &str| Some(lease("other", renewed, 15));
+        let cases: Vec<(&str, Vec<(Option<Record>, u64)>, u64, Step)> = vec![
+            ("no lease", vec![(None, 0)], 0, Step::Create),
+            ("mine", vec![(Some(lease("me", "2026-11-23T10:00:00Z", 15)), 0)], 0, Step::Renew),
+            ("mine, written long ago", vec![(Some(lease("me", "2000-01-01T00:00:00Z", 15)), 0)], 100, Step::Renew),
+            ("released", vec![(Some(lease("", "2026-11-23T10:00:09Z", 1)), 0)], 0, Step::Acquire),
+            // A renewTime far in the past (a skewed writer) counts from when we saw it.
             (
-                "held",
-                Some(lease("other", "2026-11-23T10:00:00.500000Z", 15)),
-                Step::Follow { holder: "other".into(), until: at("2026-11-23T10:00:15.5Z") },
+                "skewed past, just seen",
+                vec![(other("2000-01-01T00:00:00Z"), 0)],
+                14,
+                Step::Follow { holder: "other".into(), until: t0 + s(15) },
             ),
-            ("no renew time", Some(Record::parse(&json!({"spec": {"holderIdentity": "other"}}))), Step::Acquire),
-            ("garbage", Some(Record::parse(&json!({"spec": "x"}))), Step::Acquire),
+            (
+                "unchanged for its duration",
+                vec![(other("2026-11-23T10:00:00Z"), 0), (other("2026-11-23T10:00:00Z"), 10)],
+                15,
+                Step::Acquire,
+            ),
+            (
+                "changed since",
+                vec![(other("2026-11-23T10:00:00Z"), 0), (other("2026-11-23T10:00:01Z"), 10)],
+                15,
+                Step::Follow { holder: "other".into(), until: t0 + s(25) },
+            ),
+            // A renewTime far in the future (a skewed writer) does not hold it longer.
+            ("skewed future", vec![(other("2099-01-01T00:00:00Z"), 0)], 15, Step::Acquire),
+            ("no renew time", vec![(Some(Record::parse(&json!({"spec": {"holderIdentity": "other"}}))), 0)], 0, Step::Acquire),
+            ("garbage", vec![(Some(Record::parse(&json!({"spec": "x"}))), 0)], 0, Step::Acquire),
         ];
-        for (name, current, want) in cases {
-            assert_eq!(step(current.as_ref(), "me", now), want, "{name}");
+        for (name, reads, look, want) in cases {
+            let mut observed = Observed::default();
+            for (record, at) in &reads {
+                observed.observe(record.as_ref(), t0 + s(*at));
+            }
+            assert_eq!(step(&observed, "me", t0 + s(look)), want, "{name}");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tenure_counts_from_when_the_write_was_sent_and_lapses_once() {
+        let t0 = Instant::now();
+        let timing = Timing::new(Duration::from_secs(15)); // renew deadline 10 s
+        let s = Duration::from_secs;
+        let mut t = Tenure::default();
+        assert!(!t.holds(t0));
+        assert!(t.wrote(t0, t0 + s(3), &timing), "answered 3 s after it was sent");
+        assert_eq!(t.deadline(), Some(t0 + s(10)), "from the sending, not the answer");
+        assert!(!t.lapse(t0 + s(9)));
+        assert!(t.wrote(t0 + s(1), t0 + s(9), &timing));
+        assert_eq!(t.deadline(), Some(t0 + s(11)));
+        assert!(!t.wrote(t0 + s(2), t0 + s(20), &timing), "a late answer gives nothing");
+        assert!(t.lapse(t0 + s(20)), "lapsed");
+        assert!(!t.lapse(t0 + s(21)), "only once");
+        assert!(!t.holds(t0 + s(21)));
+        assert!(!t.wrote(t0 + s(5), t0 + s(21), &timing), "an answer after its own deadline");
     }
 
     #[test]

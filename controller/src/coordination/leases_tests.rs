@@ -1,10 +1,13 @@
 //! Leader election and shards on a paused clock, against Leases kept in memory with the API
 //! server's rules that matter here (409 on a stale resourceVersion or an existing name, 404,
 //! label selectors): replicas join, are killed (their loop just stops, as with kill -9) or
-//! stop gracefully, and at every moment no object is owned by two of them.
+//! stop gracefully, and at every moment no object is owned by two of them. Faults: a
+//! replica's own path to the API stalls (requests neither fail nor answer), wall clocks
+//! skewed by ±10 s, turns that outlast a graceful stop.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -86,6 +89,40 @@ impl Api for FakeLeases {
     }
 }
 
+/// One replica's own path to the shared fake: when stalled, requests sent from then on
+/// neither fail nor answer (as behind a dead load balancer).
+struct Path {
+    inner: Arc<FakeLeases>,
+    stalled: AtomicBool,
+}
+
+impl Path {
+    fn new(inner: &Arc<FakeLeases>) -> Arc<Path> {
+        Arc::new(Path { inner: inner.clone(), stalled: AtomicBool::new(false) })
+    }
+
+    fn stall(&self) {
+        self.stalled.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Api for Path {
+    fn request<'a>(
+        &'a self,
+        method: Method,
+        path: &'a str,
+        _: Option<&'a str>,
+        body: Option<Vec<u8>>,
+    ) -> BoxFuture<'a, Result<Value, Error>> {
+        Box::pin(async move {
+            if self.stalled.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            self.inner.answer(method, path, body)
+        })
+    }
+}
+
 /// One replica: its authority and the stop of its loop (dropped: killed).
 struct Replica {
     authority: Authority,
@@ -119,16 +156,24 @@ fn seat(me: &str) -> Seat {
 }
 
 async fn candidate(api: &Arc<FakeLeases>, me: &str, clock: Clock) -> Replica {
+    candidate_on(api.clone(), me, clock).await
+}
+
+async fn candidate_on(api: Arc<dyn Api>, me: &str, clock: Clock) -> Replica {
     let authority = Authority::new(Ownership::Nothing);
-    let mut c = Candidate::new(seat(me), api.clone(), authority.clone(), Logger::new(None), clock);
+    let mut c = Candidate::new(seat(me), api, authority.clone(), Logger::new(None), clock);
     c.look().await;
     let (stop, rx) = tokio::sync::watch::channel(false);
     Replica { authority, stop: Some(stop), task: tokio::spawn(c.run(rx)) }
 }
 
 async fn member(api: &Arc<FakeLeases>, me: &str, clock: Clock) -> Replica {
+    member_on(api.clone(), me, clock).await
+}
+
+async fn member_on(api: Arc<dyn Api>, me: &str, clock: Clock) -> Replica {
     let authority = Authority::new(Ownership::Nothing);
-    let mut m = Member::new(seat(me), api.clone(), authority.clone(), Logger::new(None), clock);
+    let mut m = Member::new(seat(me), api, authority.clone(), Logger::new(None), clock);
     m.join().await;
     let (stop, rx) = tokio::sync::watch::channel(false);
     Replica { authority, stop: Some(stop), task: tokio::spawn(m.run(rx)) }
@@ -251,4 +296,169 @@ async fn a_member_that_gives_objects_away_announces_it_only_after_their_cycles_e
     drop(turn);
     until_each_owned_once(&replicas, &objects, Duration::from_secs(3)).await;
     assert!(replicas[1].authority.owns(&moving));
+}
+
+/// A clock `skew` seconds off the others'.
+fn skewed(skew: i64) -> Clock {
+    Clock::Tokio { utc: chrono::Utc::now() + chrono::Duration::seconds(skew), at: tokio::time::Instant::now() }
+}
+
+/// Steps the paused clock by 100 ms for `how_long`, failing if any uid is owned by two
+/// replicas at any step.
+async fn never_two_owners(replicas: &[Replica], uids: &[String], how_long: Duration) {
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < how_long {
+        let o = owners(replicas, uids);
+        if let Some((uid, who)) = uids.iter().zip(&o).find(|(_, w)| w.len() > 1) {
+            panic!("{uid} is owned by replicas {who:?} at once, {:?} in", start.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits (on the paused clock) until the turn is told to end; returns how long it took.
+async fn revoked_within(turn: &super::Turn, limit: Duration) -> Duration {
+    let start = tokio::time::Instant::now();
+    tokio::time::timeout(limit, turn.revoked()).await.unwrap_or_else(|_| panic!("the turn is still current after {limit:?}"));
+    start.elapsed()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_whose_api_path_stalls_stops_handling_at_its_renew_deadline_before_another_takes_over() {
+    let api = Arc::new(FakeLeases::default());
+    let clock = Clock::tokio();
+    let path = Path::new(&api);
+    let replicas = vec![candidate_on(path.clone(), "a", clock).await, candidate(&api, "b", clock).await];
+    let all = ["any-object".to_string()];
+    until_each_owned_once(&replicas, &all, Duration::from_secs(1)).await;
+    assert_eq!(replicas[0].authority.ownership(), Ownership::All);
+    let turn = replicas[0].authority.begin("any-object").expect("a leads");
+    // Just after a renewal: the renew deadline counts from when it was sent.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    path.stall();
+    let took = revoked_within(&turn, DURATION).await;
+    assert!(took <= Timing::new(DURATION).renew_deadline, "revoked {took:?} after the stall");
+    assert_eq!(replicas[0].authority.ownership(), Ownership::Nothing);
+    drop(turn);
+    // b takes over a lease duration after it saw the last renewal, never while a handles.
+    let took = until_each_owned_once(&replicas, &all, DURATION + Duration::from_secs(2)).await;
+    assert!(replicas[1].authority.owns("any-object"), "b leads after {took:?}");
+    never_two_owners(&replicas, &all, Duration::from_secs(10)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shard_member_whose_api_path_stalls_stops_handling_at_its_renew_deadline() {
+    let api = Arc::new(FakeLeases::default());
+    let clock = Clock::tokio();
+    let objects = uids(200);
+    let path = Path::new(&api);
+    let mut replicas = vec![member_on(path.clone(), "a", clock).await];
+    until_each_owned_once(&replicas, &objects, Duration::from_secs(1)).await;
+    replicas.push(member(&api, "b", clock).await);
+    settle(&replicas, &objects, &[0, 1], Duration::from_secs(5)).await;
+    let mine = objects.iter().find(|u| replicas[0].authority.owns(u)).unwrap().clone();
+    let turn = replicas[0].authority.begin(&mine).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    path.stall();
+    let took = revoked_within(&turn, DURATION).await;
+    assert!(took <= Timing::new(DURATION).renew_deadline, "revoked {took:?} after the stall");
+    drop(turn);
+    let took = settle(&replicas, &objects, &[1], DURATION + Duration::from_secs(3)).await;
+    assert!(objects.iter().all(|u| replicas[1].authority.owns(u)), "b took everything over after {took:?}");
+    never_two_owners(&replicas, &objects, Duration::from_secs(10)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn candidates_with_wall_clocks_twenty_seconds_apart_never_both_lead() {
+    let api = Arc::new(FakeLeases::default());
+    let replicas = vec![candidate(&api, "a", skewed(-10)).await, candidate(&api, "b", skewed(10)).await];
+    let all = ["any-object".to_string()];
+    assert!(replicas[0].authority.owns("any-object"), "a came first");
+    never_two_owners(&replicas, &all, Duration::from_secs(30)).await;
+    assert!(replicas[0].authority.owns("any-object"), "a still leads: it renews");
+}
+
+#[tokio::test(start_paused = true)]
+async fn shard_members_with_wall_clocks_twenty_seconds_apart_never_share_an_object() {
+    let api = Arc::new(FakeLeases::default());
+    let objects = uids(200);
+    let mut replicas = vec![member(&api, "a", skewed(-10)).await];
+    until_each_owned_once(&replicas, &objects, Duration::from_secs(1)).await;
+    replicas.push(member(&api, "b", skewed(10)).await);
+    settle(&replicas, &objects, &[0, 1], Duration::from_secs(5)).await;
+    never_two_owners(&replicas, &objects, Duration::from_secs(30)).await;
+    assert_eq!(api.leases.lock().len(), 2, "nobody deleted a live member's Lease as expired");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stopping_leader_keeps_its_lease_while_its_turns_run_and_ends_them_before_it_passes() {
+    let api = Arc::new(FakeLeases::default());
+    let clock = Clock::tokio();
+    let mut replicas = vec![candidate(&api, "a", clock).await, candidate(&api, "b", clock).await];
+    let all = ["any-object".to_string()];
+    until_each_owned_once(&replicas, &all, Duration::from_secs(1)).await;
+    let turn = replicas[0].authority.begin("any-object").unwrap();
+    let _ = replicas[0].stop.take().unwrap().send(true);
+    // The turn outlasts the lease duration: b must not lead while it runs; a revokes it.
+    let b = replicas[1].authority.clone();
+    let watcher = tokio::spawn(async move {
+        loop {
+            assert!(!b.owns("any-object"), "b leads while a's turn still runs");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let took = revoked_within(&turn, DURATION * 2).await;
+    assert!(took >= DURATION - Duration::from_millis(200), "revoked after {took:?}, before a lease duration");
+    assert!(!watcher.is_finished(), "b never led meanwhile");
+    watcher.abort();
+    drop(turn);
+    (&mut replicas[0].task).await.unwrap();
+    let took = until_each_owned_once(&replicas, &all, Duration::from_secs(2)).await;
+    assert!(replicas[1].authority.owns("any-object"), "released, b leads within {took:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leaving_member_keeps_its_lease_while_its_turns_run_past_the_lease_duration() {
+    let api = Arc::new(FakeLeases::default());
+    let clock = Clock::tokio();
+    let objects = uids(200);
+    let mut replicas = vec![member(&api, "a", clock).await];
+    until_each_owned_once(&replicas, &objects, Duration::from_secs(1)).await;
+    replicas.push(member(&api, "b", clock).await);
+    settle(&replicas, &objects, &[0, 1], Duration::from_secs(5)).await;
+    let moving = objects.iter().find(|u| replicas[0].authority.owns(u)).unwrap().clone();
+    let turn = replicas[0].authority.begin(&moving).unwrap();
+    let _ = replicas[0].stop.take().unwrap().send(true);
+    let (b, watched) = (replicas[1].authority.clone(), moving.clone());
+    let watcher = tokio::spawn(async move {
+        loop {
+            assert!(!b.owns(&watched), "b handles {watched} while a's turn still runs");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let took = revoked_within(&turn, DURATION * 2).await;
+    assert!(took >= DURATION - Duration::from_millis(200), "revoked after {took:?}");
+    assert!(!watcher.is_finished(), "b never took it meanwhile");
+    watcher.abort();
+    drop(turn);
+    (&mut replicas[0].task).await.unwrap();
+    settle(&replicas, &objects, &[1], Duration::from_secs(3)).await;
+    assert!(objects.iter().all(|u| replicas[1].authority.owns(u)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn looks_at_an_unchanged_group_build_no_rings() {
+    let api = Arc::new(FakeLeases::default());
+    let clock = Clock::tokio();
+    let objects = uids(100);
+    let mut replicas = vec![member(&api, "a", clock).await];
+    for me in ["b", "c"] {
+        replicas.push(member(&api, me, clock).await);
+    }
+    settle(&replicas, &objects, &[0, 1, 2], Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = super::ring::BUILDS.with(|b| b.get());
+    tokio::time::sleep(Duration::from_secs(10)).await; // 10 looks by each of 3 members
+    let built = super::ring::BUILDS.with(|b| b.get()) - before;
+    assert_eq!(built, 0, "rings built by 30 looks at an unchanged group");
 }

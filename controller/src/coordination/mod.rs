@@ -25,6 +25,8 @@ pub mod shards;
 mod hostile_tests;
 #[cfg(test)]
 mod leases_tests;
+#[cfg(test)]
+mod peering_tests;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -70,6 +72,46 @@ impl Claims {
             && self.published.owner_at(h) == me
             && self.others.iter().all(|(member, ring)| ring.owner_at(h) != Some(member.as_str()))
     }
+
+    /// Whether some point of the hash space is ours under `self` and was not under `before`.
+    ///
+    /// Only rings that differ between the two can make a difference: on each arc between two
+    /// consecutive points of those rings, each of them gives every point one owner, so one
+    /// point per arc tells. Rings alike in both take part in neither side's answer there, which
+    /// may call an arc a gain when they give it away on both sides (a needless relist), never
+    /// the reverse. The work is proportional to the rings that changed.
+    pub fn gains_over(&self, before: &Claims) -> bool {
+        if self.me != before.me {
+            return true;
+        }
+        // (ring before, ring after, whose: `me` must own it, or that member must not).
+        let empty = Ring::default();
+        let mut changed: Vec<(&Ring, &Ring, &str, bool)> = Vec::new();
+        for (a, b) in [(&before.target, &self.target), (&before.published, &self.published)] {
+            if a != b {
+                changed.push((a, b, self.me.as_str(), true));
+            }
+        }
+        let names: std::collections::BTreeSet<&str> = before.others.iter().chain(&self.others).map(|(m, _)| m.as_str()).collect();
+        for m in names {
+            let a = before.others.iter().find(|(o, _)| o == m).map_or(&empty, |(_, r)| r);
+            let b = self.others.iter().find(|(o, _)| o == m).map_or(&empty, |(_, r)| r);
+            if a != b {
+                changed.push((a, b, m, false));
+            }
+        }
+        let mut points: Vec<u64> = changed.iter().flat_map(|(a, b, _, _)| a.points().chain(b.points())).collect();
+        points.sort_unstable();
+        points.dedup();
+        let holds = |ring: &Ring, who: &str, mine: bool, h: u64| {
+            let owner = ring.owner_at(h);
+            if mine { owner == Some(who) } else { owner != Some(who) }
+        };
+        points.into_iter().any(|h| {
+            changed.iter().all(|(_, b, who, mine)| holds(b, who, *mine, h))
+                && !changed.iter().all(|(a, _, who, mine)| holds(a, who, *mine, h))
+        })
+    }
 }
 
 impl Ownership {
@@ -86,7 +128,7 @@ impl Ownership {
         match (self, next) {
             (_, Ownership::Nothing) | (Ownership::All, _) => false,
             (Ownership::Nothing, _) | (Ownership::Shard(_), Ownership::All) => true,
-            (Ownership::Shard(a), Ownership::Shard(b)) => a != b,
+            (Ownership::Shard(a), Ownership::Shard(b)) => b.gains_over(a),
         }
     }
 }
@@ -179,10 +221,32 @@ impl Authority {
     /// [`Authority::set_ownership`], which lets turns end by themselves.
     pub fn revoke(&self) {
         let mut s = self.0.state.lock();
+        // Together under the lock: a turn that begins after this sees Nothing, so none can
+        // begin with the new revocation while the old ownership still holds.
         let revoked = std::mem::take(&mut s.revocation);
+        let changed = s.ownership != Ownership::Nothing;
+        s.ownership = Ownership::Nothing;
         drop(s);
         revoked.cancel();
-        self.set_ownership(Ownership::Nothing);
+        if changed {
+            self.announce(false);
+        }
+    }
+
+    /// Pauses by force (peering, when our own keepalive cannot be written in time): nothing
+    /// begins, and every turn in flight is told to end now, as with [`Authority::revoke`].
+    /// Leaves the ownership as it is; [`Authority::set_paused`] resumes.
+    pub fn pause_by_force(&self) {
+        let mut s = self.0.state.lock();
+        let revoked = std::mem::take(&mut s.revocation);
+        let changed = !s.paused;
+        s.paused = true;
+        drop(s);
+        revoked.cancel();
+        if changed {
+            crate::metrics::global().paused.set(1);
+            self.announce(false);
+        }
     }
 
     /// Pauses or resumes (peering).
@@ -475,18 +539,48 @@ mod tests {
     fn gains_are_told_apart_from_losses() {
         let s1 = claims("a", &["a"], &["a"], &[]);
         let s2 = claims("a", &["a", "b"], &["a"], &[]);
+        // b publishes its view: a loses b's half (it gave it away already), gains nothing.
+        let b_waits = claims("a", &["a", "b"], &["a", "b"], &[("b", &["a"])]);
+        let b_claims = claims("a", &["a", "b"], &["a", "b"], &[("b", &["a", "b"])]);
+        // b claimed everything, then publishes [a, b]: a's half is a's now.
+        let b_claimed_all = claims("a", &["a", "b"], &["a", "b"], &[("b", &["b"])]);
+        // c announces it acts for fewer members (it claims more): nothing moves to a.
+        let c_view =
+            |view: &'static [&'static str]| claims("a", &["a", "b", "c"], &["a", "b", "c"], &[("b", &["a", "b", "c"]), ("c", view)]);
         let cases = [
-            (Ownership::All, Ownership::Nothing, false),
-            (Ownership::Nothing, Ownership::All, true),
-            (Ownership::Nothing, s1.clone(), true),
-            (Ownership::All, s1.clone(), false),
-            (s1.clone(), s2.clone(), true),
-            (s1.clone(), s1.clone(), false),
-            (s1.clone(), Ownership::All, true),
-            (s2, Ownership::Nothing, false),
+            ("lost all", Ownership::All, Ownership::Nothing, false),
+            ("led", Ownership::Nothing, Ownership::All, true),
+            ("joined", Ownership::Nothing, s1.clone(), true),
+            ("leader to shard", Ownership::All, s1.clone(), false),
+            ("b joined: a's target shrank", s1.clone(), s2.clone(), false),
+            ("b left: a's target grew", s2.clone(), s1.clone(), true),
+            ("unchanged", s1.clone(), s1.clone(), false),
+            ("shard to leader", s1.clone(), Ownership::All, true),
+            ("shard to nothing", s2, Ownership::Nothing, false),
+            ("another member's view takes from us", b_waits.clone(), b_claims.clone(), false),
+            ("another member's view gives back", b_claims, b_waits, true),
+            (
+                "another member stops claiming all",
+                b_claimed_all.clone(),
+                claims("a", &["a", "b"], &["a", "b"], &[("b", &["a", "b"])]),
+                true,
+            ),
+            ("a third member's view that claims more", c_view(&["a", "b", "c"]), c_view(&["b", "c"]), false),
+            (
+                "a member appears with a view taking nothing",
+                claims("a", &["a"], &["a"], &[]),
+                claims("a", &["a"], &["a"], &[("x", &["a"])]),
+                false,
+            ),
+            (
+                "a member that claimed everything vanishes",
+                claims("a", &["a"], &["a"], &[("x", &["x"])]),
+                claims("a", &["a"], &["a"], &[]),
+                true,
+            ),
         ];
-        for (from, to, want) in cases {
-            assert_eq!(from.may_gain(&to), want, "{from:?} -> {to:?}");
+        for (name, from, to, want) in cases {
+            assert_eq!(from.may_gain(&to), want, "{name}");
         }
     }
 

@@ -7,6 +7,13 @@
 //! pause when peers share the highest priority, and dead peers are removed by whoever sees
 //! them. Pausing stops handlers, timers and daemons but not the watches: resuming is
 //! immediate. With no peering object, the controller runs standalone, with Kopf's warning.
+//!
+//! A controller that cannot write its own keepalive fences itself: once [`fence_after`] of
+//! its lifetime has passed since it sent its last successful keepalive (a local timer, raced
+//! against the write in flight), it pauses by force — every turn in flight told to end — since
+//! a peer of lower priority resumes when that record dies; it resumes when a keepalive is
+//! written again. Peers still judge `lastseen` by their own wall clocks, as Kopf does: peering
+//! is only as safe as the clocks agree.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -256,6 +263,19 @@ pub fn keepalive_interval(lifetime: Duration) -> Duration {
     Duration::from_secs(secs.saturating_sub(jitter).max(1).min(secs.max(1)))
 }
 
+/// How long after sending its last successful keepalive a controller may go on handling: its
+/// lifetime less a twentieth (at least a second, at most half of it), before its record dies
+/// for its peers.
+pub fn fence_after(lifetime: Duration) -> Duration {
+    let margin = (lifetime / 20).max(Duration::from_secs(1)).min(lifetime / 2);
+    lifetime - margin
+}
+
+/// How soon to try again after a keepalive could not be written.
+fn retry_after_failure(lifetime: Duration) -> Duration {
+    (lifetime / 20).clamp(Duration::from_millis(500), Duration::from_secs(5))
+}
+
 /// Why peering cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -295,6 +315,27 @@ impl Pauses {
         }
         self.authority.set_paused(!p.is_empty());
     }
+
+    fn fence_key(scope: &str) -> String {
+        format!("{scope} (own keep-alive)")
+    }
+
+    /// Pauses by force (turns in flight told to end) while our keepalive in `scope` could not
+    /// be written in time; `false` lifts that.
+    fn fence(&self, scope: &str, fenced: bool) {
+        let mut p = self.paused_in.lock();
+        if fenced {
+            p.insert(Pauses::fence_key(scope));
+            self.authority.pause_by_force();
+        } else {
+            p.remove(&Pauses::fence_key(scope));
+            self.authority.set_paused(!p.is_empty());
+        }
+    }
+
+    fn is_fenced(&self, scope: &str) -> bool {
+        self.paused_in.lock().contains(&Pauses::fence_key(scope))
+    }
 }
 
 /// One controller's part in one peering object.
@@ -309,6 +350,8 @@ pub struct Keepalive {
     last: Option<Value>,
     /// When its first peer that pauses us dies (from the last decision): look again then.
     recheck_at: Option<DateTime<Utc>>,
+    /// When our last successful keepalive was sent (local).
+    written: tokio::time::Instant,
 }
 
 impl Keepalive {
@@ -334,7 +377,8 @@ impl Keepalive {
             Err(error) => return Err(Error::Read { what: peering.display(), error }),
         }
         log.info(None, &format!("Peering in {} as {} with priority {}.", peering.display(), peering.identity, peering.priority));
-        let mut k = Keepalive { peering, api, pauses, log, clock, verdict: Verdict::Run, last: None, recheck_at: None };
+        let written = tokio::time::Instant::now();
+        let mut k = Keepalive { peering, api, pauses, log, clock, verdict: Verdict::Run, last: None, recheck_at: None, written };
         if let Some(body) = k.touch(k.peering.lifetime).await {
             k.observe(body).await;
         }
@@ -386,22 +430,53 @@ impl Keepalive {
     }
 
     /// Refreshes our record before it dies, follows the object's changes (`changes`: its
-    /// bodies, `None` when deleted), looks again when a peer that pauses us should die, and
-    /// removes our record when `stop` flips.
+    /// bodies, `None` when deleted), looks again when a peer that pauses us should die, fences
+    /// itself while its own record cannot be written, and removes our record when `stop` flips.
     pub async fn run(mut self, changes: impl Stream<Item = Option<Value>> + Send, mut stop: tokio::sync::watch::Receiver<bool>) {
+        use tokio::time::{Instant, sleep_until};
         let mut changes = std::pin::pin!(changes);
-        let mut keepalive = tokio::time::Instant::now() + keepalive_interval(self.peering.lifetime);
+        let lifetime = self.peering.lifetime;
+        let scope = self.peering.display();
+        let mut keepalive = Instant::now() + keepalive_interval(lifetime);
         loop {
             let recheck = self.recheck_at.map(|t| self.clock.instant(t));
+            let fence_at = self.written + fence_after(lifetime);
+            let fenced = self.pauses.is_fenced(&scope);
             tokio::select! {
                 _ = super::stopped(&mut stop) => break,
-                _ = tokio::time::sleep_until(keepalive) => {
-                    keepalive = tokio::time::Instant::now() + keepalive_interval(self.peering.lifetime);
-                    if let Some(body) = self.touch(self.peering.lifetime).await {
-                        self.observe(body).await;
+                _ = sleep_until(keepalive) => {
+                    let sent = Instant::now();
+                    let give_up = sent + (lifetime / 4).max(Duration::from_secs(1));
+                    let written = {
+                        let mut touch = std::pin::pin!(self.touch(lifetime));
+                        loop {
+                            let fenced = self.pauses.is_fenced(&scope);
+                            tokio::select! {
+                                body = &mut touch => break body,
+                                _ = sleep_until(fence_at), if !fenced => self.fence(&scope),
+                                _ = sleep_until(give_up) => {
+                                    self.log.warn(None, &format!("Keep-alive in {scope} timed out."));
+                                    break None;
+                                }
+                                _ = super::stopped(&mut stop) => break None,
+                            }
+                        }
+                    };
+                    match written {
+                        Some(body) => {
+                            self.written = sent;
+                            keepalive = Instant::now() + keepalive_interval(lifetime);
+                            if self.pauses.is_fenced(&scope) {
+                                self.log.info(None, &format!("The keep-alive in {scope} is written again; resuming operations."));
+                                self.pauses.fence(&scope, false);
+                            }
+                            self.observe(body).await;
+                        }
+                        None => keepalive = Instant::now() + retry_after_failure(lifetime),
                     }
                 }
-                _ = tokio::time::sleep_until(recheck.unwrap_or(keepalive)), if recheck.is_some() => {
+                _ = sleep_until(fence_at), if !fenced => self.fence(&scope),
+                _ = sleep_until(recheck.unwrap_or(keepalive)), if recheck.is_some() => {
                     if let Some(body) = self.last.clone() {
                         self.observe(body).await;
                     }
@@ -413,8 +488,20 @@ impl Keepalive {
                 },
             }
         }
-        self.pauses.set(&self.peering.display(), false);
+        self.pauses.fence(&scope, false);
+        self.pauses.set(&scope, false);
         let _ = self.touch(Duration::ZERO).await;
+    }
+
+    /// Our keepalive could not be written for [`fence_after`] of its lifetime: pause by force.
+    fn fence(&self, scope: &str) {
+        self.log.warn(
+            None,
+            &format!(
+                "Could not write the keep-alive in {scope} in time; pausing operations until it is written again (a peer may take over)."
+            ),
+        );
+        self.pauses.fence(scope, true);
     }
 }
 

@@ -5,6 +5,13 @@
 //! The hash is XXH3-64 (a published, fixed algorithm: `std`'s hasher may change between Rust
 //! releases, and replicas built apart must agree); each member gets [`VNODES`] points at
 //! `xxh3("{member}#{i}")`, an object belongs to the first point at or after `xxh3(uid)`.
+//!
+//! Building a ring hashes [`VNODES`] points per member, so rings are shared (cloning one is
+//! cheap) and kept by their member list in a [`Rings`] cache: a member rebuilds a ring only
+//! when a membership or a published view changes, not at every look.
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -12,28 +19,65 @@ use xxhash_rust::xxh3::xxh3_64;
 /// percent (see [`simulate`]); more points only cost memory and ring building time.
 pub const VNODES: usize = 512;
 
-/// The members of a shard group on a ring.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The members of a shard group on a ring (shared: clones are cheap).
+#[derive(Clone, Default)]
 pub struct Ring {
     /// The members, sorted and without repeats.
-    members: Vec<String>,
+    members: Arc<[String]>,
     /// (point, index into `members`), sorted by point (then member, for full determinism).
-    points: Vec<(u64, u32)>,
+    points: Arc<[(u64, u32)]>,
+}
+
+impl std::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Ring").field(&self.members).finish()
+    }
+}
+
+/// Two rings are equal when their members are: the points follow from them.
+impl PartialEq for Ring {
+    fn eq(&self, other: &Ring) -> bool {
+        Arc::ptr_eq(&self.members, &other.members) || self.members == other.members
+    }
+}
+
+impl Eq for Ring {}
+
+#[cfg(test)]
+thread_local! {
+    /// Rings built on this thread (a test's runtime), to check that looks do not rebuild them.
+    pub static BUILDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Sorted and without repeats: the key of a ring.
+fn normal<S: AsRef<str>>(members: impl IntoIterator<Item = S>) -> Vec<String> {
+    let mut members: Vec<String> = members.into_iter().map(|m| m.as_ref().to_string()).collect();
+    members.sort();
+    members.dedup();
+    members
 }
 
 impl Ring {
     /// A ring of these members (order and repeats do not matter).
     pub fn new<S: AsRef<str>>(members: impl IntoIterator<Item = S>) -> Ring {
-        let mut members: Vec<String> = members.into_iter().map(|m| m.as_ref().to_string()).collect();
-        members.sort();
-        members.dedup();
+        Ring::build(normal(members))
+    }
+
+    fn build(members: Vec<String>) -> Ring {
+        #[cfg(test)]
+        BUILDS.with(|b| b.set(b.get() + 1));
         let mut points: Vec<(u64, u32)> = Vec::with_capacity(members.len() * VNODES);
         for (index, member) in members.iter().enumerate() {
             let index = u32::try_from(index).unwrap_or(u32::MAX);
             points.extend((0..VNODES).map(|i| (xxh3_64(format!("{member}#{i}").as_bytes()), index)));
         }
         points.sort_unstable();
-        Ring { members, points }
+        Ring { members: members.into(), points: points.into() }
+    }
+
+    /// The points of the ring, sorted: where owners may change.
+    pub fn points(&self) -> impl Iterator<Item = u64> + '_ {
+        self.points.iter().map(|(p, _)| *p)
     }
 
     /// The members, sorted.
@@ -60,6 +104,34 @@ impl Ring {
         let at = self.points.partition_point(|(p, _)| *p < h);
         let (_, index) = self.points[if at == self.points.len() { 0 } else { at }];
         self.members.get(index as usize).map(String::as_str)
+    }
+}
+
+/// The rings of the last decision, by member list: asked again for the same members, the
+/// same ring comes back without hashing anything.
+#[derive(Debug, Default)]
+pub struct Rings {
+    /// The rings handed out since the last [`Rings::sweep`].
+    used: HashMap<Vec<String>, Ring>,
+    /// Those of the decision before.
+    kept: HashMap<Vec<String>, Ring>,
+}
+
+impl Rings {
+    /// The ring of these members, built only if it was not used in this decision or the last.
+    pub fn get<S: AsRef<str>>(&mut self, members: impl IntoIterator<Item = S>) -> Ring {
+        let key = normal(members);
+        if let Some(ring) = self.used.get(&key) {
+            return ring.clone();
+        }
+        let ring = self.kept.remove(&key).unwrap_or_else(|| Ring::build(key.clone()));
+        self.used.insert(key, ring.clone());
+        ring
+    }
+
+    /// Ends a decision: rings not asked for in it are forgotten at the end of the next one.
+    pub fn sweep(&mut self) {
+        self.kept = std::mem::take(&mut self.used);
     }
 }
 

@@ -52,8 +52,9 @@ impl Roster {
             Replicas::Shards(l) => {
                 let list = self.api.get(&lease::group_path(&l.namespace, &l.name)).await?;
                 let leases = list["items"].as_array().cloned().unwrap_or_default();
-                let (live, _) = shards::members(&leases, self.clock.now(), l.duration);
-                Ok(live.into_keys().find(|m| *m != self.identity))
+                let live = shards::members_by_wall(&leases, self.clock.now());
+                let _ = l;
+                Ok(live.into_iter().find(|m| *m != self.identity))
             }
             Replicas::LeaderElection(l) => {
                 // A follower looks every `retry` and takes a free Lease at once: three looks of

@@ -7,21 +7,29 @@
 //! ([`Authority::settled`]), and only then publishes the new members; it handles an object it
 //! gains only once its own Lease announces that, and no other live member's published
 //! members still give the object to that member. Two members never both hold an object: each
-//! writes its claim before it reads the others', and gives up nothing it has not finished. A
-//! member killed outright stops counting when its Lease expires; one that stops gracefully
-//! deletes its Lease after its cycles, and its objects move at once.
+//! writes its claim before it reads the others', and gives up nothing it has not finished.
+//!
+//! Under faults: a member is live for the others until a lease duration after they last saw
+//! its Lease change ([`lease::Observed`], never its `renewTime` against their clock), and a
+//! member stops handling — by force, its turns told to end — at the renew deadline after it
+//! *sent* its last successful renewal ([`lease::Tenure`]), by a local timer that every request
+//! is raced against. A member killed outright stops counting when its Lease expires so; one
+//! that stops gracefully keeps renewing while its turns end, then deletes its Lease, and its
+//! objects move at once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use http::Method;
 use serde_json::{Value, json};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::lease::{self, GROUP_LABEL, Record, Seat};
-use super::ring::Ring;
+use super::lease::{self, GROUP_LABEL, Observed, Record, Seat, Tenure};
+use super::ring::{Ring, Rings};
 use super::{Authority, Claims, Ownership};
 use crate::clock::Clock;
 use crate::cluster::{Api, content};
@@ -34,39 +42,77 @@ pub fn lease_name(group: &str, identity: &str) -> String {
     format!("{group}-{:016x}", xxh3_64(identity.as_bytes()))
 }
 
-/// The members of a group as their Leases say at `now`: live members (holder and published
-/// members) by identity, and the names of Leases expired for longer than `forget` (to delete).
-pub fn members(leases: &[Value], now: DateTime<Utc>, forget: std::time::Duration) -> (BTreeMap<String, Vec<String>>, Vec<String>) {
+/// The Leases of a group as this member has seen them change, by name.
+#[derive(Debug, Default)]
+pub struct Sightings {
+    leases: HashMap<String, Observed>,
+}
+
+/// The members of a group as their Leases say, judged at the local instant `now` by when
+/// this member saw each change: live members (holder and published members) by identity, and
+/// the names of Leases expired for longer than `forget` (to delete).
+pub fn members(
+    leases: &[Value],
+    seen: &mut Sightings,
+    now: Instant,
+    forget: std::time::Duration,
+) -> (BTreeMap<String, Vec<String>>, Vec<String>) {
     let mut live = BTreeMap::new();
     let mut dead = Vec::new();
+    let mut next = HashMap::new();
     for body in leases {
-        let record = Record::parse(body);
         let name = object::meta_str(body, "name");
-        match (&record.holder, record.is_held(now)) {
-            (Some(holder), true) => {
-                live.insert(holder.clone(), record.view.clone());
+        if name.is_empty() {
+            continue;
+        }
+        let record = Record::parse(body);
+        let mut observed = seen.leases.remove(name).unwrap_or_default();
+        observed.observe(Some(&record), now);
+        match observed.held() {
+            Some((holder, until)) if until > now => {
+                live.insert(holder.to_string(), record.view.clone());
             }
-            _ => {
-                let since = record.expires().or(record.renewed).unwrap_or(now);
-                if now - since >= chrono::Duration::from_std(forget).unwrap_or_default() && !name.is_empty() {
+            held => {
+                let since = held.map(|(_, until)| until).or(observed.since()).unwrap_or(now);
+                if now >= since + forget {
                     dead.push(name.to_string());
                 }
             }
         }
+        next.insert(name.to_string(), observed);
     }
+    seen.leases = next;
     (live, dead)
+}
+
+/// The live members of a group by their Leases' `renewTime` against our wall clock `now`:
+/// for reports to people ([`super::roster`]), never for ownership.
+/// Sorted, without repeats.
+pub fn members_by_wall(leases: &[Value], now: DateTime<Utc>) -> Vec<String> {
+    let mut live: Vec<String> = leases.iter().map(Record::parse).filter(|r| r.is_held(now)).filter_map(|r| r.holder).collect();
+    live.sort();
+    live.dedup();
+    live
 }
 
 /// What a member owns, given the live members (ours included, if our Lease is fresh) and what
 /// it has published; none when its Lease is not fresh. The live members, us included, are
-/// `target.members()`.
-pub fn decide(me: &str, live: &BTreeMap<String, Vec<String>>, published: &[String], fresh: bool) -> Option<Claims> {
+/// `target.members()`. Rings come from `rings` (built only for new member lists).
+pub fn decide(me: &str, live: &BTreeMap<String, Vec<String>>, published: &[String], fresh: bool, rings: &mut Rings) -> Option<Claims> {
     if !fresh {
         return None;
     }
-    let target = Ring::new(live.keys().map(String::as_str).chain([me]));
-    let others = live.iter().filter(|(m, _)| m.as_str() != me).map(|(m, view)| (m.clone(), Ring::new(view))).collect();
-    Some(Claims { me: me.into(), target, published: Ring::new(published), others })
+    let target = rings.get(live.keys().map(String::as_str).chain([me]));
+    let others = live.iter().filter(|(m, _)| m.as_str() != me).map(|(m, view)| (m.clone(), rings.get(view))).collect();
+    let published = rings.get(published);
+    rings.sweep();
+    Some(Claims { me: me.into(), target, published, others })
+}
+
+/// What ended a request raced against the timers.
+enum Raced<T> {
+    Answered(T),
+    Quit,
 }
 
 /// A member of a shard group between two looks.
@@ -78,89 +124,157 @@ pub struct Member {
     clock: Clock,
     /// Our Lease as last written.
     own: Option<Record>,
-    /// When we last renewed it.
-    renewed: Option<Instant>,
+    /// Until when we may act on it.
+    tenure: Tenure,
+    /// The group's Leases as we saw them change.
+    sightings: Sightings,
+    /// The rings of the last decision.
+    rings: Rings,
     /// The members we announced.
     published: Vec<String>,
     /// The live members as last looked at (for the log).
     seen: Vec<String>,
+    /// Requests give up when this flips (the run loop's stop).
+    stop: Option<watch::Receiver<bool>>,
+    /// Requests give up then (the leave's bound).
+    give_up: Option<Instant>,
+    /// Leaving: never own anything again.
+    leaving: bool,
 }
 
 impl Member {
     /// A member that owns nothing until it has joined.
     pub fn new(seat: Seat, api: Arc<dyn Api>, authority: Authority, log: Logger, clock: Clock) -> Member {
-        Member { seat, api, authority, log, clock, own: None, renewed: None, published: Vec::new(), seen: Vec::new() }
+        Member {
+            seat,
+            api,
+            authority,
+            log,
+            clock,
+            own: None,
+            tenure: Tenure::default(),
+            sightings: Sightings::default(),
+            rings: Rings::default(),
+            published: Vec::new(),
+            seen: Vec::new(),
+            stop: None,
+            give_up: None,
+            leaving: false,
+        }
     }
 
     fn own_path(&self) -> String {
         lease::path(&self.seat.namespace, Some(&lease_name(&self.seat.name, &self.seat.identity)))
     }
 
-    /// Writes our Lease (renewing it, announcing `published`).
-    async fn renew(&mut self) {
+    /// The renew deadline's timer fired (or may have): if our tenure just lapsed, nothing is
+    /// ours any more, by force.
+    fn check_deadline(&mut self) {
+        if self.tenure.lapse(Instant::now()) {
+            self.log.warn(None, "Could not renew the shard Lease in time; handling no objects until it is renewed.");
+            crate::metrics::global().set_holding_until(None);
+            self.authority.revoke();
+        }
+    }
+
+    /// Awaits `request`, meanwhile firing the renew deadline's timer; gives up when the loop
+    /// stops or the leave's bound passes.
+    async fn race<T>(&mut self, request: impl Future<Output = T>) -> Raced<T> {
+        let mut request = std::pin::pin!(request);
+        loop {
+            let deadline = self.tenure.deadline();
+            let mut stop = self.stop.clone();
+            let give_up = self.give_up;
+            tokio::select! {
+                r = &mut request => return Raced::Answered(r),
+                _ = sleep_until(deadline), if deadline.is_some() => self.check_deadline(),
+                _ = async { match stop.as_mut() { Some(s) => super::stopped(s).await, None => std::future::pending().await } } => return Raced::Quit,
+                _ = sleep_until(give_up), if give_up.is_some() => return Raced::Quit,
+            }
+        }
+    }
+
+    /// Writes our Lease (renewing it, announcing `published`). False when it gave up.
+    async fn renew(&mut self) -> bool {
         let g = &self.seat;
         let name = lease_name(&g.name, &g.identity);
         let labels = json!({GROUP_LABEL: g.name});
-        let now = self.clock.now();
-        let body = lease::body((&g.namespace, &name), Some(&g.identity), &g.timing, now, self.own.as_ref(), &labels, Some(&self.published));
-        let written = match &self.own {
-            None => self.api.create(&lease::path(&g.namespace, None), &body).await,
-            Some(_) => {
+        let body = lease::body(
+            (&g.namespace, &name),
+            Some(&g.identity),
+            &g.timing,
+            self.clock.now(),
+            self.own.as_ref(),
+            &labels,
+            Some(&self.published),
+        );
+        let (api, base, path, create) = (self.api.clone(), lease::path(&g.namespace, None), self.own_path(), self.own.is_none());
+        let sent = Instant::now();
+        let written = self.race(async move {
+            if create {
+                api.create(&base, &body).await
+            } else {
                 let bytes = serde_json::to_vec(&body).expect("JSON values serialize");
-                self.api.request(Method::PUT, &self.own_path(), Some(content::JSON), Some(bytes)).await
+                api.request(Method::PUT, &path, Some(content::JSON), Some(bytes)).await
             }
-        };
-        match written {
-            Ok(b) => {
+        });
+        match written.await {
+            Raced::Quit => return false,
+            Raced::Answered(Ok(b)) => {
                 self.own = Some(Record::parse(&b));
-                self.renewed = Some(Instant::now());
+                self.tenure.wrote(sent, Instant::now(), &self.seat.timing);
             }
-            Err(e) if matches!(e.code(), Some(409 | 404)) => {
+            Raced::Answered(Err(e)) if matches!(e.code(), Some(409 | 404)) => {
                 // Stale, or deleted (as dead) by a member that lost sight of us: read it again.
-                self.own = match self.api.get(&self.own_path()).await {
-                    Ok(b) => Some(Record::parse(&b)),
-                    Err(_) => None,
-                };
+                let (api, path) = (self.api.clone(), self.own_path());
+                match self.race(async move { api.get(&path).await }).await {
+                    Raced::Quit => return false,
+                    Raced::Answered(read) => self.own = read.ok().map(|b| Record::parse(&b)),
+                }
             }
-            Err(e) => self.log.warn(None, &format!("Cannot renew the shard Lease of {}: {e}.", g.identity)),
+            Raced::Answered(Err(e)) => self.log.warn(None, &format!("Cannot renew the shard Lease of {}: {e}.", self.seat.identity)),
         }
+        self.check_deadline();
+        true
     }
 
     /// Renews our Lease, looks at the group, and tells the authority what is ours. Returns
     /// the live members when we announce fewer or other ones (a handover to finish).
     pub async fn look(&mut self) -> Option<Vec<String>> {
-        self.renew().await;
-        let g = &self.seat;
-        let leases = match self.api.get(&lease::group_path(&g.namespace, &g.name)).await {
-            Ok(list) => list["items"].as_array().cloned().unwrap_or_default(),
-            Err(e) => {
-                self.log.warn(None, &format!("Cannot list the shard group '{}': {e}.", g.name));
+        if !self.renew().await {
+            return None;
+        }
+        let (api, path) = (self.api.clone(), lease::group_path(&self.seat.namespace, &self.seat.name));
+        let leases = match self.race(async move { api.get(&path).await }).await {
+            Raced::Quit => return None,
+            Raced::Answered(Ok(list)) => list["items"].as_array().cloned().unwrap_or_default(),
+            Raced::Answered(Err(e)) => {
+                self.log.warn(None, &format!("Cannot list the shard group '{}': {e}.", self.seat.name));
                 self.judge(None);
                 return None;
             }
         };
-        let now = self.clock.now();
-        let (live, dead) = members(&leases, now, g.timing.duration * 2);
+        let timing = self.seat.timing;
+        let (live, dead) = members(&leases, &mut self.sightings, Instant::now(), timing.duration * 2);
         for name in dead {
-            let path = lease::path(&g.namespace, Some(&name));
-            if self.api.request(Method::DELETE, &path, None, None).await.is_ok() {
-                self.log.info(None, &format!("Deleted the expired shard Lease {name}."));
+            let (api, path) = (self.api.clone(), lease::path(&self.seat.namespace, Some(&name)));
+            match self.race(async move { api.request(Method::DELETE, &path, None, None).await }).await {
+                Raced::Answered(Ok(_)) => self.log.info(None, &format!("Deleted the expired shard Lease {name}.")),
+                Raced::Answered(Err(_)) => {}
+                Raced::Quit => return None,
             }
         }
-        let fresh = self.renewed.is_some_and(|t| t.elapsed() < g.timing.renew_deadline);
-        let claims = decide(&g.identity, &live, &self.published, fresh);
+        let fresh = self.tenure.holds(Instant::now()) && !self.leaving;
+        let claims = decide(&self.seat.identity, &live, &self.published, fresh, &mut self.rings);
         let target = claims.as_ref().map(|c| c.target.members().to_vec());
         self.judge(claims);
         target.filter(|t| *t != self.published)
     }
 
     fn judge(&mut self, claims: Option<Claims>) {
+        self.check_deadline();
         let Some(claims) = claims else {
-            if self.renewed.is_some_and(|t| t.elapsed() >= self.seat.timing.renew_deadline) {
-                self.log.warn(None, "Could not renew the shard Lease in time; handling no objects until it is renewed.");
-                self.renewed = None;
-            }
-            if self.renewed.is_none() {
+            if !self.tenure.holds(Instant::now()) || self.leaving {
                 self.authority.set_ownership(Ownership::Nothing);
             }
             return;
@@ -179,14 +293,33 @@ impl Member {
             self.seen = target.to_vec();
             crate::metrics::global().shard_members.set(n as i64);
         }
+        crate::metrics::global().set_holding_until(self.tenure.deadline());
         self.authority.set_ownership(Ownership::Shard(Arc::new(claims)));
+    }
+
+    /// Waits for the next look or for `until` (true then), firing the renew deadline meanwhile.
+    async fn pause(&mut self, until: impl Future<Output = ()>) -> bool {
+        let mut until = std::pin::pin!(until);
+        let next = Instant::now() + self.seat.timing.retry;
+        loop {
+            let deadline = self.tenure.deadline();
+            tokio::select! {
+                _ = &mut until => return true,
+                _ = tokio::time::sleep_until(next) => return false,
+                _ = sleep_until(deadline), if deadline.is_some() => self.check_deadline(),
+            }
+        }
     }
 
     /// Looks every [`lease::Timing::retry`]; after a membership change, announces the new members as
     /// soon as what this member gave away has settled. On stop, deletes its Lease.
-    pub async fn run(mut self, mut stop: tokio::sync::watch::Receiver<bool>) {
+    pub async fn run(mut self, stop: watch::Receiver<bool>) {
+        self.stop = Some(stop.clone());
         let mut handover: Option<Vec<String>> = None;
         loop {
+            if *stop.borrow() {
+                break;
+            }
             let (authority, pending) = (self.authority.clone(), handover.is_some());
             let settled = async move {
                 match pending {
@@ -194,17 +327,25 @@ impl Member {
                     false => std::future::pending().await,
                 }
             };
-            tokio::select! {
-                _ = super::stopped(&mut stop) => break,
-                _ = settled => {
-                    // Every cycle of what we gave away has ended: announce the new members
-                    // and look again at once (our gains count from now).
-                    self.published = handover.take().unwrap_or_default();
+            let mut quit = stop.clone();
+            let stopping = async move { super::stopped(&mut quit).await };
+            let woke = self.pause(async move {
+                tokio::select! {
+                    _ = settled => {}
+                    _ = stopping => {}
                 }
-                _ = tokio::time::sleep(self.seat.timing.retry) => {}
+            });
+            if woke.await {
+                if *stop.borrow() {
+                    break;
+                }
+                // Every cycle of what we gave away has ended: announce the new members
+                // and look again at once (our gains count from now).
+                self.published = handover.take().unwrap_or_default();
             }
             handover = self.look().await;
         }
+        self.stop = None;
         self.leave().await;
     }
 
@@ -217,21 +358,56 @@ impl Member {
         }
     }
 
-    /// Leaves the group: owns nothing, waits (at most a lease duration) for what still runs,
-    /// then deletes its Lease so the others take over at once; if something still runs then,
-    /// the Lease is left to expire instead.
+    /// Leaves the group: owns nothing and keeps renewing its Lease while what still runs ends
+    /// (revoking it if it outlasts a lease duration), then deletes the Lease so the others take
+    /// over at once; if something still runs a duration after the revocation, the Lease is
+    /// left to expire instead.
     pub async fn leave(&mut self) {
+        self.leaving = true;
         self.authority.set_ownership(Ownership::Nothing);
-        if tokio::time::timeout(self.seat.timing.duration, self.authority.settled()).await.is_err() {
-            self.log.warn(None, "Some cycles did not end in time; the shard Lease is left to expire.");
-            return;
-        }
-        if self.own.take().is_some() {
-            match self.api.request(Method::DELETE, &self.own_path(), None, None).await {
-                Ok(_) => self.log.info(None, &format!("Left the shard group '{}'.", self.seat.name)),
-                Err(e) => self.log.warn(None, &format!("Could not delete the shard Lease ({e}); it expires by itself.")),
+        crate::metrics::global().set_holding_until(None);
+        let duration = self.seat.timing.duration;
+        let mut bound = Instant::now() + duration;
+        let mut revoked = false;
+        loop {
+            self.give_up = Some(bound);
+            let authority = self.authority.clone();
+            if self.pause(async move { authority.settled().await }).await {
+                break;
+            }
+            if Instant::now() >= bound {
+                if revoked {
+                    self.log.warn(None, "Some cycles did not end in time; the shard Lease is left to expire.");
+                    return;
+                }
+                self.log.warn(None, "Some cycles did not end in time; stopping them before the shard Lease is deleted.");
+                self.authority.revoke();
+                revoked = true;
+                bound = Instant::now() + duration;
+                continue;
+            }
+            if self.own.is_some() {
+                self.renew().await;
             }
         }
+        self.tenure.end();
+        if self.own.take().is_some() {
+            self.give_up = Some(Instant::now() + self.seat.timing.renew_deadline);
+            let (api, path) = (self.api.clone(), self.own_path());
+            match self.race(async move { api.request(Method::DELETE, &path, None, None).await }).await {
+                Raced::Answered(Ok(_)) => self.log.info(None, &format!("Left the shard group '{}'.", self.seat.name)),
+                Raced::Answered(Err(e)) => self.log.warn(None, &format!("Could not delete the shard Lease ({e}); it expires by itself.")),
+                Raced::Quit => self.log.warn(None, "Could not delete the shard Lease in time; it expires by itself."),
+            }
+        }
+    }
+}
+
+/// Sleeps until `at` (forever when none).
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -105,7 +105,7 @@ pub async fn run(client: kube::Client, mut settings: Settings, shutdown: impl Fu
         Replicas::Each => Ownership::All,
         _ => Ownership::Nothing,
     });
-    let identity = settings.identity.clone().unwrap_or_else(|| identity::detect(false));
+    let identity = settings.identity.as_deref().map_or_else(|| identity::detect(false), identity::unique);
     let peering = (!settings.standalone).then(|| {
         let family = if settings.kopf_compat { peering::Family::Kopf } else { peering::Family::Bosun };
         (&settings.peering, family, peering_scopes(&settings.namespaces))

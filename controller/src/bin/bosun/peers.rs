@@ -124,8 +124,7 @@ pub async fn shards(args: ShardsArgs) -> anyhow::Result<()> {
     let list = cluster.get(&lease::group_path(&namespace, &args.lease_name)).await.context("cannot list the shard group's Leases")?;
     let items = list["items"].as_array().cloned().unwrap_or_default();
     let now = chrono::Utc::now();
-    let (live, _) = shards::members(&items, now, Duration::MAX);
-    let members: Vec<String> = live.keys().cloned().collect();
+    let members = shards::members_by_wall(&items, now);
     let mut counts: Vec<(String, std::collections::BTreeMap<String, usize>)> = Vec::new();
     for name in &args.resources {
         let sel = bosun_proto::v1::ResourceSelector { name: name.clone(), ..Default::default() };
