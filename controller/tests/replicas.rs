@@ -210,11 +210,26 @@ impl World {
     }
 }
 
+/// Replica `n` of `identity` (`replica-{n}`, with the random suffix the controller adds to a
+/// configured identity).
+fn replica(identity: &str) -> usize {
+    identity.strip_prefix("replica-").and_then(|r| r.split('_').next()).and_then(|n| n.parse().ok()).unwrap()
+}
+
 /// Which replica the ring of these live members gives each object (by name), as the
-/// controllers compute it.
+/// controllers compute it (their identities, suffixes included, read from their Leases).
 async fn ring_owners(w: &World, members: &[usize]) -> HashMap<String, usize> {
-    let ring = Ring::new(members.iter().map(|m| format!("replica-{m}")));
-    let replica = |identity: &str| identity.strip_prefix("replica-").unwrap().parse::<usize>().unwrap();
+    let leases = w.api.get("/apis/coordination.k8s.io/v1/namespaces/default/leases").await.unwrap();
+    let identities: Vec<String> = leases["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["spec"]["holderIdentity"].as_str())
+        .filter(|h| h.starts_with("replica-") && members.contains(&replica(h)))
+        .map(String::from)
+        .collect();
+    assert_eq!(identities.len(), members.len(), "the Leases of {members:?}: {identities:?}");
+    let ring = Ring::new(identities);
     w.objects().await.into_iter().map(|(name, o)| (name, replica(ring.owner(o["metadata"]["uid"].as_str().unwrap()).unwrap()))).collect()
 }
 
@@ -234,12 +249,12 @@ fn bosun_cmd(dir: &Path, args: &[&str]) -> std::process::Output {
 async fn a_lower_priority_controller_pauses_and_takes_over_when_the_higher_one_is_killed() {
     let w = World::new().await;
     let mut low = w.bosun(0, &["--priority", "0", "--peering-lifetime", "4"]).await;
-    low.wait_line("Peering in ClusterBosunPeering default as replica-0 with priority 0.").await;
+    low.wait_line("Peering in ClusterBosunPeering default as replica-0_").await;
     w.create("before").await;
     w.until_handled(&["before".into()], Duration::from_secs(30)).await;
 
     let mut high = w.bosun(1, &["--priority", "100", "--peering-lifetime", "4"]).await;
-    low.wait_line("Pausing operations in favour of [<Peer replica-1: priority=100").await;
+    low.wait_line("Pausing operations in favour of [<Peer replica-1_").await;
     w.create("while-high").await;
     w.until_handled(&["while-high".into()], Duration::from_secs(30)).await;
     assert_eq!(w.handled_by("while-high"), [1], "only the higher one handles");
@@ -255,7 +270,7 @@ async fn a_lower_priority_controller_pauses_and_takes_over_when_the_higher_one_i
 
     // --dev pauses it; the developer's Ctrl-C removes its record and the deployed one resumes.
     let dev = w.bosun(2, &["--dev"]).await;
-    low.wait_count("Pausing operations in favour of [<Peer replica-2: priority=666", 1).await;
+    low.wait_count("Pausing operations in favour of [<Peer replica-2_", 1).await;
     assert!(dev.interrupt().await.success());
     low.wait_count("Resuming operations after the pause.", 2).await;
 
@@ -313,7 +328,7 @@ async fn one_leader_of_three_handles_and_hands_over_after_kill_9_and_after_a_gra
     replicas.push(w.bosun(1, &flags).await);
     replicas.push(w.bosun(2, &flags).await);
     for r in &mut replicas[1..] {
-        r.wait_line("The leader is replica-0; following").await;
+        r.wait_line("The leader is replica-0_").await;
     }
     let first = names("le-a", 20);
     for n in &first {
@@ -404,7 +419,7 @@ async fn shards_of_1_2_and_3_replicas_share_3000_objects_each_handled_once_and_t
         assert!(out.status.success() && text.contains("3 live member(s)") && text.contains("replica-2"), "{text}");
         for (i, count) in per.iter().enumerate() {
             let row =
-                text.lines().find(|l| l.starts_with(&format!("replica-{i} "))).unwrap_or_else(|| panic!("no row for replica-{i}: {text}"));
+                text.lines().find(|l| l.starts_with(&format!("replica-{i}_"))).unwrap_or_else(|| panic!("no row for replica-{i}: {text}"));
             assert!(row.trim_end().ends_with(&format!(" {count}")), "replica-{i} should count {count}: {row}");
         }
 
@@ -421,10 +436,10 @@ async fn shards_of_1_2_and_3_replicas_share_3000_objects_each_handled_once_and_t
     }
 }
 
-/// The Lease's holder now, if any.
+/// The Lease's holder now, if any (as `replica-{n}`, without its random suffix).
 async fn leader(w: &World) -> Option<String> {
     let lease = w.api.get("/apis/coordination.k8s.io/v1/namespaces/default/leases/bosun").await.ok()?;
-    lease["spec"]["holderIdentity"].as_str().filter(|h| !h.is_empty()).map(String::from)
+    lease["spec"]["holderIdentity"].as_str().filter(|h| !h.is_empty()).map(|h| format!("replica-{}", replica(h)))
 }
 
 /// Leader election under fire: 3 replicas; 500 objects are created in five rounds of 100,

@@ -340,7 +340,8 @@ mod tests {
         let s = Duration::from_secs;
         // (what, reads as (lease, seconds after t0), look at seconds after t0) -> step
         let other = |renewed: &str| Some(lease("other", renewed, 15));
-        let cases: Vec<(&str, Vec<(Option<Record>, u64)>, u64, Step)> = vec![
+        type Reads = Vec<(Option<Record>, u64)>;
+        let cases: Vec<(&str, Reads, u64, Step)> = vec![
             ("no lease", vec![(None, 0)], 0, Step::Create),
             ("mine", vec![(Some(lease("me", "2026-11-23T10:00:00Z", 15)), 0)], 0, Step::Renew),
             ("mine, written long ago", vec![(Some(lease("me", "2000-01-01T00:00:00Z", 15)), 0)], 100, Step::Renew),

@@ -1,17 +1,18 @@
-//! Peering under a stalled API path, on a paused clock: a controller that cannot write its
-//! own keepalive must stop handling before its record dies (when a peer of lower priority
-//! resumes), and resume once it writes again.
+//! Peering: Kopf's decisions on tables of peering objects, and, on a paused clock under a
+//! stalled API path, a controller that cannot write its own keepalive stops handling before its
+//! record dies (when a peer of lower priority resumes), and resumes once it writes again.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use http::Method;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use super::peering::{Family, Keepalive, Pauses, Peering, fence_after};
+use super::peering::*;
 use super::{Authority, Ownership};
 use crate::clock::Clock;
 use crate::cluster::{Api, Error};
@@ -89,4 +90,95 @@ async fn a_controller_that_cannot_write_its_keepalive_pauses_before_its_record_d
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     task.abort();
+}
+
+fn at(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+}
+
+fn status(entries: Value) -> Value {
+    json!({"status": entries})
+}
+
+fn rec(priority: i64, lifetime: u64, lastseen: &str) -> Value {
+    json!({"priority": priority, "lifetime": lifetime, "lastseen": lastseen})
+}
+
+#[test]
+fn a_controller_runs_yields_or_conflicts_as_kopf_decides() {
+    let now = at("2026-11-23T10:00:30Z");
+    let alive = "2026-11-23T10:00:00+00:00";
+    let dead = "2026-11-23T09:00:00+00:00";
+    let names = |v: &Verdict| match v {
+        Verdict::Run => "run".to_string(),
+        Verdict::Yield(p) => format!("yield {}", p.iter().map(|p| p.identity.as_str()).collect::<Vec<_>>().join(",")),
+        Verdict::Conflict(p) => format!("conflict {}", p.iter().map(|p| p.identity.as_str()).collect::<Vec<_>>().join(",")),
+    };
+    let cases = [
+        ("alone", status(json!({"me": rec(0, 60, alive)})), "run", vec![]),
+        ("no status", json!({}), "run", vec![]),
+        ("a lower peer", status(json!({"me": rec(0, 60, alive), "low": rec(-5, 60, alive)})), "run", vec![]),
+        ("a higher peer", status(json!({"me": rec(0, 60, alive), "dev": rec(666, 60, alive)})), "yield dev", vec![]),
+        ("a higher dead peer", status(json!({"dev": rec(666, 60, dead)})), "run", vec!["dev"]),
+        ("a peer with our priority", status(json!({"twin": rec(0, 60, alive)})), "conflict twin", vec![]),
+        ("higher wins over same", status(json!({"twin": rec(0, 60, alive), "dev": rec(666, 60, alive)})), "yield dev", vec![]),
+        ("our own record is not a peer", status(json!({"me": rec(999, 60, alive)})), "run", vec![]),
+        ("lifetime ended exactly now", status(json!({"dev": rec(666, 30, alive)})), "run", vec!["dev"]),
+        ("garbage entries are skipped", status(json!({"x": 5, "y": "z"})), "run", vec![]),
+        ("missing fields read as Kopf reads them", status(json!({"anon": {}})), "conflict anon", vec![]),
+        ("Kopf's old zone-less lastseen", status(json!({"old": rec(1, 60, "2026-11-23T10:00:00.123456")})), "yield old", vec![]),
+    ];
+    for (name, body, want, dead) in cases {
+        let d = decide(&body, "me", 0, now);
+        assert_eq!(names(&d.verdict), want, "{name}");
+        assert_eq!(d.dead, dead, "{name}");
+    }
+}
+
+#[test]
+fn a_paused_controller_looks_again_when_the_first_peer_pausing_it_dies() {
+    let now = at("2026-11-23T10:00:30Z");
+    let body = status(
+        json!({"dev": rec(666, 60, "2026-11-23T10:00:00Z"), "freeze": rec(100, 40, "2026-11-23T10:00:00Z"), "low": rec(-1, 5, "2026-11-23T10:00:29Z")}),
+    );
+    assert_eq!(decide(&body, "me", 0, now).recheck_at, Some(at("2026-11-23T10:00:40Z")));
+    assert_eq!(decide(&status(json!({})), "me", 0, now).recheck_at, None);
+}
+
+#[test]
+fn touches_write_or_remove_our_record() {
+    let now = at("2026-11-23T10:00:00Z");
+    assert_eq!(
+        touch_patch("me", 666, Duration::from_secs(60), now),
+        json!({"status": {"me": {"priority": 666, "lifetime": 60, "lastseen": "2026-11-23T10:00:00.000000+00:00"}}})
+    );
+    assert_eq!(touch_patch("me", 0, Duration::ZERO, now), json!({"status": {"me": null}}));
+    assert_eq!(clean_patch(&["a".into(), "b".into()]), json!({"status": {"a": null, "b": null}}));
+    let written = touch_patch("me", 7, Duration::from_secs(60), now);
+    assert_eq!(peers(&written, now)[0], Peer { identity: "me".into(), priority: 7, lifetime: Duration::from_secs(60), lastseen: now });
+}
+
+#[test]
+fn keepalives_come_five_to_ten_seconds_before_the_lifetime_ends() {
+    for (lifetime, low, high) in [(60, 50, 55), (12, 2, 7), (5, 1, 1), (1, 1, 1)] {
+        for _ in 0..50 {
+            let s = keepalive_interval(Duration::from_secs(lifetime)).as_secs();
+            assert!((low..=high).contains(&s), "{lifetime}: {s}");
+        }
+    }
+}
+
+#[test]
+fn peering_objects_are_found_where_kopf_and_bosun_keep_them() {
+    let cases = [
+        (Family::Kopf, None, "/apis/kopf.dev/v1/clusterkopfpeerings/default", "ClusterKopfPeering"),
+        (Family::Kopf, Some("ns"), "/apis/kopf.dev/v1/namespaces/ns/kopfpeerings/default", "KopfPeering"),
+        (Family::Bosun, None, "/apis/bosun.dev/v1/clusterbosunpeerings/default", "ClusterBosunPeering"),
+        (Family::Bosun, Some("ns"), "/apis/bosun.dev/v1/namespaces/ns/bosunpeerings/default", "BosunPeering"),
+    ];
+    for (family, ns, path, kind) in cases {
+        assert_eq!(family.path(ns, "default"), path);
+        assert_eq!(family.kind(ns), kind);
+        assert_eq!(family.api_resource(ns).kind, kind);
+    }
 }
