@@ -53,7 +53,6 @@ impl Roster {
                 let list = self.api.get(&lease::group_path(&l.namespace, &l.name)).await?;
                 let leases = list["items"].as_array().cloned().unwrap_or_default();
                 let live = shards::members_by_wall(&leases, self.clock.now());
-                let _ = l;
                 Ok(live.into_iter().find(|m| *m != self.identity))
             }
             Replicas::LeaderElection(l) => {
