@@ -331,3 +331,35 @@ async fn a_stop_that_fails_is_asked_again_and_the_handover_waits_for_the_real_ex
     assert_eq!(closed, [given + Duration::from_secs(4)], "never cancelled before its exit");
     assert_eq!(rig.logged("Daemon 'd' has exited on request and will not be retried or restarted."), 1, "{:#?}", rig.lines.lock());
 }
+
+/// After a revocation the object may be another replica's: what the daemon sends while it
+/// winds down is not written.
+#[tokio::test(start_paused = true)]
+async fn a_revoked_daemons_patches_are_not_applied() {
+    let body = finalized();
+    let d = daemon("d", Default::default(), Default::default());
+    let rig = rig(body.clone(), vec![d], vec![]);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    rig.server.daemons.lock().insert(
+        "d".into(),
+        Box::new(move |_| {
+            let mut stopped = stop_rx.clone();
+            let patch = pb::DaemonMessage { message: Some(pb::daemon_message::Message::MergePatch(br#"{"status":{"d":"bye"}}"#.to_vec())) };
+            let (patch, exit) = (Ok(patch), Ok(exit(pb::Outcome::Success, "")));
+            let after_stop = futures::stream::once(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+                futures::stream::iter([patch, exit])
+            });
+            Ok(Box::pin(futures::StreamExt::flatten(after_stop)))
+        }),
+    );
+    rig.server.stops.lock().insert("d".into(), stopping(stop_tx));
+    rig.router.deliver(Seen::Upsert(body));
+    rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+    let writes = *rig.api.writes.lock();
+    let authority = rig.ctx.authority.clone();
+    authority.revoke();
+    rig.until("the turn ends", Duration::from_secs(5), |_| authority.in_flight() == 0).await;
+    assert_eq!(*rig.api.writes.lock(), writes, "nothing written");
+    assert_eq!(rig.logged("Daemon 'd' sent a patch after ownership was revoked; not applied."), 1, "{:#?}", rig.lines.lock());
+}
