@@ -428,6 +428,17 @@ class Servicer:
             yield pb.DaemonMessage(exit=pb.DaemonExit(outcome=pb.OUTCOME_SKIPPED, message=skipped))
             return
 
+        # The exit is the daemon's real end: sent only once its function has returned (a sync
+        # daemon's thread included), with `stopped` when it was asked to stop before; the
+        # controller holds the object (its finalizer, a handover) until it comes.
+        exited = []
+
+        def send_exit(exit_) -> None:
+            if not exited:
+                exited.append(exit_)
+                exit_.stopped = stopped.is_set()
+                put(pb.DaemonMessage(exit=exit_))
+
         async def run() -> None:
             exit_ = pb.DaemonExit(outcome=pb.OUTCOME_SUCCESS)
             # The daemon's own task runs in the span of the call (`Daemon watch_fn`), a child of
@@ -445,9 +456,11 @@ class Servicer:
                     put(pb.DaemonMessage(merge_patch=json.dumps(patch).encode()))
                 except (TypeError, ValueError) as e:
                     log.warning("Daemon %r: its patch is not JSON-serialisable: %s", handler.id, e)
-            put(pb.DaemonMessage(exit=exit_))
+            send_exit(exit_)
 
         task = asyncio.ensure_future(run())
+        # A task cancelled before it ever ran never reaches its own exit: it ended all the same.
+        task.add_done_callback(lambda _: send_exit(pb.DaemonExit(outcome=pb.OUTCOME_SUCCESS, message="cancelled")))
 
         def stop() -> None:
             """The daemon's stop, as Kopf's: a sync daemon sees the flag; an async one is also

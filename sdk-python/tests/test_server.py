@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 
 
 
@@ -365,3 +366,47 @@ def test_owned_kinds_are_declared_per_resource_in_describe(registry, serve):
     assert [k.name for k in settings.owns] == ["v1/pods", "deployments.apps"]
     with pytest.raises(TypeError, match="at least one owned kind"):
         bosun.owns("kopfexamples", registry=registry)
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_a_stopped_daemons_exit_comes_only_after_its_function_returned_and_says_it_was_stopped(registry, serve, is_async):
+    returned = threading.Event()
+
+    if is_async:
+        @bosun.daemon("kex", id="d", registry=registry)
+        async def daemon_fn(stopped, logger, **_):
+            logger.info("started")
+            while not stopped:
+                await stopped.wait(10)
+            await asyncio.sleep(0.3)  # cleaning up after the stop
+            returned.set()
+    else:
+        @bosun.daemon("kex", id="d", registry=registry)
+        def daemon_fn(stopped, logger, **_):
+            logger.info("started")
+            while not stopped.wait(10):
+                pass
+            time.sleep(0.3)  # cleaning up after the stop, in its thread
+            returned.set()
+
+    server = serve(registry)
+    key = server.stub.Describe(pb.DescribeRequest()).handlers[0].key
+    req = request("d")
+    stream = server.stub.Daemon(pb.DaemonRequest(handler_id="d", handler_key=key, object=req.object, resource=req.resource))
+    assert next(stream).log.message == "started"
+    stop = pb.StopDaemonRequest(handler_id="d", handler_key=key, uid="uid-1")
+    assert server.stub.StopDaemon(stop).stopping
+    rest = list(stream)
+    assert rest[-1].HasField("exit") and rest[-1].exit.stopped, rest
+    assert returned.is_set(), "the exit came only after the function returned"
+    assert not server.stub.StopDaemon(stop).stopping, "an ended daemon is forgotten"
+
+
+def test_a_daemon_that_returns_on_its_own_says_it_was_not_stopped(registry, serve):
+    @bosun.daemon("kex", id="d", registry=registry)
+    def daemon_fn(**_):
+        pass
+
+    server = serve(registry)
+    messages = list(server.stub.Daemon(pb.DaemonRequest(handler_id="d", object=request("d").object)))
+    assert messages[-1].HasField("exit") and not messages[-1].exit.stopped

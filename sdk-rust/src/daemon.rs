@@ -3,7 +3,9 @@
 //! at once. When the controller stops a daemon (the object is deleted or stops matching, or
 //! the controller stops), it asks through `StopDaemon`; [`Cause::stopped`] says so, and the
 //! daemon should return soon: what it records meanwhile and its exit still reach the
-//! controller, which reads the stream to the end. Cancelling the call stops it too.
+//! controller, which reads the stream to the end. Cancelling the call stops it too. The exit
+//! (`DaemonExit`, with `stopped` when it was asked to stop) is sent only once the function has
+//! returned: the controller holds the object (its finalizer, a handover) until then.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -177,7 +179,14 @@ impl Dispatcher {
                         daemon.await
                     }
                 };
-                let exit = pb::DaemonExit { outcome: ran.outcome.into(), message: ran.message, delay_seconds: ran.delay_seconds };
+                // Sent only now that the function has returned: the controller takes it as the
+                // daemon's real end (a handover or a deletion waits for it).
+                let exit = pb::DaemonExit {
+                    outcome: ran.outcome.into(),
+                    message: ran.message,
+                    delay_seconds: ran.delay_seconds,
+                    stopped: *stop.borrow(),
+                };
                 let _ = tx.send(Ok(pb::DaemonMessage { message: Some(pb::daemon_message::Message::Exit(exit)) }));
                 // Forgotten only once its exit is sent: a stop asked meanwhile finds it, and
                 // the controller reads on to the exit.

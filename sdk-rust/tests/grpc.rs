@@ -542,3 +542,51 @@ async fn stop_daemon_asks_a_running_daemon_to_stop_and_its_stream_ends_with_what
     let after = served.client.stop_daemon(stop("uid-1")).await.unwrap().into_inner();
     assert!(!after.stopping, "an ended daemon is forgotten");
 }
+
+/// The exit is the daemon's real end: sent only once the function has returned, even when it
+/// takes a while to after its stop, and it says whether it was stopped.
+#[tokio::test]
+async fn a_stopped_daemons_exit_comes_only_after_its_function_returned_and_says_it_was_stopped() {
+    use pb::daemon_message::Message;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let returned = std::sync::Arc::new(AtomicBool::new(false));
+    let seen = returned.clone();
+    let operator = Operator::new().on_daemon(KEX, move |cause: Cause| {
+        let returned = returned.clone();
+        async move {
+            cause.info("running");
+            if cause.name() == "kopf-example-1" {
+                cause.stopped().wait().await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            returned.store(true, Ordering::SeqCst);
+            Ok(())
+        }
+    });
+    let mut served = serve(operator).await;
+    let mut stream = daemon_messages(&mut served, "daemon_fn").await;
+    assert!(stream.message().await.unwrap().is_some(), "the daemon runs");
+    // The object has no uid: the daemon is known by its handler and the empty uid.
+    let stop = pb::StopDaemonRequest { handler_id: "daemon_fn".into(), ..Default::default() };
+    assert!(served.client.stop_daemon(stop).await.unwrap().into_inner().stopping);
+    assert!(!seen.load(Ordering::SeqCst), "still winding down");
+    let exit = loop {
+        let message = tokio::time::timeout(Duration::from_secs(10), stream.message()).await.expect("the exit comes").unwrap();
+        if let Some(Message::Exit(exit)) = message.expect("an exit before the end").message {
+            break exit;
+        }
+    };
+    assert!(seen.load(Ordering::SeqCst), "the exit comes after the function returned");
+    assert!(exit.stopped, "it was stopped");
+
+    // One that ends on its own says it was not stopped.
+    let mut other = object();
+    other["metadata"]["name"] = json!("kopf-example-2");
+    let request = pb::DaemonRequest { handler_id: "daemon_fn".into(), object: serde_json::to_vec(&other).unwrap(), ..Default::default() };
+    let mut stream = served.client.daemon(request).await.unwrap().into_inner();
+    let mut last = None;
+    while let Some(message) = stream.message().await.unwrap() {
+        last = message.message;
+    }
+    assert!(matches!(last, Some(Message::Exit(pb::DaemonExit { stopped: false, .. }))), "{last:?}");
+}

@@ -7,7 +7,9 @@
 //! to stop and seen to its end (`daemons`); until it has ended, the object's deletion keeps
 //! the finalizer, a handover waits for it (it holds its turn), and the same daemon is not
 //! started again for the object: never two instances of one daemon, as in Kopf. Its end wakes
-//! the object's worker at once ([`Held::released`]).
+//! the object's worker at once ([`Held::released`]). Each task holds its object's turn: a
+//! revocation stops a timer at once (its call cancelled) and a daemon as a handover does,
+//! its turn held until its server reports its real exit (bounded by `cancellation_timeout`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,7 +18,6 @@ use std::time::Duration;
 
 use bosun_proto::v1 as pb;
 use chrono::{DateTime, Utc};
-use futures::future::Either;
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::{Notify, watch};
@@ -178,14 +179,15 @@ impl Background {
         let stop = CancellationToken::new();
         let ended = Arc::new(AtomicBool::new(false));
         let ending = Ending { winding: self.winding.clone(), key: key.to_string(), id: h.id.clone(), ended: ended.clone() };
-        let run = if h.kind == pb::HandlerKind::Daemon {
-            Either::Left(super::daemons::run(ctx.clone(), h.clone(), latest, stop.clone()))
-        } else {
-            Either::Right(super::timers::run(ctx.clone(), h.clone(), latest))
-        };
+        let (ctx2, h2, requested) = (ctx.clone(), h.clone(), stop.clone());
         let task = ctx.tasks.spawn(async move {
-            let _held = (turn, running, ending);
-            run.await
+            // Dropped in this order when the task ends, however it ends: the turn first.
+            let held = (turn, running, ending);
+            if h2.kind == pb::HandlerKind::Daemon {
+                super::daemons::run(ctx2, h2, latest, requested, &held.0).await
+            } else {
+                super::timers::run(ctx2, h2, latest, &held.0).await
+            }
         });
         Task { handler: h.clone(), abort: task.abort_handle(), stop, ended }
     }

@@ -1,6 +1,16 @@
 //! One handling cycle of one object, executed: the plan (`state::plan`) decides, this module
 //! calls the handler servers the plan names, creates owned objects, writes what the plan
 //! computed, and tells the plan whose patch the API server refused.
+//!
+//! A cycle runs within its object's [`Turn`] and checks it before each handler call and each
+//! write: once the object is not ours (a shard handed over, a peering pause, a revocation) the
+//! cycle stops there, progress already written stays, and the next owner carries on from it.
+//! A voluntary handover lets the handler call in flight finish (the new owner waits for the
+//! turn to end, `Authority::settled`); its answer is not written, so the next owner calls that
+//! handler again (calls are at-least-once). Only a revocation — ownership lost by force, when
+//! another replica may start soon — cuts a call: the worker drops the cycle's future at once,
+//! which cancels the gRPC call (the handler server sees a cancelled RPC) and any write in
+//! flight; a write already on the wire may still land, nothing is sent after it.
 
 use std::sync::Arc;
 
@@ -11,6 +21,7 @@ use super::background::{Background, is_background};
 use super::context::{ResourceContext, to_json};
 use super::writes::WriteError;
 use crate::cluster::events;
+use crate::coordination::Turn;
 use crate::engines::dispatch::CallFailure;
 use crate::engines::posting;
 use crate::logs::{Level, Line};
@@ -38,6 +49,12 @@ impl CycleEnd {
     fn then(next: Next, written: Option<Value>) -> CycleEnd {
         CycleEnd { next, written, released: None }
     }
+}
+
+/// Whether a cycle may take its next step (a handler call, a write): its turn is current
+/// (a deleted object's cycle has none and writes nothing but to release it).
+fn current(turn: Option<&Turn>) -> bool {
+    turn.is_none_or(Turn::is_current)
 }
 
 fn pb_reason(r: Reason) -> pb::Reason {
@@ -75,8 +92,9 @@ impl ResourceContext {
         self.log.enabled(level) || self.posting.posts_line(level)
     }
 
-    /// Runs one cycle for `body` (`deleted`: the watch said DELETED).
-    pub async fn process(self: &Arc<Self>, background: &Background, body: &Value, deleted: bool) -> CycleEnd {
+    /// Runs one cycle for `body` (`deleted`: the watch said DELETED) within `turn` (none for a
+    /// deleted object): it stops before a handler call or a write once the turn is not current.
+    pub async fn process(self: &Arc<Self>, background: &Background, body: &Value, deleted: bool, turn: Option<&Turn>) -> CycleEnd {
         let uid = object::meta_str(body, "uid").to_string();
         let key = object_key(body);
         if deleted {
@@ -89,7 +107,7 @@ impl ResourceContext {
                 if let Ok(current) = self.api.get(&path).await
                     && object::meta_str(&current, "uid") == uid
                 {
-                    return Box::pin(self.process(background, &current, false)).await;
+                    return Box::pin(self.process(background, &current, false, turn)).await;
                 }
             }
             // Kopf's goodbye, for the objects this resource's handlers are for.
@@ -112,14 +130,21 @@ impl ResourceContext {
             known_essence = Some(e);
         }
         let hold = held.as_ref().map(|h| h.until);
-        let mut end = self.handle(body, &uid, known_essence, hold).await;
+        let mut end = self.handle(body, &uid, known_essence, hold, turn).await;
         end.released = held.map(|h| h.released);
         end
     }
 
     /// Runs the cycle's handlers for `body` and writes what the plan concludes; `hold`: stopped
     /// daemons of the object keep its finalizer until then at least.
-    async fn handle(&self, body: &Value, uid: &str, known_essence: Option<Value>, hold: Option<chrono::DateTime<chrono::Utc>>) -> CycleEnd {
+    async fn handle(
+        &self,
+        body: &Value,
+        uid: &str,
+        known_essence: Option<Value>,
+        hold: Option<chrono::DateTime<chrono::Utc>>,
+        turn: Option<&Turn>,
+    ) -> CycleEnd {
         let obj = object_ref(body);
         let uid = uid.to_string();
         let subject = self.subject();
@@ -132,6 +157,9 @@ impl ResourceContext {
             }
             Start::AddFinalizer(writes, lines) => {
                 self.lines(body, lines);
+                if !current(turn) {
+                    return self.not_ours(body);
+                }
                 return match self.write(body, &writes).await {
                     Ok(written) => CycleEnd::then(Next::Now, written),
                     Err(e) => self.failed_write(body, e),
@@ -157,30 +185,45 @@ impl ResourceContext {
         crate::engines::trace_context::record_trace_id(&span);
         let handling = async {
             while let Some(inv) = cycle.next_call() {
+                if !current(turn) {
+                    return self.not_ours(body);
+                }
                 let handler = tracing::info_span!("handler", otel.name = %format_args!("handler {}", inv.id), otel.kind = "client", handler = %inv.id);
                 handler.in_scope(|| self.lines(body, cycle.take_lines()));
                 let mut reply = self.call(&cycle, &inv, body, &uid).instrument(handler.clone()).await;
                 if let Ok(answer) = &mut reply
                     && answer.outcome == pb::Outcome::Success as i32
                     && !answer.owned.is_empty()
+                    && current(turn)
                 {
                     self.adopt_into(body, answer).instrument(handler.clone()).await;
                 }
                 cycle.absorb(&subject, body, &inv, reply);
                 handler.in_scope(|| self.lines(body, cycle.take_lines()));
             }
-            self.finish(&mut cycle, body, &uid, hold).await
+            self.finish(&mut cycle, body, &uid, hold, turn).await
         };
         handling.instrument(span).await
     }
 
     /// Writes what the cycle concluded; when the API server refuses it, finds the handlers
     /// whose patches it refuses, fails only them, and writes again.
-    async fn finish(&self, cycle: &mut Cycle, body: &Value, uid: &str, hold: Option<chrono::DateTime<chrono::Utc>>) -> CycleEnd {
+    async fn finish(
+        &self,
+        cycle: &mut Cycle,
+        body: &Value,
+        uid: &str,
+        hold: Option<chrono::DateTime<chrono::Utc>>,
+        turn: Option<&Turn>,
+    ) -> CycleEnd {
         let subject = self.subject();
         loop {
             let (writes, next) = cycle.conclude(&subject, body, hold);
             let lines = cycle.take_lines();
+            if !current(turn) {
+                self.lines(body, lines);
+                return self.not_ours(body);
+            }
             match self.write(body, &writes).await {
                 Ok(written) => {
                     self.lines(body, lines);
@@ -205,6 +248,13 @@ impl ResourceContext {
                 }
             }
         }
+    }
+
+    /// The end of a cycle stopped because its object is not ours now (handed over, paused, or
+    /// revoked): what was written stays, and its owner carries on from there.
+    fn not_ours(&self, body: &Value) -> CycleEnd {
+        self.say(body, Level::Debug, "Not ours now (handed over or paused); the cycle stops here.".into());
+        CycleEnd::then(Next::Idle, None)
     }
 
     /// The API server refused the controller's own writes (no handler's patch is at fault).

@@ -5,15 +5,20 @@
 //! reached, is restarted after its delay or its own backoff; otherwise it stays stopped for that
 //! object until the controller restarts.
 //!
-//! A daemon is stopped as Kopf stops one, and seen to its end: asked to stop (the object is
-//! deleted, stops matching or is not ours now, or the controller stops), the controller asks
-//! its server to stop it (`StopDaemon`) and, when the server says it is stopping, reads its
-//! stream on — log lines, events, patches — until its exit, for at most its
-//! `cancellation_timeout` when it has one, else for as long as it takes (within the stop's
-//! grace when the controller itself stops); only then is the call cancelled. A server without
-//! StopDaemon, or with no such daemon running, gets the cancellation at once as its stop
-//! signal, and the daemon counts as running for its `cancellation_timeout` more. A stopped
-//! daemon is never restarted.
+//! A daemon is stopped as Kopf stops one, and seen to its real end: asked to stop (the object
+//! is deleted, stops matching or is not ours now, ownership is revoked, or the controller
+//! stops), the controller asks its server to stop it (`StopDaemon`) and reads its stream on —
+//! log lines, events, patches — until the server reports its exit, which it sends only once
+//! the daemon's function has returned (`DaemonExit.stopped`). It waits for at most the
+//! daemon's `cancellation_timeout` when it has one (then the call is cancelled and the daemon
+//! left orphaned, in Kopf's words), else for as long as it takes (within the stop's grace when
+//! the controller itself stops). Meanwhile the daemon holds its object's turn and finalizer:
+//! a handover, a pause's settling and a deletion wait for its end, so that one daemon never
+//! runs twice. A StopDaemon that fails or finds no such daemon is asked again with a backoff
+//! while the stream is read; only a server without StopDaemon (older servers) gets the
+//! cancellation at once as its stop signal, and its daemon counts as running for its
+//! `cancellation_timeout` more. After a revocation nothing the daemon sends is written: the
+//! object may be another replica's already. A stopped daemon is never restarted.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +33,8 @@ use tracing::Instrument as _;
 
 use super::background::Latest;
 use super::context::{ResourceContext, to_json};
-use crate::engines::dispatch::DaemonStream;
+use crate::coordination::Turn;
+use crate::engines::dispatch::{CallFailure, DaemonStream};
 use crate::engines::human;
 use crate::logs::ObjectRef;
 use crate::object::{self, object_ref};
@@ -72,28 +78,40 @@ enum Ran {
 enum Stop {
     /// `background`: the object is deleted, stops matching, or is not ours now.
     Requested,
+    /// Ownership was revoked: as requested, and nothing it sends is written any more.
+    Revoked,
     /// The controller (or the resource's service) stops.
     Controller,
 }
 
 /// Waits until the daemon is asked to stop.
-async fn stopping(requested: &CancellationToken, stop: &mut watch::Receiver<bool>) -> Stop {
+async fn stopping(requested: &CancellationToken, stop: &mut watch::Receiver<bool>, turn: &Turn) -> Stop {
     tokio::select! {
+        _ = turn.revoked() => Stop::Revoked,
         _ = requested.cancelled() => Stop::Requested,
         _ = stop.wait_for(|s| *s) => Stop::Controller,
     }
 }
 
-/// Runs the daemon `h` for one object until it ends for good or is stopped (`requested`, or
-/// the controller's stop).
-pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Receiver<Latest>, requested: CancellationToken) {
+/// Whether the turn was revoked (not merely handed over).
+fn revoked(turn: &Turn) -> bool {
+    futures::FutureExt::now_or_never(turn.revoked()).is_some()
+}
+
+/// Runs the daemon `h` for one object until it ends for good or is stopped (`requested`, a
+/// revocation of its `turn`, or the controller's stop).
+pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Receiver<Latest>, requested: CancellationToken, turn: &Turn) {
     let mut stop = ctx.stop.clone();
-    tokio::select! { _ = stopping(&requested, &mut stop) => return, _ = tokio::time::sleep(h.daemon.initial_delay) => {} }
+    tokio::select! { _ = stopping(&requested, &mut stop, turn) => return, _ = tokio::time::sleep(h.daemon.initial_delay) => {} }
     let mut retry = 0u32;
     loop {
-        // A daemon (re)starts only while no index is being filled.
+        // A daemon (re)starts only while no index is being filled, and only for an object
+        // that is ours (one given away meanwhile is stopped by `background`).
         if !ctx.gate.is_open() {
-            tokio::select! { _ = stopping(&requested, &mut stop) => return, _ = ctx.gate.opened() => {} }
+            tokio::select! { _ = stopping(&requested, &mut stop, turn) => return, _ = ctx.gate.opened() => {} }
+        }
+        if !turn.is_current() {
+            return;
         }
         let body = latest.borrow().0.clone();
         let obj = object_ref(&body);
@@ -118,7 +136,7 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
             trace_id = tracing::field::Empty,
         );
         crate::engines::trace_context::record_trace_id(&span);
-        let run = Runner { ctx: &ctx, h: &h, obj: &obj, latest: &latest };
+        let run = Runner { ctx: &ctx, h: &h, obj: &obj, latest: &latest, turn };
         let ended = match run.once(&requested, &mut stop, req).instrument(span).await {
             Ran::Stopped(None) => return,
             Ran::Stopped(Some(end)) => {
@@ -145,7 +163,7 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
                 };
                 ctx.log.warn(Some(&obj), &format!("Daemon '{}'{why} will be restarted in {}.", h.id, human(delay)));
                 retry = retry.saturating_add(1);
-                tokio::select! { _ = stopping(&requested, &mut stop) => return, _ = tokio::time::sleep(delay) => {} }
+                tokio::select! { _ = stopping(&requested, &mut stop, turn) => return, _ = tokio::time::sleep(delay) => {} }
             }
         }
     }
@@ -157,6 +175,8 @@ struct Runner<'a> {
     h: &'a Handler,
     obj: &'a ObjectRef,
     latest: &'a watch::Receiver<Latest>,
+    /// The object's turn, held until the daemon's end.
+    turn: &'a Turn,
 }
 
 impl Runner<'_> {
@@ -164,7 +184,7 @@ impl Runner<'_> {
     async fn once(&self, requested: &CancellationToken, stop: &mut watch::Receiver<bool>, req: pb::DaemonRequest) -> Ran {
         let (ctx, h) = (self.ctx, self.h);
         let opened = tokio::select! {
-            _ = stopping(requested, stop) => return Ran::Stopped(None),
+            _ = stopping(requested, stop, self.turn) => return Ran::Stopped(None),
             o = ctx.servers[h.server].daemon(req) => o,
         };
         let mut stream = match opened {
@@ -176,7 +196,7 @@ impl Runner<'_> {
         };
         loop {
             let next = tokio::select! {
-                why = stopping(requested, stop) => return Ran::Stopped(self.wind_down(stream, why, stop).await),
+                why = stopping(requested, stop, self.turn) => return Ran::Stopped(self.wind_down(stream, why, stop).await),
                 n = stream.next() => n,
             };
             if let Some(end) = self.absorb(next).await {
@@ -195,7 +215,7 @@ impl Runner<'_> {
             }
             Some(Ok(message)) => {
                 let body = self.latest.borrow().0.clone();
-                let e = apply(self.ctx, self.h, &body, message).await?;
+                let e = apply(self.ctx, self.h, &body, message, !revoked(self.turn)).await?;
                 let outcome = pb::Outcome::try_from(e.outcome).unwrap_or(pb::Outcome::UnexpectedError);
                 Some(End::of(&Answer::Answered { outcome, message: e.message, delay: e.delay_seconds }))
             }
@@ -203,12 +223,15 @@ impl Runner<'_> {
     }
 
     /// Stops the running daemon: asks its server to (StopDaemon), then reads its stream to the
-    /// end or until its time is up; `None` when it was cancelled without an end seen.
+    /// end or until its time is up; `None` when it was cancelled without an end seen. A
+    /// StopDaemon that fails, or finds no such daemon (its exit may be on its way, or it has
+    /// not started yet), is asked again with a backoff while the stream is read: only a server
+    /// without StopDaemon (UNIMPLEMENTED) gets the cancellation at once as its stop signal.
     async fn wind_down(&self, mut stream: DaemonStream, why: Stop, stop: &mut watch::Receiver<bool>) -> Option<End> {
         let (ctx, h) = (self.ctx, self.h);
         let timeout = (!h.daemon.cancellation_timeout.is_zero()).then_some(h.daemon.cancellation_timeout);
         let bound = match why {
-            Stop::Requested => timeout,
+            Stop::Requested | Stop::Revoked => timeout,
             Stop::Controller => Some(timeout.map_or(STOP_GRACE, |t| t.min(STOP_GRACE))),
         };
         let mut deadline = bound.map(|b| Instant::now() + b);
@@ -217,29 +240,43 @@ impl Runner<'_> {
             handler_key: h.key.clone(),
             uid: object::meta_str(&self.latest.borrow().0, "uid").to_string(),
         };
-        let call = deadline.map_or(STOP_CALL, |d| d.saturating_duration_since(Instant::now()).min(STOP_CALL));
-        let why_not = match ctx.servers[h.server].stop_daemon(req, call).await {
-            Ok(said) if said.stopping => None,
-            Ok(_) => Some("its handler server has no such daemon running".to_string()),
-            Err(failure) => Some(format!("its handler server did not stop it on request: StopDaemon {failure}")),
-        };
-        if let Some(why_not) = why_not {
-            drop(stream);
-            ctx.log.debug(Some(self.obj), &format!("Daemon '{}' is cancelled ({why_not}).", h.id));
-            // Its server may still be winding it down: it counts as running a while more.
-            if why == Stop::Requested
-                && let Some(t) = timeout
-            {
-                tokio::select! { _ = stop.wait_for(|s| *s) => {}, _ = tokio::time::sleep(t) => {} }
-            }
-            return None;
-        }
-        ctx.log.debug(Some(self.obj), &format!("Daemon '{}' is signalled to exit gracefully.", h.id));
+        let mut asked = 0usize;
+        // When to ask the server again (`None`: it said it is stopping the daemon).
+        let mut ask_at = Some(Instant::now());
         let mut controller_stops = why == Stop::Controller;
         loop {
+            if ask_at.is_some_and(|at| at <= Instant::now()) {
+                let call = deadline.map_or(STOP_CALL, |d| d.saturating_duration_since(Instant::now()).min(STOP_CALL));
+                asked += 1;
+                ask_at = match ctx.servers[h.server].stop_daemon(req.clone(), call).await {
+                    Ok(said) if said.stopping => {
+                        ctx.log.debug(Some(self.obj), &format!("Daemon '{}' is signalled to exit gracefully.", h.id));
+                        None
+                    }
+                    Err(CallFailure::Failed { code: tonic::Code::Unimplemented, .. }) => {
+                        return self.cancelled(stream, why, stop, timeout).await;
+                    }
+                    said => {
+                        if asked == 1 {
+                            let why_not = match said {
+                                Ok(_) => "its handler server has no such daemon running".to_string(),
+                                Err(failure) => format!("StopDaemon {failure}"),
+                            };
+                            ctx.log.debug(Some(self.obj), &format!("Daemon '{}' is not stopped yet ({why_not}); asking again.", h.id));
+                        }
+                        Some(Instant::now() + crate::runtime::worker::throttle_delay(asked).min(STOP_CALL))
+                    }
+                };
+            }
             let out_of_time = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let ask_again = async {
+                match ask_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
                     None => std::future::pending().await,
                 }
             };
@@ -249,6 +286,7 @@ impl Runner<'_> {
                     ctx.log.warn(Some(self.obj), &format!("Daemon '{}' did not exit in time. Leaving it orphaned.", h.id));
                     return None;
                 }
+                _ = ask_again => continue,
                 // The controller stops meanwhile: the wait ends within the stop's grace.
                 _ = stop.wait_for(|s| *s), if !controller_stops => {
                     controller_stops = true;
@@ -261,6 +299,20 @@ impl Runner<'_> {
                 return Some(end);
             }
         }
+    }
+
+    /// A server without StopDaemon: the stream's cancellation is the daemon's stop signal, and
+    /// its end cannot be seen; it counts as running for its `cancellation_timeout` more.
+    async fn cancelled(&self, stream: DaemonStream, why: Stop, stop: &mut watch::Receiver<bool>, timeout: Option<Duration>) -> Option<End> {
+        drop(stream);
+        let why_not = "its handler server cannot stop it on request (no StopDaemon)";
+        self.ctx.log.debug(Some(self.obj), &format!("Daemon '{}' is cancelled ({why_not}).", self.h.id));
+        if why != Stop::Controller
+            && let Some(t) = timeout
+        {
+            tokio::select! { _ = stop.wait_for(|s| *s) => {}, _ = tokio::time::sleep(t) => {} }
+        }
+        None
     }
 
     /// Logs how the daemon ended for good, in Kopf's words; `stopped`: it was asked to.
@@ -283,11 +335,17 @@ impl Runner<'_> {
     }
 }
 
-/// Applies one daemon message; returns the exit when it is one.
-async fn apply(ctx: &ResourceContext, h: &Handler, body: &Value, message: pb::DaemonMessage) -> Option<pb::DaemonExit> {
+/// Applies one daemon message; returns the exit when it is one. Patches are written only
+/// when `may_write` (not after a revocation: another replica may own the object by then).
+async fn apply(ctx: &ResourceContext, h: &Handler, body: &Value, message: pb::DaemonMessage, may_write: bool) -> Option<pb::DaemonExit> {
     use pb::daemon_message::Message;
     let obj = object_ref(body);
-    match message.message? {
+    let message = message.message?;
+    if !may_write && matches!(message, Message::MergePatch(_) | Message::JsonPatch(_)) {
+        ctx.log.debug(Some(&obj), &format!("Daemon '{}' sent a patch after ownership was revoked; not applied.", h.id));
+        return None;
+    }
+    match message {
         Message::Log(line) => ctx.log_lines(&obj, std::slice::from_ref(&line)),
         Message::Event(event) => ctx.post_events(body, std::iter::once(&event)).await,
         Message::MergePatch(bytes) => {

@@ -11,6 +11,7 @@ pub mod indexing;
 pub mod namespaces;
 pub mod owned;
 pub mod queues;
+mod relist;
 mod resolving;
 mod served;
 pub mod servers;

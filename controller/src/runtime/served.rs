@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 use super::context::{Clock, ResourceContext};
 use super::resolving::{self, Found, Group, Resolver, ResourceKey};
 use super::worker::Router;
-use super::{GRACE, indexing, namespaces, spies};
+use super::{GRACE, indexing, namespaces, relist, spies};
 use crate::Namespaces;
 use crate::Settings;
 use crate::cluster::watching::{self, Seen, WatchScope};
@@ -428,60 +428,45 @@ impl ResourceJob {
 
 /// Follows the authority's verdict for one resource: stops the timers and daemons of objects
 /// no longer ours, and lists the resource again when objects may have become ours (resumed
-/// after a pause, leadership won, a shard grown), so that they get their cycle, timers and
-/// daemons; the watches themselves never stopped.
+/// after a pause, leadership won, a shard grown), retried until it succeeds (`relist`), so
+/// that they get their cycle, timers and daemons; the watches themselves never stopped.
 async fn follow_authority(
     shared: Shared,
     resource: discovery::ResolvedResource,
     scopes: Vec<(WatchScope, Option<Vec<String>>)>,
     router: Router,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let authority = shared.authority.clone();
-    let mut changes = authority.subscribe();
-    let mut gained = changes.borrow_and_update().gained;
-    loop {
-        tokio::select! {
-            _ = stop.changed() => return,
-            r = changes.changed() => if r.is_err() { return },
+    let on_change = {
+        let (router, log, what) = (router.clone(), shared.log.clone(), resource.display());
+        move || {
+            let stopped = router.background().stop_unowned(&authority, chrono::Utc::now());
+            if stopped > 0 {
+                log.info(None, &format!("Stopped the timers and daemons of {stopped} object(s) of {what} that are not ours now."));
+            }
         }
-        let now = *changes.borrow_and_update();
-        let stopped = router.background().stop_unowned(&authority, chrono::Utc::now());
-        if stopped > 0 {
-            shared.log.info(
-                None,
-                &format!("Stopped the timers and daemons of {stopped} object(s) of {} that are not ours now.", resource.display()),
-            );
-        }
-        if now.gained == gained {
-            continue;
-        }
-        gained = now.gained;
-        for (scope, patterns) in &scopes {
-            let listing = watching::list_all(&shared.cluster, &resource, scope, |seen| {
-                if let Some(seen) = in_scope(seen, &resource, patterns.as_deref()) {
+    };
+    let (cluster, scopes_, resource_) = (&shared.cluster, &scopes, &resource);
+    let list: relist::ListScope<'_> = Box::new(move |i| {
+        let router = router.clone();
+        Box::pin(async move {
+            let (scope, patterns) = &scopes_[i];
+            let listed = watching::list_all(cluster, resource_, scope, |seen| {
+                if let Some(seen) = in_scope(seen, resource_, patterns.as_deref()) {
                     router.deliver(seen);
                 }
-            });
-            let listed = tokio::select! {
-                _ = stop.changed() => return,
-                r = listing => r,
-            };
+            })
+            .await;
             if listed.is_ok() {
-                let labels = crate::metrics::WatchLabels { resource: resource.metrics_label(), reason: "ownership" };
+                let labels = crate::metrics::WatchLabels { resource: resource_.metrics_label(), reason: "ownership" };
                 crate::metrics::global().relists.get_or_create(&labels).inc();
             }
-            match listed {
-                Ok(n) => shared
-                    .log
-                    .info(None, &format!("Listed {n} object(s) of {} again: those that are ours now are handled.", resource.display())),
-                Err(e) => shared.log.warn(
-                    None,
-                    &format!("Could not list {} again: {e}; objects that became ours wait for their next change.", resource.display()),
-                ),
-            }
-        }
-    }
+            listed.map_err(|e| e.to_string())
+        })
+    });
+    let what = resource.display().to_string();
+    relist::follow(shared.authority.clone(), scopes.len(), what, shared.log.clone(), stop, on_change, list).await;
 }
 
 /// What a watch or a listing of one scope delivers: the object with its apiVersion and kind,

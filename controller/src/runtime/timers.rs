@@ -14,13 +14,25 @@ use tokio::time::Instant;
 
 use super::background::Latest;
 use super::context::{ResourceContext, to_json};
+use crate::coordination::Turn;
 use crate::object::object_ref;
 use crate::state::outcomes::{Answer, Attempt, TimerNext, attempt_of, timer_next};
 use crate::state::plan::Writes;
 use crate::state::registry::Handler;
 
-/// Runs the timer `h` for one object until its task is aborted or the controller stops.
-pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, mut latest: watch::Receiver<Latest>) {
+/// Runs the timer `h` for one object until its task is aborted, the controller stops, or its
+/// `turn` is not current (revoked: at once, its call in flight cancelled; handed over or
+/// paused: at its next call or write).
+pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Receiver<Latest>, turn: &Turn) {
+    tokio::select! {
+        biased;
+        _ = turn.revoked() => {}
+        _ = ticking(ctx, h, latest, turn) => {}
+    }
+}
+
+/// The timer's loop, as [`run`] says.
+async fn ticking(ctx: Arc<ResourceContext>, h: Arc<Handler>, mut latest: watch::Receiver<Latest>, turn: &Turn) {
     let mut stop = ctx.stop.clone();
     let t = h.timer;
     let sleep = |d: Duration| tokio::time::sleep(d);
@@ -45,18 +57,22 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, mut latest: watch::
         }
         let started = Instant::now();
         let body = latest.borrow().0.clone();
-        let wait = match tick(&ctx, &h, &body).await {
-            TimerNext::Interval if t.sharp => t.interval.saturating_sub(started.elapsed()),
-            TimerNext::Interval => t.interval,
-            TimerNext::Retry(d) => d,
+        let wait = match tick(&ctx, &h, &body, turn).await {
+            None => return,
+            Some(TimerNext::Interval) if t.sharp => t.interval.saturating_sub(started.elapsed()),
+            Some(TimerNext::Interval) => t.interval,
+            Some(TimerNext::Retry(d)) => d,
         };
         tokio::select! { _ = stop.changed() => return, _ = sleep(wait) => {} }
     }
 }
 
-/// Calls the timer once and writes what it returned.
-async fn tick(ctx: &ResourceContext, h: &Handler, body: &Value) -> TimerNext {
+/// Calls the timer once and writes what it returned; `None` when the object is not ours now.
+async fn tick(ctx: &ResourceContext, h: &Handler, body: &Value, turn: &Turn) -> Option<TimerNext> {
     let obj = object_ref(body);
+    if !turn.is_current() {
+        return None;
+    }
     let req = pb::HandleRequest {
         handler_id: h.id.clone(),
         handler_key: h.key.clone(),
@@ -70,7 +86,7 @@ async fn tick(ctx: &ResourceContext, h: &Handler, body: &Value) -> TimerNext {
         Err(failure) => {
             let attempt = attempt_of(&failure.answer(), None);
             ctx.log.warn(Some(&obj), &format!("Timer '{}' {failure}. Will retry.", h.id));
-            return timer_next(h, attempt.as_ref());
+            return Some(timer_next(h, attempt.as_ref()));
         }
     };
     ctx.log_lines(&obj, &answer.logs);
@@ -83,6 +99,10 @@ async fn tick(ctx: &ResourceContext, h: &Handler, body: &Value) -> TimerNext {
         Attempt::Temporary { message, .. } => ctx.log.warn(Some(&obj), &format!("Timer '{}' failed temporarily: {message}", h.id)),
         Attempt::Permanent(m) => ctx.log.error(Some(&obj), &format!("Timer '{}' failed permanently: {m}", h.id)),
         Attempt::Unexpected { message: m, .. } => ctx.log.warn(Some(&obj), &format!("Timer '{}' failed with an exception: {m}", h.id)),
+    }
+    if !turn.is_current() {
+        ctx.log.debug(Some(&obj), &format!("Timer '{}' is not written: the object is not ours now.", h.id));
+        return None;
     }
     if matches!(attempt, Attempt::Success(_)) {
         let subject = ctx.subject();
@@ -100,5 +120,5 @@ async fn tick(ctx: &ResourceContext, h: &Handler, body: &Value) -> TimerNext {
         }
     }
     ctx.post_events(body, answer.events.iter()).await;
-    timer_next(h, Some(&attempt))
+    Some(timer_next(h, Some(&attempt)))
 }

@@ -197,8 +197,31 @@ impl Router {
             // Boxed: a worker that waits holds only its own few variables, not the space of
             // a whole cycle (which would be most of a worker's memory, times every object).
             let running = crate::metrics::Up::new(m.cycles_in_flight.get_or_create(&label).clone());
-            let end = Box::pin(self.ctx.process(&self.background, body, deleted)).await;
+            let cycle = Box::pin(self.ctx.process(&self.background, body, deleted, turn.as_ref()));
+            // A revocation abandons the cycle at once: its future is dropped, so the handler
+            // call in flight is cancelled and nothing is written after it.
+            let end = match &turn {
+                Some(t) => tokio::select! {
+                    biased;
+                    _ = t.revoked() => None,
+                    end = cycle => Some(end),
+                },
+                None => Some(cycle.await),
+            };
+            // Ours no more (revoked, or handed over meanwhile): what was written stays, and the
+            // owner carries on from there; this worker forgets the object.
+            let lost = turn.as_ref().is_some_and(|t| !t.is_current());
             drop((turn, running));
+            let abandoned = end.is_none();
+            let Some(end) = end.filter(|_| !lost) else {
+                let why = if abandoned { "Ownership was revoked: the cycle is abandoned" } else { "Not ours now: the cycle stopped" };
+                self.ctx.log.debug(Some(&object_ref(body)), &format!("{why}; its new owner carries on."));
+                (latest, wake, throttled, written_rv, permit, throttle_up, released) = (None, None, false, None, None, None, None);
+                if self.workers.retire(&key, &mailbox, Option::is_none) {
+                    return;
+                }
+                continue;
+            };
             released = end.released;
             // The watch event of a deletion that came while the cycle ran is older than our
             // write and is skipped as its echo; the written body shows it, so handle it now.

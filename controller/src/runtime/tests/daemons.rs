@@ -77,11 +77,12 @@ async fn a_stopped_daemon_that_does_not_exit_in_its_cancellation_timeout_is_left
     assert_eq!(rig.logged("Daemon 'd' succeeded."), 0);
 }
 
-/// A server without StopDaemon (UNIMPLEMENTED), or with no such daemon running (`stopping:
-/// false`), gets the cancellation at once, and the finalizer is held for the daemon's
-/// cancellation timeout, as before StopDaemon.
+/// A server without StopDaemon (UNIMPLEMENTED) gets the cancellation at once, and the
+/// finalizer is held for the daemon's cancellation timeout, as before StopDaemon. One that
+/// finds no such daemon running (`stopping: false`) is asked again while the stream is read,
+/// until the timeout.
 #[tokio::test(start_paused = true)]
-async fn a_deleted_objects_daemon_is_cancelled_at_once_by_a_server_that_does_not_stop_it_and_holds_the_finalizer_for_its_timeout() {
+async fn a_deleted_objects_daemon_is_cancelled_at_once_by_a_server_without_stop_daemon_and_holds_the_finalizer_for_its_timeout() {
     for stops in [false, true] {
         let body = finalized();
         let d = daemon("d", pb::DaemonOptions { cancellation_timeout_seconds: 5.0, ..Default::default() }, Default::default());
@@ -97,15 +98,23 @@ async fn a_deleted_objects_daemon_is_cancelled_at_once_by_a_server_that_does_not
         assert!(rig.server.closed.lock().is_empty(), "it runs while the object lives");
 
         let deleted = delete(&rig);
-        rig.until("the stream is cancelled", Duration::from_secs(1), |r| !r.server.closed.lock().is_empty()).await;
+        rig.until("the stream is cancelled", Duration::from_secs(10), |r| !r.server.closed.lock().is_empty()).await;
         let closed = FakeServer::times(&rig.server.closed.lock(), "d");
-        assert!(closed[0] - deleted < Duration::from_millis(10), "at once: {:?}", closed[0] - deleted);
+        let cancelled_after = if stops { Duration::from_secs(5) } else { Duration::ZERO };
+        assert_eq!(closed[0] - deleted, cancelled_after, "stops: {stops}");
         rig.until("the object is gone", Duration::from_secs(30), |r| r.api.object.lock().is_none()).await;
         let gone = deleted.elapsed();
         assert!(gone >= Duration::from_secs(5) && gone < Duration::from_secs(6), "the finalizer is held 5 s: {gone:?}");
         assert_eq!(rig.server.opened.lock().len(), 1, "not restarted");
-        assert_eq!(rig.server.stop_requests.lock().len(), 1, "asked first");
-        assert_eq!(rig.logged("DEBUG [ns/obj] Daemon 'd' is cancelled ("), 1, "{:#?}", rig.lines.lock());
+        let asked: Vec<u64> = rig.server.stop_requests.lock().iter().map(|(_, t)| (*t - deleted).as_secs()).collect();
+        let (cancelled, orphaned) = (rig.logged("DEBUG [ns/obj] Daemon 'd' is cancelled ("), rig.logged("Leaving it orphaned."));
+        if stops {
+            assert_eq!(asked, [0, 1, 2, 4], "asked again with a backoff");
+            assert_eq!((cancelled, orphaned), (0, 1), "{:#?}", rig.lines.lock());
+        } else {
+            assert_eq!(asked, [0], "asked first");
+            assert_eq!((cancelled, orphaned), (1, 0), "{:#?}", rig.lines.lock());
+        }
         assert_eq!(rig.logged("signalled to exit gracefully"), 0);
     }
 }
@@ -254,4 +263,103 @@ async fn at_the_controllers_stop_a_daemon_is_waited_for_within_the_grace() {
     assert_eq!(closed[0] - stopped, super::super::daemons::STOP_GRACE, "within the grace");
     assert_eq!(rig.server.stop_requests.lock().len(), 1);
     assert_eq!(rig.logged("Daemon 'd' did not exit in time. Leaving it orphaned."), 1);
+}
+
+/// Ownership revoked (a Lease not renewed by its deadline): the daemon is asked to stop at
+/// once, and its turn is held until its server reports its real exit, 3 s later; with a
+/// cancellation timeout of 1 s and a daemon that ignores the stop, the turn is released at
+/// 1 s, the stream cancelled, and the daemon left orphaned with Kopf's warning.
+#[tokio::test(start_paused = true)]
+async fn a_revoked_daemon_holds_its_turn_until_its_real_exit_or_its_cancellation_timeout() {
+    let cases = [
+        (pb::DaemonOptions::default(), Some(Duration::from_secs(3)), Duration::from_secs(3)),
+        (pb::DaemonOptions { cancellation_timeout_seconds: 1.0, ..Default::default() }, None, Duration::from_secs(1)),
+    ];
+    for (options, takes, held) in cases {
+        let rig = stoppable(options, takes);
+        rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+        let authority = rig.ctx.authority.clone();
+        assert_eq!(authority.in_flight(), 1);
+
+        authority.revoke();
+        let revoked = Instant::now();
+        rig.until("the turn ends", Duration::from_secs(30), |_| authority.in_flight() == 0).await;
+        let ended = revoked.elapsed();
+        assert!(ended >= held && ended < held + Duration::from_millis(200), "held {held:?}: {ended:?}");
+        let asked = rig.server.stop_requests.lock().clone();
+        assert!(asked.len() == 1 && asked[0].1 - revoked < Duration::from_millis(10), "asked to stop at once");
+        let closed = FakeServer::times(&rig.server.closed.lock(), "d");
+        assert!(closed.len() == 1 && closed[0] - revoked >= held, "the stream is read until then: {closed:?}");
+        let orphaned = rig.logged("WARNING [ns/obj] Daemon 'd' did not exit in time. Leaving it orphaned.");
+        assert_eq!(orphaned, usize::from(takes.is_none()), "{:#?}", rig.lines.lock());
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(rig.server.opened.lock().len(), 1, "not restarted");
+    }
+}
+
+/// StopDaemon that fails (the server is busy or the call is lost) is asked again with a
+/// backoff while the stream is read: the daemon is never cut loose without its end seen, and
+/// a handover waits for its real exit.
+#[tokio::test(start_paused = true)]
+async fn a_stop_that_fails_is_asked_again_and_the_handover_waits_for_the_real_exit() {
+    let rig = stoppable(Default::default(), Some(Duration::from_secs(3)));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let closed = rig.server.closed.clone();
+    rig.server
+        .daemons
+        .lock()
+        .insert("d".into(), Box::new(move |_| Ok(stoppable_daemon("d", closed.clone(), stop_rx.clone(), Some(Duration::from_secs(3))))));
+    let asked = std::sync::atomic::AtomicUsize::new(0);
+    let stop = stopping(stop_tx);
+    rig.server.stops.lock().insert(
+        "d".into(),
+        Box::new(move |req| match asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => Err(crate::engines::dispatch::CallFailure::Failed { code: tonic::Code::Unavailable, message: "busy".into() }),
+            _ => stop(req),
+        }),
+    );
+    rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+    let authority = rig.ctx.authority.clone();
+    authority.set_ownership(crate::coordination::Ownership::Nothing);
+    let given = Instant::now();
+    assert_eq!(rig.router.background().stop_unowned(&authority, rig.ctx.clock.now()), 1);
+    authority.settled().await;
+    let requests: Vec<Duration> = rig.server.stop_requests.lock().iter().map(|(_, t)| *t - given).collect();
+    assert_eq!(requests, [Duration::ZERO, Duration::from_secs(1)], "asked again after 1 s");
+    assert_eq!(given.elapsed(), Duration::from_secs(4), "until its exit, 3 s after the second request");
+    let closed = FakeServer::times(&rig.server.closed.lock(), "d");
+    assert_eq!(closed, [given + Duration::from_secs(4)], "never cancelled before its exit");
+    assert_eq!(rig.logged("Daemon 'd' has exited on request and will not be retried or restarted."), 1, "{:#?}", rig.lines.lock());
+}
+
+/// After a revocation the object may be another replica's: what the daemon sends while it
+/// winds down is not written.
+#[tokio::test(start_paused = true)]
+async fn a_revoked_daemons_patches_are_not_applied() {
+    let body = finalized();
+    let d = daemon("d", Default::default(), Default::default());
+    let rig = rig(body.clone(), vec![d], vec![]);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    rig.server.daemons.lock().insert(
+        "d".into(),
+        Box::new(move |_| {
+            let mut stopped = stop_rx.clone();
+            let patch = pb::DaemonMessage { message: Some(pb::daemon_message::Message::MergePatch(br#"{"status":{"d":"bye"}}"#.to_vec())) };
+            let (patch, exit) = (Ok(patch), Ok(exit(pb::Outcome::Success, "")));
+            let after_stop = futures::stream::once(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+                futures::stream::iter([patch, exit])
+            });
+            Ok(Box::pin(futures::StreamExt::flatten(after_stop)))
+        }),
+    );
+    rig.server.stops.lock().insert("d".into(), stopping(stop_tx));
+    rig.router.deliver(Seen::Upsert(body));
+    rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+    let writes = *rig.api.writes.lock();
+    let authority = rig.ctx.authority.clone();
+    authority.revoke();
+    rig.until("the turn ends", Duration::from_secs(5), |_| authority.in_flight() == 0).await;
+    assert_eq!(*rig.api.writes.lock(), writes, "nothing written");
+    assert_eq!(rig.logged("Daemon 'd' sent a patch after ownership was revoked; not applied."), 1, "{:#?}", rig.lines.lock());
 }

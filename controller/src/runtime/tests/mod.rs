@@ -6,6 +6,7 @@ mod calls;
 mod daemons;
 mod lines;
 mod posting;
+mod revoked;
 pub(super) mod rig;
 
 use std::sync::Arc;

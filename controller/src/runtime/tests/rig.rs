@@ -155,6 +155,9 @@ pub struct FakeServer {
     /// When each daemon stream was opened and closed (by handler id).
     pub opened: Mutex<Vec<(String, Instant)>>,
     pub closed: Arc<Mutex<Vec<(String, Instant)>>>,
+    /// Calls whose future was dropped before they answered (the server sees a cancelled
+    /// RPC), by handler id, and when.
+    pub cancelled: Arc<Mutex<Vec<(String, Instant)>>>,
     pub in_flight: AtomicUsize,
     pub most_in_flight: AtomicUsize,
     pub api: Arc<FakeApi>,
@@ -178,6 +181,23 @@ impl FakeServer {
 
     pub fn times(list: &[(String, Instant)], id: &str) -> Vec<Instant> {
         list.iter().filter(|(i, _)| i == id).map(|(_, t)| *t).collect()
+    }
+}
+
+/// A handler call in flight: dropped before it answers (`id` still set), it notes the
+/// cancellation; either way it is no longer in flight.
+struct Cancelled<'a> {
+    id: Option<String>,
+    to: Arc<Mutex<Vec<(String, Instant)>>>,
+    in_flight: &'a AtomicUsize,
+}
+
+impl Drop for Cancelled<'_> {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if let Some(id) = self.id.take() {
+            self.to.lock().push((id, Instant::now()));
+        }
     }
 }
 
@@ -262,6 +282,8 @@ impl HandlerClient for FakeServer {
             self.sent.lock().push((req.handler_id.clone(), sent, Instant::now()));
             let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             self.most_in_flight.fetch_max(now, Ordering::SeqCst);
+            // Noted as cancelled if the call's future is dropped before it answers.
+            let mut call = Cancelled { id: Some(req.handler_id.clone()), to: self.cancelled.clone(), in_flight: &self.in_flight };
             if let Some(f) = self.meanwhile.lock().get(&req.handler_id) {
                 f(&self.api);
             }
@@ -269,7 +291,8 @@ impl HandlerClient for FakeServer {
             if let Some(d) = slow {
                 tokio::time::sleep(d).await;
             }
-            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            call.id = None;
+            drop(call);
             let script = self.scripts.get(&req.handler_id).expect("scripted handler");
             script(&req, n)
         })
@@ -394,6 +417,7 @@ fn rig_with(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script
         sent: Mutex::default(),
         opened: Mutex::default(),
         closed: Arc::default(),
+        cancelled: Arc::default(),
         in_flight: AtomicUsize::new(0),
         most_in_flight: AtomicUsize::new(0),
         api: api.clone(),
