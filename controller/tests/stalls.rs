@@ -34,6 +34,9 @@ struct Seen {
 
 type Journal = Arc<Mutex<Vec<Seen>>>;
 
+/// One run of a daemon or a handler call: its start, and its end (none: it runs now).
+type Run = (Instant, Option<Instant>);
+
 /// A TCP proxy to `upstream` that can stall: while stalled, nothing it reads is passed on (in
 /// either direction, on old and new connections alike), so requests hang and watches go silent.
 struct Proxy {
@@ -221,7 +224,7 @@ impl World {
         let journal = self.journal.lock();
         let now = Instant::now();
         // (name, replica) → runs as [start, end or now], in order.
-        let mut runs: HashMap<(String, usize), Vec<(Instant, Option<Instant>)>> = HashMap::new();
+        let mut runs: HashMap<(String, usize), Vec<Run>> = HashMap::new();
         for s in journal.iter() {
             let list = runs.entry((s.name.clone(), s.replica)).or_default();
             match s.what {
