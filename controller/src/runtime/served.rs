@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::task::TaskTracker;
 
-use super::context::{Clock, ResourceContext};
+use super::context::ResourceContext;
 use super::resolving::{self, Found, Group, Resolver, ResourceKey};
 use super::worker::Router;
 use super::{GRACE, indexing, namespaces, spies};
@@ -357,7 +357,7 @@ impl ResourceJob {
             memos: self.memory.memos.clone(),
             tasks: self.tasks.clone(),
             stop: self.stop.clone(),
-            clock: Clock::Wall,
+            clock: self.shared.settings.clock,
         });
         let scopes: Vec<(Option<String>, Option<Vec<String>>)> = match (&self.shared.settings.namespaces, resource.namespaced) {
             (Namespaces::Patterns(p), true) if namespaces::plain_names(p) => p.iter().map(|ns| (Some(ns.clone()), None)).collect(),
@@ -446,7 +446,7 @@ async fn follow_authority(
             r = changes.changed() => if r.is_err() { return },
         }
         let now = *changes.borrow_and_update();
-        let stopped = router.background().stop_unowned(&authority, chrono::Utc::now());
+        let stopped = router.background().stop_unowned(&authority, shared.settings.clock.now());
         if stopped > 0 {
             shared.log.info(
                 None,
