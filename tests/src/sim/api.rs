@@ -10,7 +10,7 @@
 //! open response hangs until it heals) or severed for good (kill -9: everything fails now).
 
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -19,8 +19,7 @@ use futures::StreamExt;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use tokio::sync::watch;
 use tower::{BoxError, Service, ServiceBuilder};
 
@@ -72,7 +71,7 @@ impl Rates {
 pub struct Link {
     state: Arc<watch::Sender<State>>,
     calm: watch::Receiver<bool>,
-    rng: Arc<Mutex<StdRng>>,
+    draws: Arc<super::Draws>,
     rates: Rates,
 }
 
@@ -96,7 +95,7 @@ pub type Body = UnsyncBoxBody<Bytes, BoxError>;
 impl Link {
     /// A link with its own RNG; faults stop once `calm` is true.
     pub fn new(seed: u64, calm: watch::Receiver<bool>, rates: Rates) -> Link {
-        Link { state: Arc::new(watch::Sender::new(State::Up)), calm, rng: Arc::new(Mutex::new(StdRng::seed_from_u64(seed))), rates }
+        Link { state: Arc::new(watch::Sender::new(State::Up)), calm, draws: Arc::new(super::Draws::new(seed)), rates }
     }
 
     /// Sets the link's state (a severed link stays severed).
@@ -114,12 +113,12 @@ impl Link {
         *self.calm.borrow()
     }
 
-    fn draw(&self, watch: bool) -> (Fault, Option<Duration>) {
+    fn draw(&self, key: &str, watch: bool) -> (Fault, Option<Duration>) {
         if self.calm() {
             return (Fault::None, None);
         }
         let r = self.rates;
-        let mut rng = self.rng.lock().unwrap();
+        let mut rng = self.draws.rng(key);
         let short = (watch && rng.random_bool(r.short_watch)).then(|| Duration::from_millis(rng.random_range(1_000..30_000)));
         let x: f64 = rng.random();
         let fault = if x < r.hang {
@@ -213,7 +212,8 @@ where
         Box::pin(async move {
             link.passable().await?;
             let watching = deadline::is_watch(req.uri().query().unwrap_or(""));
-            let (fault, short) = link.draw(watching);
+            let key = format!("{} {}{}", req.method(), req.uri().path(), if watching { " watch" } else { "" });
+            let (fault, short) = link.draw(&key, watching);
             match fault {
                 Fault::None => {}
                 Fault::Latency(d) => tokio::time::sleep(d).await,

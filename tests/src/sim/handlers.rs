@@ -8,14 +8,13 @@
 //! server at once: its connections reset, new ones refused, the futures in flight dropped.
 
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bosun_proto::v1 as pb;
 use pb::handler_server_server::{HandlerServer, HandlerServerServer};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
@@ -61,7 +60,7 @@ struct Script {
     replica: String,
     journal: Journal,
     exists: Exists,
-    rng: Arc<Mutex<StdRng>>,
+    draws: Arc<super::Draws>,
     calm: watch::Receiver<bool>,
     /// Never slow or stalled.
     steady: bool,
@@ -79,8 +78,8 @@ impl Script {
     }
 
     /// How long a call takes: quick, slow, or stalled.
-    fn duration(&self) -> Duration {
-        let mut rng = self.rng.lock().unwrap();
+    fn duration(&self, key: &str) -> Duration {
+        let mut rng = self.draws.rng(key);
         let calm = *self.calm.borrow() || self.steady;
         let x: f64 = rng.random();
         let ms = if !calm && x < 0.03 {
@@ -94,8 +93,8 @@ impl Script {
     }
 
     /// How long a cancelled daemon takes to end.
-    fn exit_lag(&self) -> Duration {
-        let mut rng = self.rng.lock().unwrap();
+    fn exit_lag(&self, key: &str) -> Duration {
+        let mut rng = self.draws.rng(key);
         let lag = rng.random_range(100..3_000);
         if self.prompt || rng.random_bool(0.5) { Duration::ZERO } else { Duration::from_millis(lag) }
     }
@@ -115,7 +114,7 @@ impl HandlerServer for Script {
         let (ns, name, uid) = Script::object(&req.object);
         let gone = !(self.exists)(&ns, &name, &uid);
         let span = self.journal.open(&self.replica, &uid, &name, What::Call(req.handler_id.clone()), gone);
-        tokio::time::sleep(self.duration()).await;
+        tokio::time::sleep(self.duration(&format!("{} {name}", req.handler_id))).await;
         span.finish(true);
         Ok(tonic::Response::new(pb::HandleResponse { outcome: pb::Outcome::Success as i32, ..Default::default() }))
     }
@@ -127,7 +126,7 @@ impl HandlerServer for Script {
         let (ns, name, uid) = Script::object(&req.object);
         let gone = !(self.exists)(&ns, &name, &uid);
         let mut span = self.journal.open(&self.replica, &uid, &name, What::Daemon, gone);
-        span.lag = self.exit_lag();
+        span.lag = self.exit_lag(&format!("daemon {name}"));
         // Runs until its stream is dropped (cancelled, or the connection is gone).
         let stream = futures::stream::unfold(span, |span| async move {
             std::future::pending::<()>().await;
@@ -208,7 +207,7 @@ impl Host {
             replica: replica.into(),
             journal,
             exists,
-            rng: Arc::new(Mutex::new(StdRng::seed_from_u64(seed))),
+            draws: Arc::new(super::Draws::new(seed)),
             calm,
             steady: false,
             prompt: false,

@@ -33,6 +33,38 @@ use std::time::Duration;
 
 use journal::Violation;
 
+/// Random draws keyed by what they are for (`GET /api/v1/...`, `on_create obj-1`) and how
+/// many times that was drawn before, not by the order of all draws: two tasks that make
+/// requests at the same virtual instant may run in either order (tokio's `select!`), and
+/// each still gets the fault its seed gives it.
+pub struct Draws {
+    seed: u64,
+    counts: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+}
+
+impl Draws {
+    /// Draws from `seed`.
+    pub fn new(seed: u64) -> Draws {
+        Draws { seed, counts: Default::default() }
+    }
+
+    /// The RNG of the next draw for `key`.
+    pub fn rng(&self, key: &str) -> rand::rngs::StdRng {
+        let n = {
+            let mut counts = self.counts.lock().unwrap();
+            let n = counts.entry(key.to_string()).or_default();
+            *n += 1;
+            *n
+        };
+        // FNV-1a over the seed, the key and the count: stable across builds and platforms.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in self.seed.to_le_bytes().iter().chain(key.as_bytes()).chain(&n.to_le_bytes()) {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        rand::SeedableRng::seed_from_u64(h)
+    }
+}
+
 /// How replicas share the objects in a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {

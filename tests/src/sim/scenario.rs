@@ -198,6 +198,7 @@ impl World {
             let peering = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/peering.yaml");
             bosun_controller::cluster::apply::apply_path(&user, &peering).await.expect("the peering CRDs apply");
         }
+        mem.cluster.uids.seed(seed);
         let cluster = mem.cluster.clone();
         let exists: Exists = Arc::new(move |ns: &str, name: &str, uid: &str| {
             let Some(info) = cluster.registry.get("kopf.dev", "v1", "kopfexamples") else { return false };
