@@ -66,6 +66,8 @@ struct Script {
     steady: bool,
     /// Cancelled daemons end at once.
     prompt: bool,
+    /// Cancelled when this start of the server crashes: its daemons end at once then.
+    crashed: CancellationToken,
 }
 
 impl Script {
@@ -127,8 +129,9 @@ impl HandlerServer for Script {
         let gone = !(self.exists)(&ns, &name, &uid);
         let mut span = self.journal.open(&self.replica, &uid, &name, What::Daemon, gone);
         span.lag = self.exit_lag(&format!("daemon {name}"));
+        let run = DaemonRun { span: Some(span), crashed: self.crashed.clone() };
         // Runs until its stream is dropped (cancelled, or the connection is gone).
-        let stream = futures::stream::unfold(span, |span| async move {
+        let stream = futures::stream::unfold(run, |span| async move {
             std::future::pending::<()>().await;
             Some((Ok(pb::DaemonMessage::default()), span))
         });
@@ -145,6 +148,24 @@ impl HandlerServer for Script {
 
     async fn stop_daemon(&self, _: tonic::Request<pb::StopDaemonRequest>) -> Answer<pb::StopDaemonResponse> {
         Err(tonic::Status::unimplemented("daemons stop when their stream is cancelled"))
+    }
+}
+
+/// A running daemon: it ends after its exit lag once cancelled, at once when its server
+/// crashed (the process is gone, and its threads with it).
+struct DaemonRun {
+    span: Option<super::journal::SpanGuard>,
+    crashed: CancellationToken,
+}
+
+impl Drop for DaemonRun {
+    fn drop(&mut self) {
+        if let Some(mut span) = self.span.take() {
+            if self.crashed.is_cancelled() {
+                span.lag = Duration::ZERO;
+            }
+            drop(span);
+        }
     }
 }
 
@@ -211,6 +232,7 @@ impl Host {
             calm,
             steady: false,
             prompt: false,
+            crashed: CancellationToken::new(),
         };
         Host { name: name.into(), script, crash: CancellationToken::new(), task: None }
     }
@@ -236,6 +258,7 @@ impl Host {
             return;
         }
         self.crash = CancellationToken::new();
+        self.script.crashed = self.crash.clone();
         let conns = bosun_controller::engines::memory::listen(&self.name);
         let crash = self.crash.clone();
         let incoming = futures::StreamExt::map(tokio_stream::wrappers::UnboundedReceiverStream::new(conns), move |inner| {
