@@ -136,6 +136,12 @@ fn install_hook() {
     });
 }
 
+/// Whether the replicas' log lines go into the journal (unless `BOSUN_SIM_LOGS=0`: they cost
+/// little, about a tenth of a run).
+pub fn keep_logs() -> bool {
+    std::env::var("BOSUN_SIM_LOGS").map_or(true, |v| v != "0")
+}
+
 /// A failing seed.
 #[derive(Debug, Clone)]
 pub struct Failure {

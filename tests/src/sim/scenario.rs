@@ -226,7 +226,7 @@ impl World {
     }
 
     /// The controller's settings for replica `r` as the CLI builds them for the mode.
-    fn settings(&self, r: usize, identity: &str, addr: String, clock: Clock, sink: LogSink) -> Settings {
+    fn settings(&self, r: usize, identity: &str, addr: String, clock: Clock, sink: Option<LogSink>) -> Settings {
         let lease = LeaseSetup { name: "bosun-sim".into(), namespace: "default".into(), duration: LEASE };
         let (standalone, replicas) = match self.mode {
             Mode::LeaderElection => (true, Replicas::LeaderElection(lease)),
@@ -240,7 +240,7 @@ impl World {
             peering: PeeringSetup { name: "default".into(), mandatory: true, priority: r as i64 * 10, lifetime: PEERING_LIFETIME },
             identity: Some(identity.into()),
             replicas,
-            log_sink: Some(sink),
+            log_sink: sink,
             clock,
             ..Default::default()
         }
@@ -268,14 +268,18 @@ impl World {
         host.start().await;
         let skew = chrono::Duration::milliseconds(self.rng.random_range(-10_000..=10_000) * i64::from(!self.without.skew));
         let clock = Clock::Tokio { utc: self.base + skew, at: self.origin };
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let (journal, who) = (self.journal.clone(), id.clone());
-        tokio::spawn(async move {
-            while let Some(line) = rx.recv().await {
-                journal.note(&who, line);
-            }
+        // The replicas' log lines, in the journal (debug lines carry whole objects).
+        let sink = super::keep_logs().then(|| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+            let (journal, who) = (self.journal.clone(), id.clone());
+            tokio::spawn(async move {
+                while let Some(line) = rx.recv().await {
+                    journal.note(&who, line);
+                }
+            });
+            LogSink(tx)
         });
-        let settings = self.settings(r, &format!("sim-{id}"), host.addr(), clock, LogSink(tx));
+        let settings = self.settings(r, &format!("sim-{id}"), host.addr(), clock, sink);
         let (stop, stopped) = oneshot::channel::<()>();
         let client = link.client(self.mem.router.clone());
         let task = tokio::spawn(bosun_controller::run(client, settings, async move {
