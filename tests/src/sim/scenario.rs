@@ -279,7 +279,10 @@ impl World {
             });
             LogSink(tx)
         });
-        let settings = self.settings(r, &format!("sim-{id}"), host.addr(), clock, sink);
+        // BOSUN_SIM_IDENTITY=same: one identity for every replica, as a Deployment template's
+        // constant BOSUN_IDENTITY gives (finding 6 of issue 29).
+        let identity = if std::env::var("BOSUN_SIM_IDENTITY").is_ok_and(|v| v == "same") { "sim".to_string() } else { format!("sim-{id}") };
+        let settings = self.settings(r, &identity, host.addr(), clock, sink);
         let (stop, stopped) = oneshot::channel::<()>();
         let client = link.client(self.mem.router.clone());
         let task = tokio::spawn(bosun_controller::run(client, settings, async move {
