@@ -116,6 +116,10 @@ pub struct Settings {
     /// The settings given explicitly (a flag or its `BOSUN_*` variable), by their flag
     /// (`--max-workers`): startup handlers' settings do not override them.
     pub explicit: std::collections::BTreeSet<String>,
+    /// The wall clock the runtime and coordination read (Lease times, timers' and retries'
+    /// wall deadlines): [`clock::Clock::Wall`], or one that follows tokio's paused clock with
+    /// a skew of its own (the replica simulation in `tests/src/sim`).
+    pub clock: clock::Clock,
 }
 
 impl Default for Settings {
@@ -140,6 +144,7 @@ impl Default for Settings {
             posting: engines::posting::Posting::default(),
             persistence: state::storage::Persistence::default(),
             explicit: std::collections::BTreeSet::new(),
+            clock: clock::Clock::Wall,
         }
     }
 }

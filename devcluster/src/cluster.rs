@@ -31,6 +31,39 @@ pub struct Cluster {
     pub token_key: TokenKey,
     /// Set to true when the server stops: open watches end.
     pub stopping: tokio::sync::watch::Sender<bool>,
+    /// Where new objects' uids come from.
+    pub uids: Uids,
+}
+
+/// Where new objects' uids come from: random (v4), or a sequence drawn from a seed, so that a
+/// simulation that replays a run gets the same uids (and the same shards) again.
+#[derive(Debug, Default)]
+pub struct Uids(parking_lot::Mutex<Option<(u64, u64)>>);
+
+impl Uids {
+    /// From now on, uids follow this seed.
+    pub fn seed(&self, seed: u64) {
+        *self.0.lock() = Some((seed, 0));
+    }
+
+    /// The next uid.
+    pub fn next(&self) -> String {
+        match &mut *self.0.lock() {
+            None => uuid::Uuid::new_v4().to_string(),
+            Some((seed, n)) => {
+                *n += 1;
+                // splitmix64, twice: spread like random uids (the shards' ring hashes them).
+                let mix = |mut z: u64| {
+                    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    z ^ (z >> 31)
+                };
+                let hi = mix(*seed ^ n.rotate_left(32));
+                uuid::Builder::from_random_bytes(((u128::from(hi) << 64) | u128::from(mix(hi ^ *n))).to_be_bytes()).into_uuid().to_string()
+            }
+        }
+    }
 }
 
 impl Cluster {
@@ -45,6 +78,7 @@ impl Cluster {
             ca_pem,
             token_key: TokenKey::new(),
             stopping: tokio::sync::watch::channel(false).0,
+            uids: Uids::default(),
         })
     }
 

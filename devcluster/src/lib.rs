@@ -242,3 +242,34 @@ impl Drop for DevCluster {
         self.gc.abort();
     }
 }
+
+/// A dev cluster served in-process without a listener: its [`api::router`] is a tower
+/// Service that a `kube::Client` can be built on directly (`kube::Client::new`), so tests
+/// and simulations reach it with no socket, on tokio's (possibly paused) clock. Dropping it
+/// stops its garbage collector.
+pub struct InMemory {
+    /// The shared cluster state.
+    pub cluster: Arc<Cluster>,
+    /// The API, as a tower Service.
+    pub router: axum::Router,
+    gc: JoinHandle<()>,
+}
+
+impl DevCluster {
+    /// An empty dev cluster (default namespaces and built-in objects seeded) served in-process
+    /// with the default configuration; its garbage collector runs as a task.
+    pub fn in_memory() -> InMemory {
+        let config = Config::default();
+        let store = Store::new(1, config.watch_history, None).with_watch_lag_limit(config.watch_lag_limit);
+        let cluster = Cluster::new(store, None, None);
+        cluster.seed(std::net::SocketAddr::from(([127, 0, 0, 1], 443)));
+        let gc = tokio::spawn(gc::run(cluster.clone()));
+        InMemory { router: api::router(cluster.clone()), cluster, gc }
+    }
+}
+
+impl Drop for InMemory {
+    fn drop(&mut self) {
+        self.gc.abort();
+    }
+}

@@ -6,6 +6,7 @@
 pub mod conformance;
 pub mod faults;
 pub mod record;
+pub mod sim;
 pub mod tools;
 
 use std::collections::HashMap;

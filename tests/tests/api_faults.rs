@@ -231,7 +231,7 @@ async fn leases_go_through_while_object_writes_are_stalled() {
     let setup = LeaseSetup { name: "stalled-writes".into(), namespace: "default".into(), duration: Duration::from_secs(15) };
     let log = bosun_controller::logs::Logger::new(None);
     let replicas = Replicas::LeaderElection(setup);
-    let started = Coordinator::start(&cluster, "me", None, &replicas, &authority, &log);
+    let started = Coordinator::start(&cluster, "me", None, &replicas, &authority, &log, bosun_controller::clock::Clock::Wall);
     let coordinator = tokio::time::timeout(Duration::from_secs(10), started).await.expect("the Lease is read and taken").unwrap();
     assert!(authority.owns("any-uid"), "leading while the object writes wait");
     coordinator.stop().await;

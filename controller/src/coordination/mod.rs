@@ -432,7 +432,8 @@ pub struct Coordinator {
 
 impl Coordinator {
     /// Starts peering in each of `peering_scopes` (none: cluster-wide) and the replicas' Lease
-    /// loop; returns once the first verdict is in, so that no object is handled before.
+    /// loop, reading wall time from `clock`; returns once the first verdict is in, so that no
+    /// object is handled before.
     pub async fn start(
         cluster: &crate::cluster::Cluster,
         identity: &str,
@@ -440,13 +441,13 @@ impl Coordinator {
         replicas: &Replicas,
         authority: &Authority,
         log: &crate::logs::Logger,
+        clock: crate::clock::Clock,
     ) -> Result<Coordinator, Error> {
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = Vec::new();
         // Coordination must see answers promptly: no long retries of server errors here, no
         // queueing behind the objects' writes, and an attempt ends well within a renewal.
         let api: Arc<dyn crate::cluster::Api> = Arc::new(cluster.for_coordination(attempt_limit(replicas)));
-        let clock = crate::clock::Clock::Wall;
         let mut peerings = Vec::new();
         if let Some((setup, family, scopes)) = peering {
             let pauses = peering::Pauses::new(authority.clone());

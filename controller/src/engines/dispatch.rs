@@ -27,7 +27,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// A failure to talk to a handler server.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The address is neither `http://host:port` nor `unix:///path`.
+    /// The address is neither `http://host:port` nor `unix:///path` (nor the in-process
+    /// `mem://NAME` of simulations and tests).
     #[error("invalid handler server address '{0}': use http://host:port or unix:///path")]
     BadAddress(String),
     /// `https://`: TLS to handler servers is not supported.
@@ -105,6 +106,18 @@ fn endpoint(addr: &str, connections: std::sync::Arc<tokio::sync::watch::Sender<u
                 let stream = tokio::time::timeout(CONNECT_TIMEOUT, connect)
                     .await
                     .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connecting timed out"))??;
+                opened();
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        })));
+    }
+    if let Some(name) = addr.strip_prefix("mem://") {
+        let name = name.to_string();
+        let ep = Endpoint::from_static("http://handler.local");
+        return Ok(ep.connect_with_connector_lazy(tower::service_fn(move |_: http::Uri| {
+            let (name, opened) = (name.clone(), opened.clone());
+            async move {
+                let stream = super::memory::connect(&name)?;
                 opened();
                 Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
             }
@@ -330,6 +343,7 @@ mod tests {
             ("127.0.0.1:1", false),
             ("grpc://x", false),
             ("https://handlers.example:443", false),
+            ("mem://sim-0", true),
         ];
         for (addr, ok) in cases {
             assert_eq!(Server::new(addr).is_ok(), ok, "{addr}");

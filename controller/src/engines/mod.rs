@@ -7,6 +7,7 @@ pub mod admission;
 pub mod dispatch;
 pub mod failures;
 pub mod liveness;
+pub mod memory;
 pub mod outages;
 pub mod posting;
 #[cfg(test)]

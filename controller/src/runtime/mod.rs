@@ -112,7 +112,7 @@ pub async fn run(client: kube::Client, mut settings: Settings, shutdown: impl Fu
         (&settings.peering, family, peering_scopes(&settings.namespaces))
     });
     let coordinator = tokio::select! {
-        c = Coordinator::start(&cluster, &identity, peering, &settings.replicas, &authority, &log) => c.map_err(Box::new)?,
+        c = Coordinator::start(&cluster, &identity, peering, &settings.replicas, &authority, &log, settings.clock) => c.map_err(Box::new)?,
         _ = &mut shutdown => return Ok(()),
     };
 

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::task::TaskTracker;
 
-use super::context::{Clock, ResourceContext};
+use super::context::ResourceContext;
 use super::resolving::{self, Found, Group, Resolver, ResourceKey};
 use super::worker::Router;
 use super::{GRACE, indexing, namespaces, relist, spies};
@@ -357,7 +357,7 @@ impl ResourceJob {
             memos: self.memory.memos.clone(),
             tasks: self.tasks.clone(),
             stop: self.stop.clone(),
-            clock: Clock::Wall,
+            clock: self.shared.settings.clock,
         });
         let scopes: Vec<(Option<String>, Option<Vec<String>>)> = match (&self.shared.settings.namespaces, resource.namespaced) {
             (Namespaces::Patterns(p), true) if namespaces::plain_names(p) => p.iter().map(|ns| (Some(ns.clone()), None)).collect(),
@@ -439,9 +439,9 @@ async fn follow_authority(
 ) {
     let authority = shared.authority.clone();
     let on_change = {
-        let (router, log, what) = (router.clone(), shared.log.clone(), resource.display());
+        let (router, log, what, clock) = (router.clone(), shared.log.clone(), resource.display(), shared.settings.clock);
         move || {
-            let stopped = router.background().stop_unowned(&authority, chrono::Utc::now());
+            let stopped = router.background().stop_unowned(&authority, clock.now());
             if stopped > 0 {
                 log.info(None, &format!("Stopped the timers and daemons of {stopped} object(s) of {what} that are not ours now."));
             }

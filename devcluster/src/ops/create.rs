@@ -109,7 +109,7 @@ pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value,
     {
         let ts = now();
         let meta = meta_mut(&mut body);
-        meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        meta.insert("uid".into(), json!(cluster.uids.next()));
         meta.insert("creationTimestamp".into(), json!(ts));
         meta.remove("deletionTimestamp");
         meta.remove("deletionGracePeriodSeconds");

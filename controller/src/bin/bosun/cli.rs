@@ -419,6 +419,7 @@ impl ControllerArgs {
             posting: Posting { enabled: !self.no_posting, loggers: self.posting_loggers, level: self.posting_level.into() },
             persistence: Default::default(),
             explicit: self.explicit.clone(),
+            clock: bosun_controller::clock::Clock::Wall,
         }
     }
 

@@ -1,0 +1,289 @@
+//! The scripted handler server of each replica (its sidecar), served in-process on the
+//! controller's `mem://NAME` transport: create, update and delete handlers, a timer and a
+//! daemon on the simulated resource, each recording a [`Span`](super::journal::Span) server side.
+//!
+//! Faults from the server's seeded RNG while the world is not calm: slow handlers (1–5 s),
+//! stalled ones (5–20 s), and daemons that take up to 3 s to end once cancelled (a daemon
+//! that checks its stop flag now and then, as Kopf's threaded daemons do). A crash stops the
+//! server at once: its connections reset, new ones refused, the futures in flight dropped.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bosun_proto::v1 as pb;
+use pb::handler_server_server::{HandlerServer, HandlerServerServer};
+use rand::Rng;
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+use tokio::sync::watch;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+use super::journal::{Journal, What};
+
+/// Tells whether the object (namespace, name, uid) is still in the store.
+pub type Exists = Arc<dyn Fn(&str, &str, &str) -> bool + Send + Sync>;
+
+/// The resource every handler is on.
+fn selector() -> pb::ResourceSelector {
+    pb::ResourceSelector { group: "kopf.dev".into(), version: "v1".into(), name: "kopfexamples".into() }
+}
+
+fn spec(id: &str, kind: pb::HandlerKind) -> pb::HandlerSpec {
+    pb::HandlerSpec {
+        id: id.into(),
+        kind: kind as i32,
+        resource: Some(selector()),
+        options: Some(pb::HandlerOptions { backoff_seconds: Some(1.0), ..Default::default() }),
+        ..Default::default()
+    }
+}
+
+/// The handlers the server registers.
+pub fn specs() -> Vec<pb::HandlerSpec> {
+    let mut timer = spec("tick", pb::HandlerKind::Timer);
+    timer.timer = Some(pb::TimerOptions { interval_seconds: 3.0, ..Default::default() });
+    let mut daemon = spec("beat", pb::HandlerKind::Daemon);
+    daemon.daemon = Some(pb::DaemonOptions { backoff_seconds: 1.0, ..Default::default() });
+    vec![
+        spec("on_create", pb::HandlerKind::Create),
+        spec("on_update", pb::HandlerKind::Update),
+        spec("on_delete", pb::HandlerKind::Delete),
+        timer,
+        daemon,
+    ]
+}
+
+/// One replica incarnation's handler server.
+#[derive(Clone)]
+struct Script {
+    replica: String,
+    journal: Journal,
+    exists: Exists,
+    draws: Arc<super::Draws>,
+    calm: watch::Receiver<bool>,
+    /// Never slow or stalled.
+    steady: bool,
+    /// Cancelled daemons end at once.
+    prompt: bool,
+    /// Cancelled when this start of the server crashes: its daemons end at once then.
+    crashed: CancellationToken,
+}
+
+impl Script {
+    /// The object's (namespace, name, uid) from a request's JSON.
+    fn object(bytes: &[u8]) -> (String, String, String) {
+        let v: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
+        let m = &v["metadata"];
+        let s = |k: &str| m[k].as_str().unwrap_or_default().to_string();
+        (s("namespace"), s("name"), s("uid"))
+    }
+
+    /// How long a call takes: quick, slow, or stalled.
+    fn duration(&self, key: &str) -> Duration {
+        let mut rng = self.draws.rng(key);
+        let calm = *self.calm.borrow() || self.steady;
+        let x: f64 = rng.random();
+        let ms = if !calm && x < 0.03 {
+            rng.random_range(5_000..20_000)
+        } else if !calm && x < 0.15 {
+            rng.random_range(1_000..5_000)
+        } else {
+            rng.random_range(10..200)
+        };
+        Duration::from_millis(ms)
+    }
+
+    /// How long a cancelled daemon takes to end.
+    fn exit_lag(&self, key: &str) -> Duration {
+        let mut rng = self.draws.rng(key);
+        let lag = rng.random_range(100..3_000);
+        if self.prompt || rng.random_bool(0.5) { Duration::ZERO } else { Duration::from_millis(lag) }
+    }
+}
+
+type Answer<T> = Result<tonic::Response<T>, tonic::Status>;
+type DaemonStream = Pin<Box<dyn futures::Stream<Item = Result<pb::DaemonMessage, tonic::Status>> + Send>>;
+
+#[tonic::async_trait]
+impl HandlerServer for Script {
+    async fn describe(&self, _: tonic::Request<pb::DescribeRequest>) -> Answer<pb::DescribeResponse> {
+        Ok(tonic::Response::new(pb::DescribeResponse { handlers: specs(), server_name: "sim".into(), ..Default::default() }))
+    }
+
+    async fn handle(&self, req: tonic::Request<pb::HandleRequest>) -> Answer<pb::HandleResponse> {
+        let req = req.into_inner();
+        let (ns, name, uid) = Script::object(&req.object);
+        let gone = !(self.exists)(&ns, &name, &uid);
+        let span = self.journal.open(&self.replica, &uid, &name, What::Call(req.handler_id.clone()), gone);
+        tokio::time::sleep(self.duration(&format!("{} {name}", req.handler_id))).await;
+        span.finish(true);
+        Ok(tonic::Response::new(pb::HandleResponse { outcome: pb::Outcome::Success as i32, ..Default::default() }))
+    }
+
+    type DaemonStream = DaemonStream;
+
+    async fn daemon(&self, req: tonic::Request<pb::DaemonRequest>) -> Answer<Self::DaemonStream> {
+        let req = req.into_inner();
+        let (ns, name, uid) = Script::object(&req.object);
+        let gone = !(self.exists)(&ns, &name, &uid);
+        let mut span = self.journal.open(&self.replica, &uid, &name, What::Daemon, gone);
+        span.lag = self.exit_lag(&format!("daemon {name}"));
+        let run = DaemonRun { span: Some(span), crashed: self.crashed.clone() };
+        // Runs until its stream is dropped (cancelled, or the connection is gone).
+        let stream = futures::stream::unfold(run, |span| async move {
+            std::future::pending::<()>().await;
+            Some((Ok(pb::DaemonMessage::default()), span))
+        });
+        Ok(tonic::Response::new(Box::pin(stream)))
+    }
+
+    async fn activity(&self, _: tonic::Request<pb::ActivityRequest>) -> Answer<pb::ActivityResponse> {
+        Err(tonic::Status::not_found("no activities here"))
+    }
+
+    async fn admit(&self, _: tonic::Request<pb::AdmitRequest>) -> Answer<pb::AdmitResponse> {
+        Err(tonic::Status::unimplemented("no admission here"))
+    }
+
+    async fn stop_daemon(&self, _: tonic::Request<pb::StopDaemonRequest>) -> Answer<pb::StopDaemonResponse> {
+        Err(tonic::Status::unimplemented("daemons stop when their stream is cancelled"))
+    }
+}
+
+/// A running daemon: it ends after its exit lag once cancelled, at once when its server
+/// crashed (the process is gone, and its threads with it).
+struct DaemonRun {
+    span: Option<super::journal::SpanGuard>,
+    crashed: CancellationToken,
+}
+
+impl Drop for DaemonRun {
+    fn drop(&mut self) {
+        if let Some(mut span) = self.span.take() {
+            if self.crashed.is_cancelled() {
+                span.lag = Duration::ZERO;
+            }
+            drop(span);
+        }
+    }
+}
+
+/// A connection that fails (reads and writes reset) once its server crashes.
+struct Severable {
+    inner: DuplexStream,
+    crashed: Pin<Box<WaitForCancellationFutureOwned>>,
+}
+
+impl Severable {
+    fn check(&mut self, cx: &mut Context<'_>) -> std::io::Result<()> {
+        match self.crashed.as_mut().poll(cx) {
+            Poll::Ready(()) => Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "the handler server crashed")),
+            Poll::Pending => Ok(()),
+        }
+    }
+}
+
+impl AsyncRead for Severable {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        self.check(cx)?;
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Severable {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        self.check(cx)?;
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.check(cx)?;
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+impl tonic::transport::server::Connected for Severable {
+    type ConnectInfo = ();
+
+    fn connect_info(&self) {}
+}
+
+/// A running (or crashed) handler server at `mem://name`.
+pub struct Host {
+    name: String,
+    script: Script,
+    crash: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Host {
+    /// A server for replica incarnation `replica` at `mem://name`, not started.
+    pub fn new(name: &str, replica: &str, seed: u64, journal: Journal, exists: Exists, calm: watch::Receiver<bool>) -> Host {
+        let script = Script {
+            replica: replica.into(),
+            journal,
+            exists,
+            draws: Arc::new(super::Draws::new(seed)),
+            calm,
+            steady: false,
+            prompt: false,
+            crashed: CancellationToken::new(),
+        };
+        Host { name: name.into(), script, crash: CancellationToken::new(), task: None }
+    }
+
+    /// Leaves out slow and stalled handlers (`steady`) and daemons' exit lag (`prompt`).
+    pub fn without(&mut self, steady: bool, prompt: bool) {
+        (self.script.steady, self.script.prompt) = (steady, prompt);
+    }
+
+    /// The address the controller is given.
+    pub fn addr(&self) -> String {
+        format!("mem://{}", self.name)
+    }
+
+    /// Whether it serves now.
+    pub fn is_up(&self) -> bool {
+        self.task.is_some()
+    }
+
+    /// Starts serving (again).
+    pub async fn start(&mut self) {
+        if self.task.is_some() {
+            return;
+        }
+        self.crash = CancellationToken::new();
+        self.script.crashed = self.crash.clone();
+        let conns = bosun_controller::engines::memory::listen(&self.name);
+        let crash = self.crash.clone();
+        let incoming = futures::StreamExt::map(tokio_stream::wrappers::UnboundedReceiverStream::new(conns), move |inner| {
+            Ok::<_, std::io::Error>(Severable { inner, crashed: Box::pin(crash.clone().cancelled_owned()) })
+        });
+        let (reporter, health) = tonic_health::server::health_reporter();
+        reporter.set_service_status("", tonic_health::ServingStatus::Serving).await;
+        let server = tonic::transport::Server::builder().add_service(health).add_service(HandlerServerServer::new(self.script.clone()));
+        self.task = Some(tokio::spawn(async move {
+            let _ = server.serve_with_incoming(incoming).await;
+        }));
+    }
+
+    /// Crashes it: connections reset, new ones refused, the calls in flight dropped.
+    pub fn crash(&mut self) {
+        bosun_controller::engines::memory::close(&self.name);
+        self.crash.cancel();
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.crash();
+    }
+}
