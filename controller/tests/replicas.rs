@@ -249,12 +249,12 @@ fn bosun_cmd(dir: &Path, args: &[&str]) -> std::process::Output {
 async fn a_lower_priority_controller_pauses_and_takes_over_when_the_higher_one_is_killed() {
     let w = World::new().await;
     let mut low = w.bosun(0, &["--priority", "0", "--peering-lifetime", "4"]).await;
-    low.wait_line("Peering in ClusterBosunPeering default as replica-0_").await;
+    low.wait_line("Peering in ClusterBosunPeering default as replica-0 with priority 0.").await;
     w.create("before").await;
     w.until_handled(&["before".into()], Duration::from_secs(30)).await;
 
     let mut high = w.bosun(1, &["--priority", "100", "--peering-lifetime", "4"]).await;
-    low.wait_line("Pausing operations in favour of [<Peer replica-1_").await;
+    low.wait_line("Pausing operations in favour of [<Peer replica-1: priority=100").await;
     w.create("while-high").await;
     w.until_handled(&["while-high".into()], Duration::from_secs(30)).await;
     assert_eq!(w.handled_by("while-high"), [1], "only the higher one handles");
@@ -270,7 +270,7 @@ async fn a_lower_priority_controller_pauses_and_takes_over_when_the_higher_one_i
 
     // --dev pauses it; the developer's Ctrl-C removes its record and the deployed one resumes.
     let dev = w.bosun(2, &["--dev"]).await;
-    low.wait_count("Pausing operations in favour of [<Peer replica-2_", 1).await;
+    low.wait_count("Pausing operations in favour of [<Peer replica-2: priority=666", 1).await;
     assert!(dev.interrupt().await.success());
     low.wait_count("Resuming operations after the pause.", 2).await;
 

@@ -15,6 +15,17 @@ pub fn detect(manual: bool) -> String {
     from_env(manual, |var| std::env::var(var).ok())
 }
 
+/// This controller's identity: detected when none is configured; a configured one as given
+/// for peering alone (Kopf shows peers by it), made [`unique`] with Leases, where two replicas
+/// of one Deployment template holding one identity would both hold the Lease.
+pub fn of(configured: Option<&str>, leases: bool) -> String {
+    match configured {
+        None => detect(false),
+        Some(configured) if !leases => configured.to_string(),
+        Some(configured) => unique(configured),
+    }
+}
+
 /// A configured identity made unique to this process: `{configured}_{random}` (the
 /// configured part stays first, readable in logs and Leases).
 pub fn unique(configured: &str) -> String {
@@ -45,7 +56,15 @@ fn from_env(manual: bool, env: impl Fn(&str) -> Option<String>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{from_env, unique};
+    use super::{from_env, of, unique};
+
+    #[test]
+    fn a_configured_identity_is_made_unique_with_leases_and_kept_for_peering() {
+        assert_eq!(of(Some("deployed"), false), "deployed");
+        assert!(of(Some("deployed"), true).starts_with("deployed_"));
+        assert_ne!(of(Some("deployed"), true), of(Some("deployed"), true));
+        assert!(of(None, true).contains('@') || std::env::var("POD_ID").is_ok() || std::env::var("POD_NAME").is_ok());
+    }
 
     #[test]
     fn a_configured_identity_gets_a_random_suffix_so_that_two_replicas_differ() {

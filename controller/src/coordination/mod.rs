@@ -295,6 +295,11 @@ impl Authority {
         self.0.changes.subscribe()
     }
 
+    /// The verdict's changes so far.
+    pub fn generation(&self) -> Generation {
+        *self.0.changes.borrow()
+    }
+
     /// How many cycles, timers and daemons run now.
     pub fn in_flight(&self) -> usize {
         self.0.state.lock().in_flight.values().sum()

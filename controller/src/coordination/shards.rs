@@ -316,11 +316,19 @@ impl Member {
     pub async fn run(mut self, stop: watch::Receiver<bool>) {
         self.stop = Some(stop.clone());
         let mut handover: Option<Vec<String>> = None;
+        // When members were last announced: the look at once after an announcement happens
+        // once per retry period, so that a group whose members flap between two looks (each
+        // look, instant against a quick API server, finding another handover) is looked at
+        // every retry period instead of in a loop that never lets time pass.
+        let mut announced: Option<Instant> = None;
         loop {
-            if *stop.borrow() {
+            // Stopped, or its stop's sender is gone (the coordinator dropped without a stop):
+            // either way this member is done, and `stopped` would resolve at once from now on.
+            if *stop.borrow() || stop.has_changed().is_err() {
                 break;
             }
-            let (authority, pending) = (self.authority.clone(), handover.is_some());
+            let at_once = announced.is_none_or(|t| t.elapsed() >= self.seat.timing.retry);
+            let (authority, pending) = (self.authority.clone(), handover.is_some() && at_once);
             let settled = async move {
                 match pending {
                     true => authority.settled().await,
@@ -336,12 +344,13 @@ impl Member {
                 }
             });
             if woke.await {
-                if *stop.borrow() {
+                if *stop.borrow() || stop.has_changed().is_err() {
                     break;
                 }
                 // Every cycle of what we gave away has ended: announce the new members
                 // and look again at once (our gains count from now).
                 self.published = handover.take().unwrap_or_default();
+                announced = Some(Instant::now());
             }
             handover = self.look().await;
         }

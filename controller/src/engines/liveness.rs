@@ -1,6 +1,8 @@
 //! The liveness endpoint (Kopf's `--liveness`): an HTTP server answering `GET <path>` with
 //! 200 and a JSON object of the probe handlers' results (each probe runs at most once per
-//! `cache` period), or 500 when a probe fails. Load balancers and kubelets poll it.
+//! `cache` period), or 500 when a probe fails, or while this replica believes it holds a
+//! Lease past its renewal deadline (a stuck coordination loop: restarting it is the cure).
+//! Load balancers and kubelets poll it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,6 +46,9 @@ impl Probes {
 }
 
 async fn answer(State(probes): State<Arc<Probes>>) -> Response {
+    if let Err(why) = crate::metrics::global().liveness() {
+        return (StatusCode::INTERNAL_SERVER_ERROR, why).into_response();
+    }
     let mut last = probes.last.lock().await;
     let fresh = last.as_ref().is_some_and(|(at, _)| at.elapsed() < CACHE);
     if !fresh {

@@ -106,7 +106,7 @@ pub async fn run(client: kube::Client, mut settings: Settings, shutdown: impl Fu
         Replicas::Each => Ownership::All,
         _ => Ownership::Nothing,
     });
-    let identity = settings.identity.as_deref().map_or_else(|| identity::detect(false), identity::unique);
+    let identity = identity::of(settings.identity.as_deref(), settings.replicas != Replicas::Each);
     let peering = (!settings.standalone).then(|| {
         let family = if settings.kopf_compat { peering::Family::Kopf } else { peering::Family::Bosun };
         (&settings.peering, family, peering_scopes(&settings.namespaces))

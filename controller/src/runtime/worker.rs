@@ -92,6 +92,10 @@ impl Router {
         let mut stop = self.stop.clone();
         let mut latest: Option<Seen> = None;
         let mut written_rv: Option<u64> = None;
+        // The authority's gains when `written_rv` was written: an object listed again after a
+        // gain is no echo, even with that version (its timers and daemons were stopped when
+        // it was lost, and the relist is what starts them again).
+        let mut written_gains = 0u64;
         let mut wake: Option<tokio::time::Instant> = None;
         let mut failures = 0usize;
         let mut again = false;
@@ -162,7 +166,8 @@ impl Router {
             }
             let Some(seen) = latest.take() else { continue };
             let (body, deleted) = (seen.body(), matches!(seen, Seen::Deleted(_)));
-            if !woke && !deleted && matches!((rv_of(body), written_rv), (Some(a), Some(b)) if a <= b) {
+            let regained = self.ctx.authority.generation().gained != written_gains;
+            if !woke && !deleted && !regained && matches!((rv_of(body), written_rv), (Some(a), Some(b)) if a <= b) {
                 // An echo of our own write, or older: the written body is newer. It is kept
                 // only for a cycle still to come (a retry, a throttled cycle, daemons' end).
                 if wake.is_some() || throttled || released.is_some() {
@@ -233,6 +238,7 @@ impl Router {
                 Some(w) => {
                     self.background.refresh(&key, &w);
                     written_rv = rv_of(&w);
+                    written_gains = self.ctx.authority.generation().gained;
                     deletion_came = !was_deleting && deletion_requested(&w);
                     Seen::Upsert(w)
                 }
@@ -274,8 +280,11 @@ impl Router {
                     if self.workers.retire(&key, &mailbox, Option::is_none) {
                         return;
                     }
+                    // Events from before the object went (a watch behind, a relist) came
+                    // meanwhile: `written_rv` stays, so they are skipped as older than the last
+                    // write instead of handling an object that is gone. A new object of the
+                    // same name comes with a newer version.
                     latest = None;
-                    written_rv = None;
                 }
             }
         }

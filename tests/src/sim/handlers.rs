@@ -3,9 +3,14 @@
 //! daemon on the simulated resource, each recording a [`Span`](super::journal::Span) server side.
 //!
 //! Faults from the server's seeded RNG while the world is not calm: slow handlers (1–5 s),
-//! stalled ones (5–20 s), and daemons that take up to 3 s to end once cancelled (a daemon
-//! that checks its stop flag now and then, as Kopf's threaded daemons do). A crash stops the
-//! server at once: its connections reset, new ones refused, the futures in flight dropped.
+//! stalled ones (5–20 s), and daemons that take up to 1 s to end once asked to stop (a daemon
+//! that checks its stop flag now and then, as Kopf's threaded daemons do). Daemons follow the
+//! contract as the SDKs do: `StopDaemon` sets their stop flag, and their stream's last message
+//! is a `DaemonExit` sent once they have ended; a cancelled stream ends them after the same
+//! lag. The lag stays within the Lease's margin (a third of its duration): a daemon that
+//! outlives that margin after a revocation may overlap its next owner, which the README states
+//! as a limit, not a fault of the controller. A crash stops the server at once: its
+//! connections reset, new ones refused, the futures in flight dropped.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -68,6 +73,8 @@ struct Script {
     prompt: bool,
     /// Cancelled when this start of the server crashes: its daemons end at once then.
     crashed: CancellationToken,
+    /// The stop flags of the daemons running, by object uid.
+    running: Arc<std::sync::Mutex<std::collections::HashMap<String, (u64, CancellationToken)>>>,
 }
 
 impl Script {
@@ -97,7 +104,7 @@ impl Script {
     /// How long a cancelled daemon takes to end.
     fn exit_lag(&self, key: &str) -> Duration {
         let mut rng = self.draws.rng(key);
-        let lag = rng.random_range(100..3_000);
+        let lag = rng.random_range(100..1_000);
         if self.prompt || rng.random_bool(0.5) { Duration::ZERO } else { Duration::from_millis(lag) }
     }
 }
@@ -128,12 +135,24 @@ impl HandlerServer for Script {
         let (ns, name, uid) = Script::object(&req.object);
         let gone = !(self.exists)(&ns, &name, &uid);
         let mut span = self.journal.open(&self.replica, &uid, &name, What::Daemon, gone);
-        span.lag = self.exit_lag(&format!("daemon {name}"));
-        let run = DaemonRun { span: Some(span), crashed: self.crashed.clone() };
-        // Runs until its stream is dropped (cancelled, or the connection is gone).
-        let stream = futures::stream::unfold(run, |span| async move {
-            std::future::pending::<()>().await;
-            Some((Ok(pb::DaemonMessage::default()), span))
+        let lag = self.exit_lag(&format!("daemon {name}"));
+        span.lag = lag;
+        let stop = CancellationToken::new();
+        static STARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let start = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.running.lock().unwrap().insert(uid.clone(), (start, stop.clone()));
+        let run = DaemonRun { span: Some(span), crashed: self.crashed.clone(), running: self.running.clone(), uid, start, stop };
+        // Runs until asked to stop (then ends after its lag and says so in its last message),
+        // or until its stream is dropped (cancelled, or the connection is gone).
+        let stream = futures::stream::unfold(Some(run), move |run| async move {
+            let mut run = run?;
+            run.stop.cancelled().await;
+            tokio::time::sleep(lag).await;
+            if let Some(mut span) = run.span.take() {
+                span.lag = Duration::ZERO;
+            }
+            let exit = pb::DaemonExit { outcome: pb::Outcome::Success as i32, stopped: true, ..Default::default() };
+            Some((Ok(pb::DaemonMessage { message: Some(pb::daemon_message::Message::Exit(exit)) }), None))
         });
         Ok(tonic::Response::new(Box::pin(stream)))
     }
@@ -146,8 +165,12 @@ impl HandlerServer for Script {
         Err(tonic::Status::unimplemented("no admission here"))
     }
 
-    async fn stop_daemon(&self, _: tonic::Request<pb::StopDaemonRequest>) -> Answer<pb::StopDaemonResponse> {
-        Err(tonic::Status::unimplemented("daemons stop when their stream is cancelled"))
+    async fn stop_daemon(&self, req: tonic::Request<pb::StopDaemonRequest>) -> Answer<pb::StopDaemonResponse> {
+        let stop = self.running.lock().unwrap().get(&req.into_inner().uid).map(|(_, stop)| stop.clone());
+        if let Some(stop) = &stop {
+            stop.cancel();
+        }
+        Ok(tonic::Response::new(pb::StopDaemonResponse { stopping: stop.is_some() }))
     }
 }
 
@@ -156,10 +179,21 @@ impl HandlerServer for Script {
 struct DaemonRun {
     span: Option<super::journal::SpanGuard>,
     crashed: CancellationToken,
+    running: Arc<std::sync::Mutex<std::collections::HashMap<String, (u64, CancellationToken)>>>,
+    uid: String,
+    /// Which start of a daemon it is (the map keeps the newest's flag).
+    start: u64,
+    /// Its stop flag.
+    stop: CancellationToken,
 }
 
 impl Drop for DaemonRun {
     fn drop(&mut self) {
+        let mut running = self.running.lock().unwrap();
+        if running.get(&self.uid).is_some_and(|(start, _)| *start == self.start) {
+            running.remove(&self.uid);
+        }
+        drop(running);
         if let Some(mut span) = self.span.take() {
             if self.crashed.is_cancelled() {
                 span.lag = Duration::ZERO;
@@ -233,6 +267,7 @@ impl Host {
             steady: false,
             prompt: false,
             crashed: CancellationToken::new(),
+            running: Arc::default(),
         };
         Host { name: name.into(), script, crash: CancellationToken::new(), task: None }
     }

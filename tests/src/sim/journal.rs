@@ -151,7 +151,7 @@ impl Drop for SpanGuard {
 /// A broken invariant: which, when, and a description.
 #[derive(Debug, Clone)]
 pub struct Violation {
-    /// `a`, `b`, `c` or `d`, as the issue names them.
+    /// `a`, `b`, `c` or `d`, as the issue names them; `e`: the run never ended.
     pub invariant: &'static str,
     /// Around when (for the journal excerpt).
     pub at: Duration,

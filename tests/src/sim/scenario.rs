@@ -165,6 +165,21 @@ impl World {
             world.start(r).await;
         }
         let end = FAULTS_UNTIL + QUIET;
+        // A run that does not end (a replica's start or stop that never returns) is a failure
+        // of its own, shown with its journal.
+        let bound = end + Duration::from_secs(300);
+        let ran = tokio::time::timeout(bound, world.play(&mut plan, end)).await;
+        let violation = match ran {
+            Ok(()) => world.check(end),
+            Err(_) => Some(Violation { invariant: "e", at: bound, text: format!("the run did not end within {} s", bound.as_secs()) }),
+        };
+        world.teardown();
+        (world.journal.clone(), violation)
+    }
+
+    /// Plays the plan until `end`.
+    async fn play(&mut self, plan: &mut VecDeque<(Duration, Action)>, end: Duration) {
+        let world = self;
         let mut tick = Duration::from_secs(1);
         loop {
             let next = plan.front().map_or(end, |(t, _)| *t).min(tick).min(end);
@@ -184,9 +199,6 @@ impl World {
                 tick += Duration::from_secs(1);
             }
         }
-        let violation = world.check(end);
-        world.teardown();
-        (world.journal.clone(), violation)
     }
 
     async fn new(mode: Mode, seed: u64) -> World {
