@@ -50,6 +50,13 @@ fn keep_newest(latest: &mut Option<Seen>, incoming: Seen) {
     }
 }
 
+/// Whether a body of version `rv` is our last write's echo or older than it, `written`: skipped
+/// then, as the written body is newer. After a gain (`regained`), the body of our own last
+/// write, listed again, is handled: its timers and daemons were stopped when it was lost.
+fn is_echo(rv: Option<u64>, written: Option<u64>, regained: bool) -> bool {
+    matches!((rv, written), (Some(a), Some(b)) if a < b || (a == b && !regained))
+}
+
 impl Router {
     /// A router for one resource; `limit` bounds cycles in flight across all resources.
     pub fn new(ctx: Arc<ResourceContext>, limit: Arc<Semaphore>, tasks: TaskTracker, stop: tokio::sync::watch::Receiver<bool>) -> Router {
@@ -167,7 +174,7 @@ impl Router {
             let Some(seen) = latest.take() else { continue };
             let (body, deleted) = (seen.body(), matches!(seen, Seen::Deleted(_)));
             let regained = self.ctx.authority.generation().gained != written_gains;
-            if !woke && !deleted && !regained && matches!((rv_of(body), written_rv), (Some(a), Some(b)) if a <= b) {
+            if !woke && !deleted && is_echo(rv_of(body), written_rv, regained) {
                 // An echo of our own write, or older: the written body is newer. It is kept
                 // only for a cycle still to come (a retry, a throttled cycle, daemons' end).
                 if wake.is_some() || throttled || released.is_some() {
@@ -294,6 +301,23 @@ impl Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_echo_or_older_is_skipped_and_our_own_body_is_handled_after_a_gain() {
+        let cases = [
+            (Some(5), Some(7), false, true),
+            (Some(5), Some(7), true, true),
+            (Some(7), Some(7), false, true),
+            (Some(7), Some(7), true, false),
+            (Some(8), Some(7), false, false),
+            (Some(8), Some(7), true, false),
+            (Some(7), None, false, false),
+            (None, Some(7), false, false),
+        ];
+        for (rv, written, regained, want) in cases {
+            assert_eq!(is_echo(rv, written, regained), want, "{rv:?} {written:?} {regained}");
+        }
+    }
 
     #[test]
     fn throttling_follows_fibonacci_up_to_610_seconds() {
