@@ -288,10 +288,9 @@ def test_admission_denies_with_the_handlers_message_and_mutates(registry, serve)
     assert list(mutated.warnings) == ["defaulted"]
 
 
-@pytest.mark.parametrize("is_async", [False, True])
-def test_a_daemon_streams_logs_and_stops_when_the_stream_is_cancelled(registry, serve, is_async):
-    stopped_seen = threading.Event()
-
+def waiting_daemon(registry, is_async, done, cleanup=0.0):
+    """Registers daemon `d` on `kex`: it logs "started", waits until stopped, takes `cleanup`
+    seconds to clean up (in its task or thread), and sets `done` as it returns."""
     if is_async:
         @bosun.daemon("kex", id="d", registry=registry)
         async def daemon_fn(stopped, logger, **_):
@@ -299,15 +298,25 @@ def test_a_daemon_streams_logs_and_stops_when_the_stream_is_cancelled(registry, 
             try:
                 while not stopped:
                     await stopped.wait(10)
+                await asyncio.sleep(cleanup)
             finally:
-                stopped_seen.set()
+                done.set()
     else:
         @bosun.daemon("kex", id="d", registry=registry)
         def daemon_fn(stopped, logger, **_):
             logger.info("started")
-            while not stopped.wait(10):
-                pass
-            stopped_seen.set()
+            try:
+                while not stopped.wait(10):
+                    pass
+                time.sleep(cleanup)
+            finally:
+                done.set()
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_a_daemon_streams_logs_and_stops_when_the_stream_is_cancelled(registry, serve, is_async):
+    stopped_seen = threading.Event()
+    waiting_daemon(registry, is_async, stopped_seen)
 
     server = serve(registry)
     req = pb.DaemonRequest(handler_id="d", object=request("d").object, resource=request("d").resource)
@@ -371,23 +380,7 @@ def test_owned_kinds_are_declared_per_resource_in_describe(registry, serve):
 @pytest.mark.parametrize("is_async", [False, True])
 def test_a_stopped_daemons_exit_comes_only_after_its_function_returned_and_says_it_was_stopped(registry, serve, is_async):
     returned = threading.Event()
-
-    if is_async:
-        @bosun.daemon("kex", id="d", registry=registry)
-        async def daemon_fn(stopped, logger, **_):
-            logger.info("started")
-            while not stopped:
-                await stopped.wait(10)
-            await asyncio.sleep(0.3)  # cleaning up after the stop
-            returned.set()
-    else:
-        @bosun.daemon("kex", id="d", registry=registry)
-        def daemon_fn(stopped, logger, **_):
-            logger.info("started")
-            while not stopped.wait(10):
-                pass
-            time.sleep(0.3)  # cleaning up after the stop, in its thread
-            returned.set()
+    waiting_daemon(registry, is_async, returned, cleanup=0.3)
 
     server = serve(registry)
     key = server.stub.Describe(pb.DescribeRequest()).handlers[0].key

@@ -4,7 +4,9 @@
 //! requests in flight and the object's cycle with it.
 //!
 //! The limit covers the whole exchange — response headers and body — for every request but a
-//! watch: a watch's headers must come within the limit, and its body is endless by design; a
+//! watch: a watch's headers must come within the limit or [`WATCH_HEADERS`], whichever is
+//! shorter (an API server sends them the moment the watch is set up; one that does not is a
+//! dead connection, and every event waits behind it), and its body is endless by design; a
 //! silent watch is the watcher's to notice (`watching`).
 
 use std::future::Future;
@@ -21,6 +23,10 @@ use tower::BoxError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("no answer within {0:?} (the request timeout)")]
 pub struct TimedOut(pub Duration);
+
+/// The longest a watch waits for its response headers: about when client-go's HTTP/2 health
+/// check (30 s without a read, then a ping) gives up on a connection.
+pub const WATCH_HEADERS: Duration = Duration::from_secs(30);
 
 /// Whether a request's query asks for a watch (`watch=true`, `watch=1`).
 pub fn is_watch(query: &str) -> bool {
@@ -74,6 +80,7 @@ where
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let limit = self.limit;
         let watching = is_watch(req.uri().query().unwrap_or(""));
+        let limit = if watching { limit.min(WATCH_HEADERS) } else { limit };
         let deadline = Instant::now() + limit;
         let fut = self.inner.call(req);
         Box::pin(async move {
@@ -159,8 +166,8 @@ mod tests {
         }
     }
 
-    async fn outcome(head: u64, body: u64, uri: &str) -> Result<(), String> {
-        let limit = Duration::from_secs(10);
+    async fn outcome(limit: u64, head: u64, body: u64, uri: &str) -> Result<(), String> {
+        let limit = Duration::from_secs(limit);
         let mut svc = tower::Layer::layer(&Layer::new(limit), slow(Duration::from_secs(head), Duration::from_secs(body)));
         let req = Request::builder().uri(uri).body(()).unwrap();
         let res = svc.ready().await.unwrap().call(req).await.map_err(|e| e.to_string())?;
@@ -170,15 +177,19 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_request_gets_its_whole_answer_within_the_limit_and_a_watch_its_headers() {
         let late = Err("no answer within 10s (the request timeout)".to_string());
+        let watch_late = Err("no answer within 30s (the request timeout)".to_string());
         let cases = [
-            ("quick", 1, 1, "/api/v1/pods", Ok(())),
-            ("headers late", 11, 0, "/api/v1/pods", late.clone()),
-            ("body late", 5, 6, "/api/v1/pods?limit=500", late.clone()),
-            ("a watch's headers late", 11, 0, "/api/v1/pods?watch=true", late.clone()),
-            ("a watch's body takes its time", 1, 600, "/api/v1/pods?resourceVersion=5&watch=1", Ok(())),
+            ("quick", 10, 1, 1, "/api/v1/pods", Ok(())),
+            ("headers late", 10, 11, 0, "/api/v1/pods", late.clone()),
+            ("body late", 10, 5, 6, "/api/v1/pods?limit=500", late.clone()),
+            ("a big list in its time", 90, 5, 80, "/api/v1/pods?limit=500", Ok(())),
+            ("a watch's headers late", 10, 11, 0, "/api/v1/pods?watch=true", late.clone()),
+            ("a watch's headers past 30 s", 90, 31, 0, "/api/v1/pods?watch=true", watch_late),
+            ("a watch's headers within 30 s", 90, 29, 0, "/api/v1/pods?watch=true", Ok(())),
+            ("a watch's body takes its time", 10, 1, 600, "/api/v1/pods?resourceVersion=5&watch=1", Ok(())),
         ];
-        for (what, head, body, uri, want) in cases {
-            assert_eq!(outcome(head, body, uri).await, want, "{what}");
+        for (what, limit, head, body, uri, want) in cases {
+            assert_eq!(outcome(limit, head, body, uri).await, want, "{what}");
         }
     }
 

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::drain::{Draining, drain};
 use super::lease::{self, Observed, Record, Seat, Step, Tenure, Timing};
 use super::{Authority, Ownership};
 use crate::clock::Clock;
@@ -313,29 +314,12 @@ impl Candidate {
         self.round().await;
     }
 
-    /// Waits for the next look (firing the renew deadline meanwhile); false when `until`
-    /// resolves first.
-    async fn pause(&mut self, until: impl Future<Output = ()>) -> bool {
-        let mut until = std::pin::pin!(until);
-        let next = Instant::now() + self.seat.timing.retry;
-        loop {
-            let deadline = self.elector.deadline();
-            tokio::select! {
-                _ = &mut until => return false,
-                _ = tokio::time::sleep_until(next) => return true,
-                _ = sleep_until(deadline), if deadline.is_some() => {
-                    self.feed(Event::Deadline { at: Instant::now() });
-                }
-            }
-        }
-    }
-
     /// Looks every [`lease::Timing::retry`] until `stop` flips; then, if we lead, releases the Lease.
     pub async fn run(mut self, stop: watch::Receiver<bool>) {
         self.stop = Some(stop.clone());
         loop {
             let mut stop = stop.clone();
-            if !self.pause(async move { super::stopped(&mut stop).await }).await || !self.round().await {
+            if self.pause(async move { super::stopped(&mut stop).await }).await || !self.round().await {
                 break;
             }
         }
@@ -353,29 +337,9 @@ impl Candidate {
         if !self.elector.holds(Instant::now()) {
             return;
         }
-        let duration = self.seat.timing.duration;
-        let mut bound = Instant::now() + duration;
-        let mut revoked = false;
-        loop {
-            self.give_up = Some(bound);
-            let authority = self.authority.clone();
-            let settled = async move { authority.settled().await };
-            let settled = std::pin::pin!(settled);
-            if !self.pause(settled).await {
-                break;
-            }
-            if Instant::now() >= bound {
-                if revoked {
-                    self.log.warn(None, "Some cycles did not end in time; the leader Lease is left to expire.");
-                    return;
-                }
-                self.log.warn(None, "Some cycles did not end in time; stopping them before the leader Lease is released.");
-                self.authority.revoke();
-                revoked = true;
-                bound = Instant::now() + duration;
-                continue;
-            }
-            self.round().await;
+        let (authority, log, duration) = (self.authority.clone(), self.log.clone(), self.seat.timing.duration);
+        if !drain(self, &authority, duration, &log, "leader Lease", "released").await {
+            return;
         }
         let Some(body) = self.elector.release(self.clock.now(), Instant::now()) else { return };
         self.give_up = Some(Instant::now() + self.seat.timing.renew_deadline);
@@ -394,6 +358,33 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+impl Draining for Candidate {
+    /// Waits for the next look (firing the renew deadline meanwhile); true when `until`
+    /// resolves first.
+    async fn pause(&mut self, until: impl Future<Output = ()>) -> bool {
+        let mut until = std::pin::pin!(until);
+        let next = Instant::now() + self.seat.timing.retry;
+        loop {
+            let deadline = self.elector.deadline();
+            tokio::select! {
+                _ = &mut until => return true,
+                _ = tokio::time::sleep_until(next) => return false,
+                _ = sleep_until(deadline), if deadline.is_some() => {
+                    self.feed(Event::Deadline { at: Instant::now() });
+                }
+            }
+        }
+    }
+
+    async fn renew_once(&mut self) {
+        self.round().await;
+    }
+
+    fn give_up_at(&mut self, at: Instant) {
+        self.give_up = Some(at);
     }
 }
 

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -17,6 +16,7 @@ use serde_json::Value;
 
 use super::leader::Candidate;
 use super::lease::{GROUP_LABEL, Seat, Timing};
+use super::paths_tests::Path;
 use super::shards::Member;
 use super::{Authority, Ownership};
 use crate::clock::Clock;
@@ -86,40 +86,6 @@ impl Api for FakeLeases {
         body: Option<Vec<u8>>,
     ) -> BoxFuture<'a, Result<Value, Error>> {
         Box::pin(async move { self.answer(method, path, body) })
-    }
-}
-
-/// One replica's own path to the shared fake: when stalled, requests sent from then on
-/// neither fail nor answer (as behind a dead load balancer).
-struct Path {
-    inner: Arc<FakeLeases>,
-    stalled: AtomicBool,
-}
-
-impl Path {
-    fn new(inner: &Arc<FakeLeases>) -> Arc<Path> {
-        Arc::new(Path { inner: inner.clone(), stalled: AtomicBool::new(false) })
-    }
-
-    fn stall(&self) {
-        self.stalled.store(true, Ordering::SeqCst);
-    }
-}
-
-impl Api for Path {
-    fn request<'a>(
-        &'a self,
-        method: Method,
-        path: &'a str,
-        _: Option<&'a str>,
-        body: Option<Vec<u8>>,
-    ) -> BoxFuture<'a, Result<Value, Error>> {
-        Box::pin(async move {
-            if self.stalled.load(Ordering::SeqCst) {
-                std::future::pending::<()>().await;
-            }
-            self.inner.answer(method, path, body)
-        })
     }
 }
 
@@ -327,7 +293,7 @@ async fn revoked_within(turn: &super::Turn, limit: Duration) -> Duration {
 async fn a_leader_whose_api_path_stalls_stops_handling_at_its_renew_deadline_before_another_takes_over() {
     let api = Arc::new(FakeLeases::default());
     let clock = Clock::tokio();
-    let path = Path::new(&api);
+    let path = Path::new(api.clone());
     let replicas = vec![candidate_on(path.clone(), "a", clock).await, candidate(&api, "b", clock).await];
     let all = ["any-object".to_string()];
     until_each_owned_once(&replicas, &all, Duration::from_secs(1)).await;
@@ -335,7 +301,7 @@ async fn a_leader_whose_api_path_stalls_stops_handling_at_its_renew_deadline_bef
     let turn = replicas[0].authority.begin("any-object").expect("a leads");
     // Just after a renewal: the renew deadline counts from when it was sent.
     tokio::time::sleep(Duration::from_millis(50)).await;
-    path.stall();
+    path.stall(true);
     let took = revoked_within(&turn, DURATION).await;
     assert!(took <= Timing::new(DURATION).renew_deadline, "revoked {took:?} after the stall");
     assert_eq!(replicas[0].authority.ownership(), Ownership::Nothing);
@@ -346,26 +312,54 @@ async fn a_leader_whose_api_path_stalls_stops_handling_at_its_renew_deadline_bef
     never_two_owners(&replicas, &all, Duration::from_secs(10)).await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_shard_member_whose_api_path_stalls_stops_handling_at_its_renew_deadline() {
+/// Shard members a (through its own path to the API, returned) and b sharing 200 objects.
+async fn a_on_its_own_path_and_b() -> (Arc<Path>, Vec<String>, Vec<Replica>) {
     let api = Arc::new(FakeLeases::default());
     let clock = Clock::tokio();
     let objects = uids(200);
-    let path = Path::new(&api);
+    let path = Path::new(api.clone());
     let mut replicas = vec![member_on(path.clone(), "a", clock).await];
     until_each_owned_once(&replicas, &objects, Duration::from_secs(1)).await;
     replicas.push(member(&api, "b", clock).await);
     settle(&replicas, &objects, &[0, 1], Duration::from_secs(5)).await;
+    (path, objects, replicas)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shard_member_whose_api_path_stalls_stops_handling_at_its_renew_deadline() {
+    let (path, objects, replicas) = a_on_its_own_path_and_b().await;
     let mine = objects.iter().find(|u| replicas[0].authority.owns(u)).unwrap().clone();
     let turn = replicas[0].authority.begin(&mine).unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
-    path.stall();
+    path.stall(true);
     let took = revoked_within(&turn, DURATION).await;
     assert!(took <= Timing::new(DURATION).renew_deadline, "revoked {took:?} after the stall");
     drop(turn);
     let took = settle(&replicas, &objects, &[1], DURATION + Duration::from_secs(3)).await;
     assert!(objects.iter().all(|u| replicas[1].authority.owns(u)), "b took everything over after {took:?}");
     never_two_owners(&replicas, &objects, Duration::from_secs(10)).await;
+}
+
+/// A member whose write announcing new members fails (refused, or its answer lost) must not
+/// act on them: b is killed, a sees its Lease expire and means to take everything, but the
+/// Lease write that would announce it is refused; until that write succeeds, a handles only
+/// what its Lease announces (its own half), never b's, which b's published view still gives b.
+#[tokio::test(start_paused = true)]
+async fn a_member_acts_only_on_the_members_its_lease_announces_not_on_a_write_that_failed() {
+    let (path, objects, mut replicas) = a_on_its_own_path_and_b().await;
+    let bs: Vec<String> = objects.iter().filter(|u| replicas[1].authority.owns(u)).cloned().collect();
+    let alone = serde_json::to_string(&["a"]).unwrap();
+    path.refuse(move |_, body| body["metadata"]["annotations"][super::lease::VIEW_ANNOTATION] == alone.as_str());
+    replicas[1].kill();
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < DURATION * 3 {
+        let taken: Vec<&String> = bs.iter().filter(|u| replicas[0].authority.owns(u)).collect();
+        assert!(taken.is_empty(), "a owns {} of b's objects {:?} after b's kill, unannounced", taken.len(), start.elapsed());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    *path.refuse.lock() = None;
+    let took = settle(&replicas, &objects, &[0], DURATION).await;
+    assert!(objects.iter().all(|u| replicas[0].authority.owns(u)), "a took everything once announced, after {took:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -20,6 +20,7 @@
 //! *observed* its last change ([`lease`]). Only the clocks' rates must agree, not their times.
 //! Peering fences itself the same way when its own keepalive cannot be written.
 
+mod drain;
 pub mod identity;
 pub mod leader;
 pub mod lease;
@@ -34,6 +35,8 @@ mod authority_tests;
 mod hostile_tests;
 #[cfg(test)]
 mod leases_tests;
+#[cfg(test)]
+mod paths_tests;
 #[cfg(test)]
 mod peering_tests;
 
@@ -337,6 +340,11 @@ impl Turn {
     /// Resolves when this turn must end at once: ownership was revoked by force.
     pub fn revoked(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
         self.revoked.cancelled()
+    }
+
+    /// The revocation this turn ends with (cancelled once ownership is revoked by force).
+    pub fn revocation(&self) -> CancellationToken {
+        self.revoked.clone()
     }
 
     /// Whether the turn may still act (call a handler, write): not revoked, and its object

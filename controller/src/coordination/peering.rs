@@ -12,8 +12,14 @@
 //! its lifetime has passed since it sent its last successful keepalive (a local timer, raced
 //! against the write in flight), it pauses by force — every turn in flight told to end — since
 //! a peer of lower priority resumes when that record dies; it resumes when a keepalive is
-//! written again. Peers still judge `lastseen` by their own wall clocks, as Kopf does: peering
-//! is only as safe as the clocks agree.
+//! written again.
+//!
+//! Unlike Kopf, a peer's record is judged by when this controller saw its `lastseen` change,
+//! on its own clock ([`Sightings`], as client-go judges a Lease by its observed changes): it
+//! lives for its lifetime after that, so peers whose clocks disagree (by up to
+//! [`CLOCK_SKEW_ALLOWANCE`]) neither take a live peer for dead nor resume beside it. Kopf
+//! compares `lastseen` with its own clock: a lower peer whose clock runs ahead resumes while
+//! the higher one still runs.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -137,10 +143,40 @@ pub struct Peer {
 }
 
 impl Peer {
-    /// When its record stops counting.
+    /// When its record stops counting by its own `lastseen` (Kopf's judgement, for reports).
     pub fn deadline(&self) -> DateTime<Utc> {
         // Outside data: a `lastseen` near chrono's last date must not overflow.
         crate::state::outcomes::later(self.lastseen, self.lifetime)
+    }
+}
+
+/// How far apart two peers' clocks may be: a record seen for the first time whose `lastseen`
+/// is older than its lifetime plus this, by our clock, was left by a peer gone long ago and is
+/// dead at once (a starting controller does not wait a lifetime for it).
+pub const CLOCK_SKEW_ALLOWANCE: Duration = Duration::from_secs(60);
+
+/// When this controller saw each peer's `lastseen` change, on its own clock: the record lives
+/// for its lifetime after that.
+#[derive(Debug, Default)]
+pub struct Sightings {
+    /// By identity: the `lastseen` last seen, and when it was first seen (our clock).
+    seen: std::collections::HashMap<String, (DateTime<Utc>, DateTime<Utc>)>,
+}
+
+impl Sightings {
+    /// When the record of `p`, looked at `now`, dies.
+    fn deadline(&mut self, p: &Peer, now: DateTime<Utc>) -> DateTime<Utc> {
+        let later = crate::state::outcomes::later;
+        let observed = match self.seen.get(&p.identity) {
+            Some((lastseen, observed)) if *lastseen == p.lastseen => *observed,
+            known => {
+                let left_long_ago = known.is_none() && later(p.deadline(), CLOCK_SKEW_ALLOWANCE) <= now;
+                let observed = if left_long_ago { p.lastseen } else { now };
+                self.seen.insert(p.identity.clone(), (p.lastseen, observed));
+                observed
+            }
+        };
+        later(observed, p.lifetime)
     }
 }
 
@@ -211,14 +247,23 @@ pub struct Decision {
     pub recheck_at: Option<DateTime<Utc>>,
 }
 
-/// Kopf's decision for the controller `me` of `priority` at `now`.
-pub fn decide(body: &Value, me: &str, priority: i64, now: DateTime<Utc>) -> Decision {
-    let all = peers(body, now);
-    let (dead, live): (Vec<Peer>, Vec<Peer>) = all.into_iter().partition(|p| p.deadline() <= now);
-    let live: Vec<Peer> = live.into_iter().filter(|p| p.identity != me).collect();
-    let higher: Vec<Peer> = live.iter().filter(|p| p.priority > priority).cloned().collect();
-    let same: Vec<Peer> = live.iter().filter(|p| p.priority == priority).cloned().collect();
-    let recheck_at = higher.iter().chain(&same).map(Peer::deadline).min();
+/// Kopf's decision for the controller `me` of `priority` at `now`, each peer's record judged
+/// by when `seen` saw it change.
+pub fn decide(body: &Value, me: &str, priority: i64, now: DateTime<Utc>, seen: &mut Sightings) -> Decision {
+    let all: Vec<(Peer, DateTime<Utc>)> = peers(body, now)
+        .into_iter()
+        .map(|p| {
+            let deadline = seen.deadline(&p, now);
+            (p, deadline)
+        })
+        .collect();
+    seen.seen.retain(|identity, _| all.iter().any(|(p, _)| &p.identity == identity));
+    let (dead, live): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, deadline)| *deadline <= now);
+    let live: Vec<(Peer, DateTime<Utc>)> = live.into_iter().filter(|(p, _)| p.identity != me).collect();
+    let pausing = |keep: &dyn Fn(i64) -> bool| live.iter().filter(|(p, _)| keep(p.priority)).cloned().collect::<Vec<_>>();
+    let (higher, same) = (pausing(&|p| p > priority), pausing(&|p| p == priority));
+    let recheck_at = higher.iter().chain(&same).map(|(_, deadline)| *deadline).min();
+    let (higher, same): (Vec<Peer>, Vec<Peer>) = (higher.into_iter().map(|(p, _)| p).collect(), same.into_iter().map(|(p, _)| p).collect());
     let verdict = if !higher.is_empty() {
         Verdict::Yield(higher)
     } else if !same.is_empty() {
@@ -226,7 +271,7 @@ pub fn decide(body: &Value, me: &str, priority: i64, now: DateTime<Utc>) -> Deci
     } else {
         Verdict::Run
     };
-    Decision { verdict, dead: dead.into_iter().map(|p| p.identity).collect(), recheck_at }
+    Decision { verdict, dead: dead.into_iter().map(|(p, _)| p.identity).collect(), recheck_at }
 }
 
 /// The patch that writes our record (or removes it, with a zero lifetime).
@@ -352,6 +397,8 @@ pub struct Keepalive {
     recheck_at: Option<DateTime<Utc>>,
     /// When our last successful keepalive was sent (local).
     written: tokio::time::Instant,
+    /// When each peer's record was seen to change.
+    sightings: Sightings,
 }
 
 impl Keepalive {
@@ -378,9 +425,24 @@ impl Keepalive {
         }
         log.info(None, &format!("Peering in {} as {} with priority {}.", peering.display(), peering.identity, peering.priority));
         let written = tokio::time::Instant::now();
-        let mut k = Keepalive { peering, api, pauses, log, clock, verdict: Verdict::Run, last: None, recheck_at: None, written };
-        if let Some(body) = k.touch(k.peering.lifetime).await {
-            k.observe(body).await;
+        let mut k = Keepalive {
+            peering,
+            api,
+            pauses,
+            log,
+            clock,
+            verdict: Verdict::Run,
+            last: None,
+            recheck_at: None,
+            written,
+            sightings: Sightings::default(),
+        };
+        // Until our record is written, our peers cannot see us, so we must not act: fenced, as
+        // after a keep-alive that could not be written, until one is (`run` tries again soon).
+        let give_up = (k.peering.lifetime / 4).max(Duration::from_secs(1));
+        match tokio::time::timeout(give_up, k.touch(k.peering.lifetime)).await {
+            Ok(Some(body)) => k.observe(body).await,
+            Ok(None) | Err(_) => k.fence(&k.peering.display()),
         }
         Ok(Some(k))
     }
@@ -402,7 +464,7 @@ impl Keepalive {
     /// Decides from the object as it is now; pauses or resumes; removes dead peers.
     async fn observe(&mut self, body: Value) {
         let p = &self.peering;
-        let d = decide(&body, &p.identity, p.priority, self.clock.now());
+        let d = decide(&body, &p.identity, p.priority, self.clock.now(), &mut self.sightings);
         let scope = p.display();
         match (&self.verdict, &d.verdict) {
             (Verdict::Run, Verdict::Yield(higher)) => self.log.info(None, &format!("Pausing operations in favour of {}.", shown(higher))),
@@ -437,7 +499,8 @@ impl Keepalive {
         let mut changes = std::pin::pin!(changes);
         let lifetime = self.peering.lifetime;
         let scope = self.peering.display();
-        let mut keepalive = Instant::now() + keepalive_interval(lifetime);
+        let first = if self.pauses.is_fenced(&scope) { retry_after_failure(lifetime) } else { keepalive_interval(lifetime) };
+        let mut keepalive = Instant::now() + first;
         loop {
             let recheck = self.recheck_at.map(|t| self.clock.instant(t));
             let fence_at = self.written + fence_after(lifetime);
@@ -477,8 +540,15 @@ impl Keepalive {
                 }
                 _ = sleep_until(fence_at), if !fenced => self.fence(&scope),
                 _ = sleep_until(recheck.unwrap_or(keepalive)), if recheck.is_some() => {
-                    if let Some(body) = self.last.clone() {
-                        self.observe(body).await;
+                    // A peer that pauses us looks dead: read the object before resuming, as a
+                    // watch can lag (or hang) behind its keep-alives; if it cannot be read,
+                    // stay as we are and look again soon.
+                    let path = self.peering.family.path(self.peering.namespace.as_deref(), &self.peering.name);
+                    let give_up = (lifetime / 4).max(Duration::from_secs(1));
+                    match tokio::time::timeout(give_up, self.api.get(&path)).await {
+                        Ok(Ok(body)) => self.observe(body).await,
+                        Ok(Err(e)) if e.code() == Some(404) => self.observe(json!({})).await,
+                        _ => self.recheck_at = Some(crate::state::outcomes::later(self.clock.now(), retry_after_failure(lifetime))),
                     }
                 }
                 change = changes.next() => match change {

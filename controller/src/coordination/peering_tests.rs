@@ -3,7 +3,6 @@
 //! record dies (when a peer of lower priority resumes), and resumes once it writes again.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -12,16 +11,16 @@ use http::Method;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
+use super::paths_tests::Path;
 use super::peering::*;
 use super::{Authority, Ownership};
 use crate::clock::Clock;
 use crate::cluster::{Api, Error};
 use crate::logs::Logger;
 
-/// One peering object; merge patches apply to it. When stalled, requests neither fail nor answer.
+/// One peering object; merge patches apply to it.
 struct FakePeering {
     object: Mutex<Value>,
-    stalled: AtomicBool,
 }
 
 impl Api for FakePeering {
@@ -33,9 +32,6 @@ impl Api for FakePeering {
         body: Option<Vec<u8>>,
     ) -> BoxFuture<'a, Result<Value, Error>> {
         Box::pin(async move {
-            if self.stalled.load(Ordering::SeqCst) {
-                std::future::pending::<()>().await;
-            }
             let mut object = self.object.lock();
             match method {
                 Method::GET => Ok(object.clone()),
@@ -50,20 +46,18 @@ impl Api for FakePeering {
     }
 }
 
+/// This controller, `me`, in the cluster-wide peering `default`.
+fn me(priority: i64, lifetime: Duration) -> Peering {
+    Peering { family: Family::Bosun, name: "default".into(), namespace: None, identity: "me".into(), priority, lifetime, mandatory: true }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_controller_that_cannot_write_its_keepalive_pauses_before_its_record_dies_and_resumes_after() {
-    let api = Arc::new(FakePeering { object: Mutex::new(json!({"status": {}})), stalled: AtomicBool::new(false) });
+    let fake = Arc::new(FakePeering { object: Mutex::new(json!({"status": {}})) });
+    let api = Path::new(fake.clone());
     let authority = Authority::new(Ownership::All);
     let lifetime = Duration::from_secs(20);
-    let peering = Peering {
-        family: Family::Bosun,
-        name: "default".into(),
-        namespace: None,
-        identity: "me".into(),
-        priority: 100,
-        lifetime,
-        mandatory: true,
-    };
+    let peering = me(100, lifetime);
     let k = Keepalive::start(peering, api.clone(), Pauses::new(authority.clone()), Logger::new(None), Clock::tokio())
         .await
         .expect("started")
@@ -73,7 +67,7 @@ async fn a_controller_that_cannot_write_its_keepalive_pauses_before_its_record_d
     assert!(authority.owns("obj"), "alone: runs");
     let turn = authority.begin("obj").expect("ours");
     let written = tokio::time::Instant::now();
-    api.stalled.store(true, Ordering::SeqCst);
+    api.stall(true);
     // A peer of lower priority resumes `lifetime` after our last write: we must be paused by
     // then, and what ran told to end.
     tokio::time::timeout(lifetime, turn.revoked()).await.expect("fenced before the record died");
@@ -83,12 +77,89 @@ async fn a_controller_that_cannot_write_its_keepalive_pauses_before_its_record_d
     drop(turn);
     tokio::time::sleep(lifetime * 2).await;
     assert!(!authority.owns("obj"), "stays paused while the keepalive cannot be written");
-    api.stalled.store(false, Ordering::SeqCst);
+    api.stall(false);
     let resumed = tokio::time::Instant::now();
     while !authority.owns("obj") {
         assert!(resumed.elapsed() < lifetime, "not resumed {:?} after the API came back", resumed.elapsed());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    task.abort();
+}
+
+/// A controller whose first keep-alive cannot be written (refused, or no answer in time) has
+/// not announced itself: it does not act until a keep-alive is written, and tries again soon.
+#[tokio::test(start_paused = true)]
+async fn a_controller_whose_first_keepalive_fails_does_not_act_until_one_is_written() {
+    for hangs in [false, true] {
+        let fake = Arc::new(FakePeering { object: Mutex::new(json!({"status": {}})) });
+        let api = Path::new(fake.clone());
+        match hangs {
+            false => api.refuse(|_, _| true),
+            true => api.stall_writes(true),
+        }
+        let authority = Authority::new(Ownership::All);
+        let lifetime = Duration::from_secs(20);
+        let k = Keepalive::start(me(100, lifetime), api.clone(), Pauses::new(authority.clone()), Logger::new(None), Clock::tokio())
+            .await
+            .expect("started")
+            .expect("peering");
+        assert!(!authority.owns("obj"), "hangs {hangs}: not announced, so not acting");
+        let (_stop, rx) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(k.run(futures::stream::pending(), rx));
+        tokio::time::sleep(lifetime).await;
+        assert!(!authority.owns("obj"), "hangs {hangs}: still not announced");
+        api.stall_writes(false);
+        *api.refuse.lock() = None;
+        let back = tokio::time::Instant::now();
+        while !authority.owns("obj") {
+            assert!(
+                back.elapsed() < lifetime / 4 + Duration::from_secs(2),
+                "hangs {hangs}: not resumed {:?} after the API came back",
+                back.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(fake.object.lock()["status"]["me"].is_object(), "its record is written");
+        task.abort();
+    }
+}
+
+/// A paused controller whose watch of the peering object brings nothing (it lags, or hangs)
+/// reads the object when the peer that pauses it looks dead: it stays paused for as long as
+/// that peer writes keep-alives, and resumes a lifetime after it saw the last one (seen at the
+/// next read: within two lifetimes of its writing).
+#[tokio::test(start_paused = true)]
+async fn a_paused_controller_reads_the_object_before_resuming_when_its_watch_brings_nothing() {
+    let lifetime = Duration::from_secs(10);
+    let clock = Clock::tokio();
+    let high = |now: DateTime<Utc>| json!({"priority": 200, "lifetime": 10, "lastseen": now.to_rfc3339()});
+    let fake = Arc::new(FakePeering { object: Mutex::new(json!({"status": {"high": high(clock.now())}})) });
+    let authority = Authority::new(Ownership::All);
+    let peering = me(100, lifetime);
+    let k = Keepalive::start(peering, fake.clone(), Pauses::new(authority.clone()), Logger::new(None), clock).await.unwrap().unwrap();
+    assert!(!authority.owns("obj"), "paused in favour of the higher peer");
+    let (_stop, rx) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(k.run(futures::stream::pending(), rx));
+    let beats = {
+        let fake = fake.clone();
+        tokio::spawn(async move {
+            for _ in 0..12 {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                fake.object.lock()["status"]["high"] = high(clock.now());
+            }
+        })
+    };
+    let start = tokio::time::Instant::now();
+    while !beats.is_finished() {
+        assert!(!authority.owns("obj"), "resumed {:?} in, while the higher peer writes keep-alives", start.elapsed());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let last = tokio::time::Instant::now();
+    while !authority.owns("obj") {
+        assert!(last.elapsed() < lifetime * 2 + Duration::from_secs(1), "not resumed {:?} after the last keep-alive", last.elapsed());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(last.elapsed() >= lifetime - Duration::from_millis(200), "resumed {:?} after the last keep-alive", last.elapsed());
     task.abort();
 }
 
@@ -123,13 +194,20 @@ fn a_controller_runs_yields_or_conflicts_as_kopf_decides() {
         ("a peer with our priority", status(json!({"twin": rec(0, 60, alive)})), "conflict twin", vec![]),
         ("higher wins over same", status(json!({"twin": rec(0, 60, alive), "dev": rec(666, 60, alive)})), "yield dev", vec![]),
         ("our own record is not a peer", status(json!({"me": rec(999, 60, alive)})), "run", vec![]),
-        ("lifetime ended exactly now", status(json!({"dev": rec(666, 30, alive)})), "run", vec!["dev"]),
+        // Its lifetime ended by our clock, which may differ from its: first seen now, it lives a lifetime from now.
+        ("lifetime ended by our clock", status(json!({"dev": rec(666, 30, alive)})), "yield dev", vec![]),
+        (
+            "left longer ago than the clocks may differ",
+            status(json!({"dev": rec(666, 30, "2026-11-23T09:58:59+00:00")})),
+            "run",
+            vec!["dev"],
+        ),
         ("garbage entries are skipped", status(json!({"x": 5, "y": "z"})), "run", vec![]),
         ("missing fields read as Kopf reads them", status(json!({"anon": {}})), "conflict anon", vec![]),
         ("Kopf's old zone-less lastseen", status(json!({"old": rec(1, 60, "2026-11-23T10:00:00.123456")})), "yield old", vec![]),
     ];
     for (name, body, want, dead) in cases {
-        let d = decide(&body, "me", 0, now);
+        let d = decide(&body, "me", 0, now, &mut Sightings::default());
         assert_eq!(names(&d.verdict), want, "{name}");
         assert_eq!(d.dead, dead, "{name}");
     }
@@ -141,8 +219,40 @@ fn a_paused_controller_looks_again_when_the_first_peer_pausing_it_dies() {
     let body = status(
         json!({"dev": rec(666, 60, "2026-11-23T10:00:00Z"), "freeze": rec(100, 40, "2026-11-23T10:00:00Z"), "low": rec(-1, 5, "2026-11-23T10:00:29Z")}),
     );
-    assert_eq!(decide(&body, "me", 0, now).recheck_at, Some(at("2026-11-23T10:00:40Z")));
-    assert_eq!(decide(&status(json!({})), "me", 0, now).recheck_at, None);
+    let mut seen = Sightings::default();
+    assert_eq!(decide(&body, "me", 0, at("2026-11-23T10:00:00Z"), &mut seen).recheck_at, Some(at("2026-11-23T10:00:40Z")));
+    assert_eq!(decide(&body, "me", 0, now, &mut seen).recheck_at, Some(at("2026-11-23T10:00:40Z")), "from when it was seen");
+    assert_eq!(decide(&status(json!({})), "me", 0, now, &mut seen).recheck_at, None);
+}
+
+/// A peer's record lives for its lifetime after this controller saw its `lastseen` change,
+/// on this controller's clock alone: a higher peer whose clock is 20 s behind (its `lastseen`
+/// always looks 20 s old) or 20 s ahead keeps us paused while it writes keepalives every 10 s
+/// of a 15 s lifetime, and is dead 15 s after its last one was seen, not earlier or later.
+#[test]
+fn a_peer_is_judged_by_when_its_record_was_seen_to_change_not_by_its_clock() {
+    let t0 = at("2026-11-23T10:00:00Z");
+    for skew in [-20i64, 20] {
+        let mut seen = Sightings::default();
+        let record = |written: DateTime<Utc>| {
+            let lastseen = (written + chrono::Duration::seconds(skew)).to_rfc3339();
+            status(json!({"high": rec(10, 15, &lastseen)}))
+        };
+        let yields = |d: &Decision| matches!(&d.verdict, Verdict::Yield(p) if p[0].identity == "high");
+        for beat in 0..6 {
+            let written = t0 + chrono::Duration::seconds(10 * beat);
+            for after in [0, 5, 9] {
+                let now = written + chrono::Duration::seconds(after);
+                let d = decide(&record(written), "me", 0, now, &mut seen);
+                assert!(yields(&d), "skew {skew}: beat {beat} +{after}s: {d:?}");
+            }
+        }
+        let last = t0 + chrono::Duration::seconds(50);
+        let d = decide(&record(last), "me", 0, last + chrono::Duration::seconds(14), &mut seen);
+        assert!(yields(&d) && d.recheck_at == Some(last + chrono::Duration::seconds(15)), "skew {skew}: {d:?}");
+        let d = decide(&record(last), "me", 0, last + chrono::Duration::seconds(15), &mut seen);
+        assert_eq!((d.verdict, d.dead), (Verdict::Run, vec!["high".to_string()]), "skew {skew}");
+    }
 }
 
 #[test]

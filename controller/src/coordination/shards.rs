@@ -28,6 +28,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use xxhash_rust::xxh3::xxh3_64;
 
+use super::drain::{Draining, drain};
 use super::lease::{self, GROUP_LABEL, Observed, Record, Seat, Tenure};
 use super::ring::{Ring, Rings};
 use super::{Authority, Claims, Ownership};
@@ -265,7 +266,11 @@ impl Member {
             }
         }
         let fresh = self.tenure.holds(Instant::now()) && !self.leaving;
-        let claims = decide(&self.seat.identity, &live, &self.published, fresh, &mut self.rings);
+        // Gains count once our Lease announces them: the members it holds as we last wrote or
+        // read it, not the ones we mean to publish (that write may have failed).
+        let me = self.seat.identity.as_str();
+        let announced = self.own.as_ref().filter(|r| r.holder.as_deref() == Some(me)).map(|r| r.view.clone()).unwrap_or_default();
+        let claims = decide(me, &live, &announced, fresh, &mut self.rings);
         let target = claims.as_ref().map(|c| c.target.members().to_vec());
         self.judge(claims);
         target.filter(|t| *t != self.published)
@@ -295,20 +300,6 @@ impl Member {
         }
         crate::metrics::global().set_holding_until(self.tenure.deadline());
         self.authority.set_ownership(Ownership::Shard(Arc::new(claims)));
-    }
-
-    /// Waits for the next look or for `until` (true then), firing the renew deadline meanwhile.
-    async fn pause(&mut self, until: impl Future<Output = ()>) -> bool {
-        let mut until = std::pin::pin!(until);
-        let next = Instant::now() + self.seat.timing.retry;
-        loop {
-            let deadline = self.tenure.deadline();
-            tokio::select! {
-                _ = &mut until => return true,
-                _ = tokio::time::sleep_until(next) => return false,
-                _ = sleep_until(deadline), if deadline.is_some() => self.check_deadline(),
-            }
-        }
     }
 
     /// Looks every [`lease::Timing::retry`]; after a membership change, announces the new members as
@@ -375,29 +366,9 @@ impl Member {
         self.leaving = true;
         self.authority.set_ownership(Ownership::Nothing);
         crate::metrics::global().set_holding_until(None);
-        let duration = self.seat.timing.duration;
-        let mut bound = Instant::now() + duration;
-        let mut revoked = false;
-        loop {
-            self.give_up = Some(bound);
-            let authority = self.authority.clone();
-            if self.pause(async move { authority.settled().await }).await {
-                break;
-            }
-            if Instant::now() >= bound {
-                if revoked {
-                    self.log.warn(None, "Some cycles did not end in time; the shard Lease is left to expire.");
-                    return;
-                }
-                self.log.warn(None, "Some cycles did not end in time; stopping them before the shard Lease is deleted.");
-                self.authority.revoke();
-                revoked = true;
-                bound = Instant::now() + duration;
-                continue;
-            }
-            if self.own.is_some() {
-                self.renew().await;
-            }
+        let (authority, log, duration) = (self.authority.clone(), self.log.clone(), self.seat.timing.duration);
+        if !drain(self, &authority, duration, &log, "shard Lease", "deleted").await {
+            return;
         }
         self.tenure.end();
         if self.own.take().is_some() {
@@ -409,6 +380,32 @@ impl Member {
                 Raced::Quit => self.log.warn(None, "Could not delete the shard Lease in time; it expires by itself."),
             }
         }
+    }
+}
+
+impl Draining for Member {
+    /// Waits for the next look or for `until` (true then), firing the renew deadline meanwhile.
+    async fn pause(&mut self, until: impl Future<Output = ()>) -> bool {
+        let mut until = std::pin::pin!(until);
+        let next = Instant::now() + self.seat.timing.retry;
+        loop {
+            let deadline = self.tenure.deadline();
+            tokio::select! {
+                _ = &mut until => return true,
+                _ = tokio::time::sleep_until(next) => return false,
+                _ = sleep_until(deadline), if deadline.is_some() => self.check_deadline(),
+            }
+        }
+    }
+
+    async fn renew_once(&mut self) {
+        if self.own.is_some() {
+            self.renew().await;
+        }
+    }
+
+    fn give_up_at(&mut self, at: Instant) {
+        self.give_up = Some(at);
     }
 }
 

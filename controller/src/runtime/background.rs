@@ -45,6 +45,11 @@ struct Task {
     stop: CancellationToken,
     /// The task has ended (written and read under the `winding` lock).
     ended: Arc<AtomicBool>,
+    /// It ended because its turn was cut short (ownership revoked, or the object given away
+    /// or paused): it starts again once the object is ours, unlike one that ended by itself.
+    cut_short: Arc<AtomicBool>,
+    /// Its turn's revocation.
+    revoked: CancellationToken,
 }
 
 /// The running tasks of one object.
@@ -140,6 +145,13 @@ impl Background {
             essence: essence.clone(),
             running: HashMap::new(),
         });
+        // Ownership can come back before the verdict's followers saw it go (`stop_unowned`
+        // then finds nothing to stop): those cut short start again; a daemon still ending
+        // after a revocation is waited for as a stopped one is, and its end wakes the object.
+        entry.running.retain(|_, t| !t.cut_short.load(Ordering::Relaxed));
+        let revoked: Vec<String> = entry.running.iter().filter(|(_, t)| t.revoked.is_cancelled()).map(|(id, _)| id.clone()).collect();
+        let revoked: Vec<Task> = revoked.iter().filter_map(|id| entry.running.remove(id)).collect();
+        self.stop_tasks(key, revoked.into_iter(), now);
         let changed_at = if &entry.essence != essence { Instant::now() } else { entry.latest.borrow().1 };
         entry.essence = essence.clone();
         entry.latest.send_replace((body.clone(), changed_at));
@@ -178,8 +190,10 @@ impl Background {
         let running = crate::metrics::Up::new(crate::metrics::global().background.get_or_create(&labels).clone());
         let stop = CancellationToken::new();
         let ended = Arc::new(AtomicBool::new(false));
+        let cut_short = Arc::new(AtomicBool::new(false));
         let ending = Ending { winding: self.winding.clone(), key: key.to_string(), id: h.id.clone(), ended: ended.clone() };
-        let (ctx2, h2, requested) = (ctx.clone(), h.clone(), stop.clone());
+        let revoked = turn.revocation();
+        let (ctx2, h2, requested, cut) = (ctx.clone(), h.clone(), stop.clone(), cut_short.clone());
         let task = ctx.tasks.spawn(async move {
             // Dropped in this order when the task ends, however it ends: the turn first.
             let held = (turn, running, ending);
@@ -188,8 +202,11 @@ impl Background {
             } else {
                 super::timers::run(ctx2, h2, latest, &held.0).await
             }
+            if !held.0.is_current() {
+                cut.store(true, Ordering::Relaxed);
+            }
         });
-        Task { handler: h.clone(), abort: task.abort_handle(), stop, ended }
+        Task { handler: h.clone(), abort: task.abort_handle(), stop, ended, cut_short, revoked }
     }
 
     /// Stops tasks of the object `key`: timers are aborted, daemons asked to stop and noted

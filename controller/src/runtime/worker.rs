@@ -2,9 +2,11 @@
 //! parallel up to a bound; events that pile up while a cycle runs collapse to the newest;
 //! workers of idle objects go away.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
@@ -34,6 +36,33 @@ pub struct Router {
     limit: Arc<Semaphore>,
     tasks: TaskTracker,
     stop: tokio::sync::watch::Receiver<bool>,
+    finished: Arc<Finished>,
+}
+
+/// How long an object whose deletion this controller completed is remembered: longer than a
+/// watch lags or a listing takes to arrive.
+const FINISHED_FOR: Duration = Duration::from_secs(300);
+
+/// The objects whose deletion this controller completed (it took its finalizer off), by uid,
+/// with that write's resourceVersion (the API server answers it unchanged) and when. A body
+/// that still shows one of them with our finalizer is stale (a watch behind, a listing taken
+/// before the write, events queued while the cycle ran): handling it would call the delete
+/// handlers of an object that is gone.
+#[derive(Default)]
+struct Finished(Mutex<HashMap<String, (u64, tokio::time::Instant)>>);
+
+impl Finished {
+    fn note(&self, uid: &str, rv: Option<u64>) {
+        let Some(rv) = rv else { return };
+        let now = tokio::time::Instant::now();
+        let mut done = self.0.lock();
+        done.retain(|_, (_, at)| now.duration_since(*at) < FINISHED_FOR);
+        done.insert(uid.to_string(), (rv, now));
+    }
+
+    fn is_stale(&self, uid: &str, rv: Option<u64>) -> bool {
+        matches!((self.0.lock().get(uid), rv), (Some((done, _)), Some(rv)) if rv <= *done)
+    }
 }
 
 fn rv_of(body: &Value) -> Option<u64> {
@@ -60,7 +89,7 @@ fn is_echo(rv: Option<u64>, written: Option<u64>, regained: bool) -> bool {
 impl Router {
     /// A router for one resource; `limit` bounds cycles in flight across all resources.
     pub fn new(ctx: Arc<ResourceContext>, limit: Arc<Semaphore>, tasks: TaskTracker, stop: tokio::sync::watch::Receiver<bool>) -> Router {
-        Router { ctx, background: Arc::default(), workers: Mailboxes::default(), limit, tasks, stop }
+        Router { ctx, background: Arc::default(), workers: Mailboxes::default(), limit, tasks, stop, finished: Arc::default() }
     }
 
     /// The timers and daemons of the resource.
@@ -173,6 +202,10 @@ impl Router {
             }
             let Some(seen) = latest.take() else { continue };
             let (body, deleted) = (seen.body(), matches!(seen, Seen::Deleted(_)));
+            if !deleted && self.finished.is_stale(object::meta_str(body, "uid"), rv_of(body)) {
+                // A body from before our write that completed its deletion: it is gone.
+                continue;
+            }
             let regained = self.ctx.authority.generation().gained != written_gains;
             if !woke && !deleted && is_echo(rv_of(body), written_rv, regained) {
                 // An echo of our own write, or older: the written body is newer. It is kept
@@ -241,6 +274,14 @@ impl Router {
             // Events that came while the cycle ran are older than its write, but they may
             // be someone else's change, which the written body holds: look at it again.
             let changed_meanwhile = end.written.is_some() && mailbox.with(|pending| pending.is_some());
+            // Our finalizer taken off a deleting object: its deletion is complete, and every
+            // body still to come that shows it otherwise is from before.
+            if let Some(w) = &end.written
+                && deletion_requested(w)
+                && !self.ctx.storage.has_finalizer(w)
+            {
+                self.finished.note(object::meta_str(w, "uid"), rv_of(w));
+            }
             latest = Some(match end.written {
                 Some(w) => {
                     self.background.refresh(&key, &w);

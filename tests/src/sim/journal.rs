@@ -165,8 +165,9 @@ fn overlaps(a: &Span, b: &Span) -> bool {
 }
 
 /// (a) never two replicas inside a handler call or daemon of the same object at once, and
-/// never two instances of one object's daemon on one replica.
-pub fn exclusive(spans: &[Span]) -> Option<Violation> {
+/// never two instances of one object's daemon on one replica: from `from` on (peering
+/// promises it only once its peers see each other again).
+pub fn exclusive(spans: &[Span], from: Duration) -> Option<Violation> {
     let mut by_uid: std::collections::BTreeMap<&str, Vec<&Span>> = Default::default();
     for s in spans {
         by_uid.entry(s.uid.as_str()).or_default().push(s);
@@ -177,8 +178,9 @@ pub fn exclusive(spans: &[Span]) -> Option<Violation> {
             for b in &list[i + 1..] {
                 let two_replicas = a.replica != b.replica;
                 let two_daemons = a.what == What::Daemon && b.what == What::Daemon;
-                if (two_replicas || two_daemons) && overlaps(a, b) {
-                    let at = a.start.max(b.start);
+                let until = a.end.unwrap_or(Duration::MAX).min(b.end.unwrap_or(Duration::MAX));
+                if (two_replicas || two_daemons) && overlaps(a, b) && until > from {
+                    let at = a.start.max(b.start).max(from);
                     if first.as_ref().is_none_or(|f| at < f.at) {
                         let text = format!("{} and {} of {} overlap: {} and {}", a.replica, b.replica, a.name, show(a), show(b));
                         first = Some(Violation { invariant: "a", at, text });
@@ -190,9 +192,10 @@ pub fn exclusive(spans: &[Span]) -> Option<Violation> {
     first
 }
 
-/// (c) no handler call or daemon starts once its object's deletion has completed.
-pub fn none_after_deletion(spans: &[Span]) -> Option<Violation> {
-    spans.iter().find(|s| s.after_gone).map(|s| Violation {
+/// (c) no handler call or daemon starts once its object's deletion has completed: from `from`
+/// on (a peer that overlaps another may still act on what the other finished).
+pub fn none_after_deletion(spans: &[Span], from: Duration) -> Option<Violation> {
+    spans.iter().find(|s| s.after_gone && s.start >= from).map(|s| Violation {
         invariant: "c",
         at: s.start,
         text: format!("{} started after {} was gone: {}", s.replica, s.name, show(s)),

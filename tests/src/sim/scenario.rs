@@ -34,6 +34,11 @@ pub const REPLICAS: usize = 3;
 pub const LEASE: Duration = Duration::from_secs(4);
 /// The peering records' lifetime (keepalives every 5–10 s before it ends, as Kopf's).
 pub const PEERING_LIFETIME: Duration = Duration::from_secs(15);
+/// Peering is a pause, not a lock (Kopf's): replicas overlap while they cannot see each
+/// other's keepalives, and stop overlapping once they do. One object is handled by one
+/// replica from this long after the faults stop: every peer has written a keepalive by then
+/// and every lower one has seen the higher ones' (one keepalive interval, 5–10 s, at most).
+pub const PEERING_SETTLE: Duration = Duration::from_secs(10);
 /// Faults happen until then.
 pub const FAULTS_UNTIL: Duration = Duration::from_secs(60);
 /// The quiet period after the faults, before the end checks.
@@ -457,10 +462,11 @@ impl World {
             return Some(Violation { invariant: "d", at: end, text: format!("a panic: {p}") });
         }
         let spans = self.journal.spans();
-        if let Some(v) = journal::exclusive(&spans) {
+        let from = if self.mode == Mode::Peering { FAULTS_UNTIL + PEERING_SETTLE } else { Duration::ZERO };
+        if let Some(v) = journal::exclusive(&spans, from) {
             return Some(v);
         }
-        if let Some(v) = journal::none_after_deletion(&spans) {
+        if let Some(v) = journal::none_after_deletion(&spans, from) {
             return Some(v);
         }
         let mut live = Vec::new();

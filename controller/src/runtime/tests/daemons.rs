@@ -21,7 +21,7 @@ fn delete(rig: &Rig) -> Instant {
 
 /// A rig whose daemon `d` stops when asked to (StopDaemon says it is stopping), winding down
 /// for `takes` (`None`: never ends), with a delete handler `del` beside it.
-fn stoppable(options: pb::DaemonOptions, takes: Option<Duration>) -> Rig {
+pub(super) fn stoppable(options: pb::DaemonOptions, takes: Option<Duration>) -> Rig {
     let body = finalized();
     let d = daemon("d", options, Default::default());
     let del = handler("del", pb::HandlerKind::Delete, Default::default());

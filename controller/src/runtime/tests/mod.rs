@@ -146,6 +146,28 @@ async fn an_object_deleted_while_its_create_handler_runs_gets_its_delete_handler
     assert_eq!((rig.server.count("c"), rig.server.count("d")), (1, 1));
 }
 
+/// The body of a deleting object, delivered again while its delete handler runs (a relist
+/// after a gain, a watch behind) and again after its deletion completed (a listing taken
+/// before, delivered late, to a new worker): neither calls the delete handler again, though
+/// the API server answers the write that completed the deletion with its resourceVersion
+/// unchanged.
+#[tokio::test(start_paused = true)]
+async fn a_deleting_objects_stale_bodies_after_its_deletion_completed_do_not_call_its_delete_handler_again() {
+    let d = handler("d", pb::HandlerKind::Delete, Default::default());
+    let rig = rig(finalized(), vec![d], vec![("d", Box::new(|_, _| ok()))]);
+    rig.server.slow.lock().insert("d".into(), Duration::from_secs(2));
+    let deleting = rig.change(|o| o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z"));
+    rig.router.deliver(Seen::Upsert(deleting.clone()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    rig.router.deliver(Seen::Upsert(deleting.clone()));
+    rig.until("the object is gone", Duration::from_secs(10), |r| r.api.object.lock().is_none()).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(rig.router.workers(), 0, "its worker went away");
+    rig.router.deliver(Seen::Upsert(deleting));
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(rig.server.count("d"), 1, "{:#?}", rig.lines.lock());
+}
+
 #[tokio::test(start_paused = true)]
 async fn objects_waiting_for_a_server_are_woken_the_moment_it_is_back_not_after_their_backoff() {
     let fresh = object(json!({}));

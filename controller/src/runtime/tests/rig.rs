@@ -97,12 +97,18 @@ impl FakeApi {
         if dry {
             return Ok(next);
         }
-        let rv: u64 = current["metadata"]["resourceVersion"].as_str().unwrap_or("1").parse().unwrap_or(1);
-        next["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
         let deleting = object::meta(&next, "deletionTimestamp").is_some();
         let no_finalizers = object::meta(&next, "finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty());
         *self.writes.lock() += 1;
-        *guard = if deleting && no_finalizers { None } else { Some(next.clone()) };
+        // The write that completes a deletion answers with the resourceVersion unchanged, as a
+        // real kube-apiserver does (apiserver-golden, delete.json, "remove finalizer").
+        if deleting && no_finalizers {
+            *guard = None;
+            return Ok(next);
+        }
+        let rv: u64 = current["metadata"]["resourceVersion"].as_str().unwrap_or("1").parse().unwrap_or(1);
+        next["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
+        *guard = Some(next.clone());
         Ok(next)
     }
 }
