@@ -2,16 +2,18 @@
 //! over the `bosun.v1` gRPC contract, and records progress on the objects themselves, so a
 //! restarted or replaced controller continues where the last one stopped.
 //!
-//! Layers, outer to inner: [`runtime`] (watchers, per-object queues, the cycle), [`engines`]
-//! (handler servers), [`state`] (pure logic) and [`cluster`] (the only module that talks to the
-//! API server). The command line (`bosun run`, `bosun dev`: flags, log output, the supervised
+//! Layers, outer to inner: [`runtime`] (watchers, per-object queues, the cycle), [`coordination`]
+//! (which objects are ours), [`handlers`] (the handler servers, as the controller calls them)
+//! and [`endpoints`] (what it serves: admission, liveness), [`state`] (pure logic), [`cluster`]
+//! (the only module that talks to the API server), and [`settings`] at the ground floor. The command line (`bosun run`, `bosun dev`: flags, log output, the supervised
 //! handler command) lives in the `bosun` binary, behind the default `cli` feature.
 #![warn(missing_docs)]
 
 pub mod clock;
 pub mod cluster;
 pub mod coordination;
-pub mod engines;
+pub mod endpoints;
+pub mod handlers;
 pub mod json;
 pub mod logs;
 pub mod metrics;
@@ -21,174 +23,8 @@ pub mod runtime;
 pub mod settings;
 pub mod state;
 
-use std::time::Duration;
+mod error;
 
+pub use error::Error;
 pub use runtime::run;
-
-/// Which namespaces the controller serves.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Namespaces {
-    /// Every namespace (`-A`), and cluster-scoped resources.
-    #[default]
-    All,
-    /// Namespaces matching these Kopf-style patterns: globs, `!` negation (`-n NS ...`).
-    Patterns(Vec<String>),
-}
-
-impl Namespaces {
-    /// The namespaces by name when the patterns are plain names (each watched on its own);
-    /// `None` for all namespaces and for globs (one watch over all namespaces, filtered).
-    pub fn plain_names(&self) -> Option<&[String]> {
-        match self {
-            Namespaces::Patterns(p) if runtime::namespaces::plain_names(p) => Some(p),
-            _ => None,
-        }
-    }
-}
-
-/// Where the controller keeps handlers' progress on objects.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum StorageMode {
-    /// In `status.<prefix>` when the resource's status subresource keeps unknown fields
-    /// (a retry's progress travels with the results), else in annotations.
-    #[default]
-    Auto,
-    /// Always in annotations.
-    Annotations,
-    /// In status where possible (same as auto).
-    Status,
-}
-
-/// A place that receives every log line the controller writes, as plain text
-/// (`INFO [ns/name] Handler 'x' succeeded.`): for tests and embedding.
-#[derive(Debug, Clone)]
-pub struct LogSink(pub tokio::sync::mpsc::UnboundedSender<String>);
-
-/// Everything `run` needs besides the Kubernetes client.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// Handler server endpoints: `http://host:port` or `unix:///path`.
-    pub handlers: Vec<String>,
-    /// Which namespaces to serve.
-    pub namespaces: Namespaces,
-    /// Prefix of the annotations and finalizer the controller writes (`bosun.dev`).
-    pub prefix: String,
-    /// Write Kopf's exact annotation keys and finalizer (in annotations).
-    pub kopf_compat: bool,
-    /// Where progress is kept.
-    pub storage: StorageMode,
-    /// Keep the diffbase in status where the status keeps unknown fields (Kopf's
-    /// `StatusDiffBaseStorage`; one write fewer per handled cause that has results, but a lost
-    /// status re-runs the create handlers), instead of its annotation.
-    pub diffbase_in_status: bool,
-    /// Run without peering.
-    pub standalone: bool,
-    /// How to take part in peering, unless `standalone`.
-    pub peering: coordination::PeeringSetup,
-    /// This controller's identity to its peers and in Leases (detected when none: the pod's
-    /// name from `POD_ID`/`POD_NAME`, else `user@host/time/random`).
-    pub identity: Option<String>,
-    /// How replicas share the objects: each all, a leader, or shards.
-    pub replicas: coordination::Replicas,
-    /// How many objects are processed at once (64 by default, as many as API requests in
-    /// flight: more cycles would only wait for those while holding their memory).
-    pub max_workers: usize,
-    /// The server-side timeout of each watch request (`timeoutSeconds`): the API server ends
-    /// the watch after this long and it resumes from its last resourceVersion (no relist, no
-    /// event delivered again); a connection that brings nothing, not even a bookmark, for this
-    /// long plus 5 s is taken for stuck and reopened the same way. 60 s by default, so that a
-    /// dead watch is noticed within 65 s, whether the server sends bookmarks or not.
-    pub inactivity_timeout: Duration,
-    /// Where log lines are copied to, besides `tracing`.
-    pub log_sink: Option<LogSink>,
-    /// Serve the liveness endpoint (with probe results) at this URL, e.g. `http://0.0.0.0:8080/healthz`.
-    pub liveness: Option<String>,
-    /// Serve `/metrics`, `/healthz` and `/readyz` on this address, e.g. `0.0.0.0:9090`.
-    pub metrics_listen: Option<String>,
-    /// How admission webhooks are served and configured, when validating or mutating
-    /// handlers are registered.
-    pub admission: engines::admission::Setup,
-    /// How events are posted about objects.
-    pub posting: engines::posting::Posting,
-    /// What startup handlers (or an embedder) chose over the default naming and place of the
-    /// controller's marks on objects (`prefix`, `kopf_compat`, `storage`).
-    pub persistence: state::storage::Persistence,
-    /// The settings given explicitly (a flag or its `BOSUN_*` variable), by their flag
-    /// (`--max-workers`): startup handlers' settings do not override them.
-    pub explicit: std::collections::BTreeSet<String>,
-    /// The wall clock the runtime and coordination read (Lease times, timers' and retries'
-    /// wall deadlines): [`clock::Clock::Wall`], or one that follows tokio's paused clock with
-    /// a skew of its own (the replica simulation in `tests/src/sim`).
-    pub clock: clock::Clock,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            handlers: Vec::new(),
-            namespaces: Namespaces::All,
-            prefix: "bosun.dev".into(),
-            kopf_compat: false,
-            storage: StorageMode::Auto,
-            diffbase_in_status: false,
-            standalone: true,
-            peering: coordination::PeeringSetup::default(),
-            identity: None,
-            replicas: coordination::Replicas::Each,
-            max_workers: 64,
-            inactivity_timeout: cluster::watching::WATCH_TIMEOUT,
-            log_sink: None,
-            liveness: None,
-            metrics_listen: None,
-            admission: engines::admission::Setup::default(),
-            posting: engines::posting::Posting::default(),
-            persistence: state::storage::Persistence::default(),
-            explicit: std::collections::BTreeSet::new(),
-            clock: clock::Clock::Wall,
-        }
-    }
-}
-
-/// Why the controller could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A handler server address or call failed at startup.
-    #[error(transparent)]
-    Dispatch(#[from] engines::dispatch::Error),
-    /// The handler servers registered something invalid.
-    #[error("invalid handler registry: {0}")]
-    Registry(#[from] state::registry::Error),
-    /// The admission webhook server could not start.
-    #[error(transparent)]
-    Webhooks(#[from] engines::webhooks::Error),
-    /// A startup handler failed for good: the controller does not start watching.
-    #[error(transparent)]
-    Startup(#[from] runtime::activities::StartupFailed),
-    /// The liveness endpoint could not be served.
-    #[error("cannot serve the liveness endpoint: {0}")]
-    Liveness(#[from] crate::engines::liveness::BadUrl),
-    /// The liveness endpoint's address cannot be listened on.
-    #[error("cannot listen for the liveness endpoint on {addr}: {error}")]
-    LivenessListen {
-        /// The address.
-        addr: String,
-        /// Why.
-        #[source]
-        error: std::io::Error,
-    },
-    /// The metrics endpoint's address cannot be listened on.
-    #[error("cannot listen for the metrics endpoint on {addr}: {error}")]
-    MetricsListen {
-        /// The address.
-        addr: String,
-        /// Why.
-        #[source]
-        error: std::io::Error,
-    },
-    /// Peering or Leases could not start.
-    #[error(transparent)]
-    Coordination(#[from] Box<coordination::Error>),
-    /// No handler server was given.
-    #[error("no handler server given: pass --handler ADDR (or a command after `--` with `bosun dev`)")]
-    NoHandlers,
-}
+pub use settings::{LogSink, Namespaces, Settings, StorageMode};

@@ -147,6 +147,20 @@ impl Logger {
     }
 }
 
+/// A duration as people write it: `3s`, `1.5s`, `250ms`, `2m`.
+pub fn human(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms.is_multiple_of(60_000) {
+        format!("{}m", ms / 60_000)
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,5 +196,13 @@ mod tests {
         });
         let verbose = tracing_subscriber::fmt().with_max_level(tracing::Level::DEBUG).finish();
         tracing::subscriber::with_default(verbose, || assert!(Logger::new(None).enabled(Level::Debug)));
+    }
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        let cases = [(250, "250ms"), (3000, "3s"), (1500, "1.5s"), (120_000, "2m"), (90_000, "90s")];
+        for (ms, want) in cases {
+            assert_eq!(human(std::time::Duration::from_millis(ms)), want);
+        }
     }
 }

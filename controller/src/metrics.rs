@@ -5,7 +5,7 @@
 //!
 //! Names and labels follow Prometheus' conventions: `bosun_` prefix, `_total` counters,
 //! `_seconds` histograms, labels in snake case. What is counted where:
-//! - handler calls (`engines::dispatch`), by resource, handler id and outcome, with their
+//! - handler calls (`handlers::dispatch`), by resource, handler id and outcome, with their
 //!   latency; causes of cycles (`runtime::cycle`); retries scheduled and objects throttled
 //!   (`runtime::worker`);
 //! - API requests (`cluster::metered`, a layer of the kube client, so watches and lists count

@@ -55,7 +55,7 @@ pub struct Needs {
     /// update, and delete of its own and dead members' Leases).
     pub replicas: Replicas,
     /// The webhook configurations' name, when the controller keeps them for its admission
-    /// handlers (`engines::admission`: get, create, patch, and delete on a clean exit).
+    /// handlers (`endpoints::admission`: get, create, patch, and delete on a clean exit).
     pub admission: Option<String>,
 }
 

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use bosun_controller::engines::admission::{Reviewer, Reviewers, router};
-use bosun_controller::engines::dispatch::{CallFailure, DaemonStream, HandlerClient, Server};
-use bosun_controller::engines::webhooks::{self, Certificate};
+use bosun_controller::endpoints::admission::{Reviewer, Reviewers, router};
+use bosun_controller::endpoints::webhooks::{self, Certificate};
+use bosun_controller::handlers::dispatch::{CallFailure, DaemonStream, HandlerClient, Server};
 use bosun_controller::logs::Logger;
 use bosun_controller::state::registry::Handler;
 use bosun_proto::v1 as pb;

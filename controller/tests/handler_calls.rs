@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use bosun_controller::engines::dispatch::{CallFailure, HandlerClient, Server};
+use bosun_controller::handlers::dispatch::{CallFailure, HandlerClient, Server};
 use bosun_controller::state::outcomes::Answer;
 use bosun_proto::v1 as pb;
 use bosun_sdk::{Cause, HandlerError, Operator};

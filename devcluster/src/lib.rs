@@ -32,15 +32,14 @@ pub mod protobuf;
 pub mod registry;
 pub mod schema;
 pub mod selector;
-pub mod serve;
 pub mod shape;
 pub mod status;
 pub mod store;
-pub mod tls;
 pub mod token;
 pub mod validate;
 pub mod webhook;
 
+pub use bosun_https::{serve, tls};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

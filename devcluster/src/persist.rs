@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
+pub use bosun_https::private::{create_private_dir, private_file, write_private};
+
 /// Errors of opening or compacting the data directory.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -59,34 +61,6 @@ pub struct Log {
 
 /// Compact when the appended bytes exceed this and twice the compacted size.
 const COMPACT_AFTER: u64 = 64 * 1024 * 1024;
-
-/// A new (or emptied) file only its owner may read or write: the log holds Secrets in plain
-/// text, as etcd does. The log is renamed from such a file, so it is 0600 too.
-fn private_file(path: &Path) -> std::io::Result<File> {
-    let mut options = OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let file = options.open(path)?;
-    #[cfg(unix)]
-    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?; // made before, wider
-    Ok(file)
-}
-
-/// Writes `bytes` to `path`, readable and writable by its owner alone.
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    private_file(path)?.write_all(bytes)
-}
-
-/// Creates `dir` (and its parents) as 0700 where it does not exist; an existing directory is
-/// the user's and keeps its mode.
-pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
-}
 
 /// Write `objects` (with `last_rv` in a header line) to a temporary file beside `path`,
 /// flush it and rename it over `path`; returns the new file's size.

@@ -1,4 +1,4 @@
-//! Faults a real API server survives (issue 9, items 11 and 12): restarts, deleted CRDs,
+//! Faults a real API server survives: restarts, deleted CRDs,
 //! abusive patches and objects, slow writes, stalled connections and watchers that fall
 //! behind. Each test sends what a client sends over real HTTP and checks the real server's
 //! answer.

@@ -1,4 +1,4 @@
-//! What other projects' clients expect of a real API server (issue 9): each test sends the
+//! What other projects' clients expect of a real API server: each test sends the
 //! request a client sends, over real HTTP, and checks the real server's answer.
 
 #[path = "support/http.rs"]

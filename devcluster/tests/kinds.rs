@@ -1,4 +1,4 @@
-//! The kinds operators' manifests hold beyond the basics (issue 9, item 10): RBAC, the other
+//! The kinds operators' manifests hold beyond the basics: RBAC, the other
 //! workloads, Nodes and volumes, networking, PodDisruptionBudgets, CronJobs and webhook
 //! configurations — stored, not run — each over real HTTP with its discovery entry, the
 //! columns `kubectl get` shows, its defaults and its verbs; and the repository's own `deploy/`

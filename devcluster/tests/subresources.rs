@@ -1,4 +1,4 @@
-//! Subresources (issue 9, items 4 and 6): the `scale` subresource of custom resources, and
+//! Subresources: the `scale` subresource of custom resources, and
 //! the subresources of Pods and ServiceAccounts. Each test sends what a client sends over real
 //! HTTP and checks the real server's answer; the kubectl tests run the real binary (they fail
 //! under CI and are skipped elsewhere when it is missing).

@@ -104,7 +104,7 @@ async fn example_17_admission_denies_mutates_and_fails_closed_through_kubectl() 
     // Another controller, asked to clean up, takes over (started while the handler server is
     // down, so the old one, stopped meanwhile, configures nothing more): it points the
     // configurations at its own endpoint, and removes them when it stops.
-    let cleanup = bosun_controller::engines::admission::Setup { cleanup: true, ..Default::default() };
+    let cleanup = bosun_controller::endpoints::admission::Setup { cleanup: true, ..Default::default() };
     run.replace_controller(bosun_controller::Settings { admission: cleanup, ..Default::default() }).await;
     run.restart_server("admission", &[]).await;
     run.controller.wait_log("ValidatingWebhookConfiguration 'auto.bosun.dev' is updated: 3 webhook(s).", T).await;

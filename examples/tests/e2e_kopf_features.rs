@@ -315,7 +315,7 @@ async fn example_16_indexing_fills_the_index_before_any_handler_and_follows_pods
     // Not asserted: that no handler saw the restarted server's empty index. The server answers
     // UNAVAILABLE until it is described and the controller then holds every handler until the
     // index is filled, but a timer call already in flight across the restart can reach the
-    // new server just after it was described (noted on issue 8).
+    // new server just after it was described.
     // The Pod goes: the index drops it.
     cluster.call(http::Method::DELETE, &format!("{POD}/early"), None, None).await.unwrap();
     run.wait_gone("the pod to go", &format!("{POD}/early")).await;

@@ -183,7 +183,7 @@ async fn serving(url: &str, child: &mut Child) -> Result<(), String> {
     use tonic_health::pb::health_check_response::ServingStatus;
     let deadline = tokio::time::Instant::now() + DEADLINE;
     // The controller's own client of a handler server, and its health check.
-    let server = bosun_controller::engines::dispatch::Server::new(url).map_err(|e| e.to_string())?;
+    let server = bosun_controller::handlers::dispatch::Server::new(url).map_err(|e| e.to_string())?;
     loop {
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
             return Err(format!("it exited ({status})"));

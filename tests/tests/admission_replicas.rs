@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bosun_controller::Settings;
 use bosun_controller::coordination::{LeaseSetup, Replicas};
-use bosun_controller::engines::admission::Setup;
+use bosun_controller::endpoints::admission::Setup;
 use bosun_devcluster::DevCluster;
 use bosun_proto::v1 as pb;
 use bosun_tests::{Controller, Scripted, kex, spec, succeed};

@@ -185,7 +185,7 @@ async fn temporary_errors_are_retried_after_their_delay_until_success(sdk: Sdk) 
 
 async fn permanent_errors_are_not_retried_and_are_recorded_as_failed(sdk: Sdk) {
     // The failure's line is posted as an event only with loggers on (Kopf 1.44+).
-    let posting = bosun_controller::engines::posting::Posting { loggers: true, ..Default::default() };
+    let posting = bosun_controller::cluster::posting::Posting { loggers: true, ..Default::default() };
     let Some(env) = start_with(sdk, Settings { posting, ..Default::default() }).await else { return };
     let uid = uid(&env.create("obj", json!({"spec": {"fail": "permanent"}})).await);
     // The cause is over (nothing left to retry), after exactly one attempt.

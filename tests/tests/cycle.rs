@@ -305,7 +305,7 @@ async fn deletion_supersedes_an_unfinished_creation_and_failures_are_posted_as_e
         (spec("delete_fn", pb::HandlerKind::Delete), ok(Value::Null)),
     ]);
     let (addr, stopper) = server.clone().spawn().await;
-    let posting = bosun_controller::engines::posting::Posting { loggers: true, ..Default::default() };
+    let posting = bosun_controller::cluster::posting::Posting { loggers: true, ..Default::default() };
     let controller = Controller::start(client.clone(), Settings { posting, ..settings(&addr) });
     kex::create(&client, "default", "obj", json!({})).await;
     controller.wait_log("[default/obj] Handler 'create_fn' failed temporarily: waiting for something", T).await;

@@ -6,7 +6,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use bosun_controller::engines::dispatch::Server;
+use bosun_controller::handlers::dispatch::Server;
 use bosun_controller::logs::Logger;
 use bosun_proto::v1 as pb;
 

@@ -1,4 +1,4 @@
-//! The replica simulation of issue 29 (`tests/src/sim`): each mode's seeds, checked for the
+//! The replica simulation (`tests/src/sim`): each mode's seeds, checked for the
 //! invariants. `BOSUN_SIM_SEED=N` replays one seed, `BOSUN_SIM_SEEDS=N` runs the first N
 //! (500 by default), `BOSUN_SIM_THREADS` sets the threads (2).
 

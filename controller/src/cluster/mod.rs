@@ -9,6 +9,7 @@ pub mod deadline;
 pub mod discovery;
 pub mod events;
 pub mod metered;
+pub mod posting;
 pub mod raw;
 pub mod retry;
 pub mod watching;

@@ -5,9 +5,9 @@
 
 use bosun_proto::v1 as pb;
 
-use crate::engines::dispatch::HandlerClient;
-use crate::engines::human;
+use crate::handlers::dispatch::HandlerClient;
 use crate::logs::Logger;
+use crate::logs::human;
 use crate::state::outcomes::{ActivityNext, Answer, activity_next, attempt_of};
 use crate::state::registry::Handler;
 

@@ -10,9 +10,9 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 pub use crate::clock::Clock;
+use crate::cluster::posting::{Poster, Posting};
 use crate::cluster::{Api, ResolvedResource, events};
-use crate::engines::dispatch::{CallFailure, Outages, Servers};
-use crate::engines::posting::{Poster, Posting};
+use crate::handlers::dispatch::{CallFailure, Outages, Servers};
 use crate::logs::{Logger, ObjectRef};
 use crate::object::object_ref;
 use crate::state::essence::EssenceRules;

@@ -21,9 +21,9 @@ use super::background::{Background, is_background};
 use super::context::{ResourceContext, to_json};
 use super::writes::WriteError;
 use crate::cluster::events;
+use crate::cluster::posting;
 use crate::coordination::Turn;
-use crate::engines::dispatch::CallFailure;
-use crate::engines::posting;
+use crate::handlers::dispatch::CallFailure;
 use crate::logs::{Level, Line};
 use crate::object::{self, object_key, object_ref};
 use crate::state::causes::Reason;
@@ -182,7 +182,7 @@ impl ResourceContext {
             cause = cycle.reason.purpose(),
             trace_id = tracing::field::Empty,
         );
-        crate::engines::trace_context::record_trace_id(&span);
+        crate::handlers::trace_context::record_trace_id(&span);
         let handling = async {
             while let Some(inv) = cycle.next_call() {
                 if !current(turn) {

@@ -34,9 +34,9 @@ use tracing::Instrument as _;
 use super::background::Latest;
 use super::context::{ResourceContext, to_json};
 use crate::coordination::Turn;
-use crate::engines::dispatch::{CallFailure, DaemonStream};
-use crate::engines::human;
+use crate::handlers::dispatch::{CallFailure, DaemonStream};
 use crate::logs::ObjectRef;
+use crate::logs::human;
 use crate::object::{self, object_ref};
 use crate::state::outcomes::{Answer, Attempt, DaemonNext, attempt_of, daemon_next};
 use crate::state::plan::Writes;
@@ -135,7 +135,7 @@ pub async fn run(ctx: Arc<ResourceContext>, h: Arc<Handler>, latest: watch::Rece
             handler = %h.id,
             trace_id = tracing::field::Empty,
         );
-        crate::engines::trace_context::record_trace_id(&span);
+        crate::handlers::trace_context::record_trace_id(&span);
         let run = Runner { ctx: &ctx, h: &h, obj: &obj, latest: &latest, turn };
         let ended = match run.once(&requested, &mut stop, req).instrument(span).await {
             Ran::Stopped(None) => return,
@@ -206,7 +206,7 @@ impl Runner<'_> {
     }
 
     /// Takes one item of the stream: `Some` when the stream ended with it.
-    async fn absorb(&self, next: Option<Result<pb::DaemonMessage, crate::engines::dispatch::CallFailure>>) -> Option<End> {
+    async fn absorb(&self, next: Option<Result<pb::DaemonMessage, crate::handlers::dispatch::CallFailure>>) -> Option<End> {
         match next {
             None => Some(End::NoExit),
             Some(Err(failure)) => {

@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use crate::cluster::Cluster;
 use crate::coordination::{Authority, Coordinator, Ownership, Replicas, identity, peering};
-use crate::engines::admission::Admission;
-use crate::engines::dispatch::{HandlerClient, Server, Servers};
+use crate::endpoints::admission::Admission;
+use crate::handlers::dispatch::{HandlerClient, Server, Servers};
 use crate::logs::Logger;
 use crate::state::registry::{self, Handler};
 use crate::{Error, Namespaces, Settings};
@@ -79,14 +79,14 @@ pub async fn run(client: kube::Client, mut settings: Settings, shutdown: impl Fu
     let mut cleanups = of_kind(&handlers, pb::HandlerKind::Cleanup);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     if let Some(url) = &settings.liveness {
-        let (addr, path) = crate::engines::liveness::parse_url(url)?;
+        let (addr, path) = crate::endpoints::liveness::parse_url(url)?;
         let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|error| Error::LivenessListen { addr: addr.clone(), error })?;
         let mut stopped = stop_rx.clone();
         let until = async move {
             let _ = stopped.wait_for(|s| *s).await;
         };
         log.info(None, &format!("Serving the liveness endpoint at {url} with {} probe(s).", probes.len()));
-        tokio::spawn(crate::engines::liveness::serve(listener, path, probes, clients.clone(), until));
+        tokio::spawn(crate::endpoints::liveness::serve(listener, path, probes, clients.clone(), until));
     }
     let startup_refs: Vec<&Handler> = startups.iter().collect();
     let chosen = tokio::select! {
@@ -116,7 +116,7 @@ pub async fn run(client: kube::Client, mut settings: Settings, shutdown: impl Fu
         _ = &mut shutdown => return Ok(()),
     };
 
-    let outages = Arc::new(crate::engines::dispatch::Outages::default());
+    let outages = Arc::new(crate::handlers::dispatch::Outages::default());
     let (described_tx, mut described_rx) = tokio::sync::mpsc::unbounded_channel();
     for (index, server) in servers.iter().enumerate() {
         let monitor =
@@ -230,10 +230,10 @@ async fn start_admission(
     servers: &Servers,
     log: &Logger,
     stop: &tokio::sync::watch::Receiver<bool>,
-) -> Result<Arc<Admission>, crate::engines::webhooks::Error> {
+) -> Result<Arc<Admission>, crate::endpoints::webhooks::Error> {
     let started = Admission::start(cluster.clone(), settings.admission.clone(), servers.clone(), log.clone(), stop.clone()).await?;
     let shared = !matches!(settings.replicas, Replicas::Each);
-    if shared && settings.admission.manage && settings.admission.certificate == crate::engines::webhooks::Certificate::SelfSigned {
+    if shared && settings.admission.manage && settings.admission.certificate == crate::endpoints::webhooks::Certificate::SelfSigned {
         log.warn(
             None,
             "Each replica makes a CA of its own for the admission webhooks, and they overwrite each other's caBundle: with more than one replica give --admission-cert and --admission-key (cert-manager's Secret).",

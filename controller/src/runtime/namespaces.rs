@@ -8,10 +8,7 @@ pub fn serves(patterns: &[String], namespace: &str) -> bool {
     included && !neg.iter().any(|p| glob(&p[1..], namespace))
 }
 
-/// Whether patterns are plain names (each can be watched on its own).
-pub fn plain_names(patterns: &[String]) -> bool {
-    !patterns.is_empty() && patterns.iter().all(|p| !p.is_empty() && !p.contains(['*', '?', '!', '[']))
-}
+pub use crate::settings::plain_names;
 
 /// Shell-style glob with `*` and `?`.
 pub fn glob(pattern: &str, text: &str) -> bool {

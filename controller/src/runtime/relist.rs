@@ -12,8 +12,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::coordination::Authority;
-use crate::engines::human;
 use crate::logs::Logger;
+use crate::logs::human;
 
 /// The longest wait between two attempts of an owed listing.
 pub(super) const MOST: Duration = Duration::from_secs(30);

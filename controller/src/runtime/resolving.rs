@@ -48,7 +48,7 @@ pub(super) struct Group {
 }
 
 /// The handlers that watch resources (not activities, not admission handlers, which are
-/// served by `engines::admission`), grouped by the resource their spelling resolves to, in
+/// served by `endpoints::admission`), grouped by the resource their spelling resolves to, in
 /// registration order; those whose spelling is not resolved are left out.
 pub(super) fn by_resource(handlers: &[Handler], resolved: &HashMap<Normalized, ResolvedResource>) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();

@@ -21,7 +21,7 @@ use crate::Settings;
 use crate::cluster::watching::{self, Seen, WatchScope};
 use crate::cluster::{Cluster, discovery};
 use crate::coordination::Authority;
-use crate::engines::dispatch::Servers;
+use crate::handlers::dispatch::Servers;
 use crate::logs::Logger;
 use crate::object;
 use crate::state::essence::{EssenceRules, parse_path};
@@ -69,7 +69,7 @@ struct Shared {
     /// Which objects are ours now.
     authority: Authority,
     servers: Servers,
-    outages: Arc<crate::engines::dispatch::Outages>,
+    outages: Arc<crate::handlers::dispatch::Outages>,
     kinds: Arc<discovery::Kinds>,
     log: Logger,
     settings: Settings,
@@ -100,7 +100,7 @@ impl Served {
         cluster: Cluster,
         authority: Authority,
         servers: Servers,
-        outages: Arc<crate::engines::dispatch::Outages>,
+        outages: Arc<crate::handlers::dispatch::Outages>,
         log: Logger,
         settings: Settings,
     ) -> Served {
@@ -350,7 +350,7 @@ impl ResourceJob {
             kinds: self.shared.kinds.clone(),
             log: self.shared.log.clone(),
             posting: self.shared.settings.posting,
-            poster: crate::engines::posting::Poster::start(Arc::new(self.shared.cluster.clone()), self.shared.log.clone(), &self.tasks),
+            poster: crate::cluster::posting::Poster::start(Arc::new(self.shared.cluster.clone()), self.shared.log.clone(), &self.tasks),
             authority: self.shared.authority.clone(),
             selector_pushed: selector.is_some(),
             seen: self.memory.seen.clone(),

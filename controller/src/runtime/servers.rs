@@ -16,7 +16,7 @@ use std::time::Duration;
 use bosun_proto::v1 as pb;
 use tokio::sync::{mpsc, watch};
 
-use crate::engines::dispatch::{Outages, Server};
+use crate::handlers::dispatch::{Outages, Server};
 use crate::logs::Logger;
 use tonic_health::pb::health_check_response::ServingStatus;
 

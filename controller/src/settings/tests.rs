@@ -2,7 +2,7 @@
 //! when bad, and the storage they choose with the flags.
 
 use super::*;
-use crate::engines::webhooks::Certificate;
+use crate::endpoints::webhooks::Certificate;
 use crate::state::storage::{Convention, Persistence};
 
 fn annotations(prefix: &str, v1: bool) -> Option<pb::StateStorage> {

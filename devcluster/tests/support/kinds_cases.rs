@@ -1,4 +1,4 @@
-//! One object of each kind issue 9 item 10 added, with the Table `kubectl get` shows for it.
+//! One object of each kind beyond the basics, with the Table `kubectl get` shows for it.
 
 use serde_json::{Value, json};
 

@@ -1,4 +1,4 @@
-//! The replicas workload (`bench --replicas N`, issue 10): for 1, 2, … N replicas, each run on
+//! The replicas workload (`bench --replicas N`): for 1, 2, … N replicas, each run on
 //! a fresh dev cluster, N `bosun run --shards auto` processes share the objects, each with its
 //! own SDK handler server in the bench process recording which replica handled which object
 //! and when. The objects are created live by parallel clients once every replica sees the

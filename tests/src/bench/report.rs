@@ -92,7 +92,7 @@ impl Results {
         let bound = self.socket_bound() as f64;
         vec![
             bar("backlog handled in < 1 s", backlog.map(|b| b.seconds), &|v| format!("{v:.3} s"), &|v| v < 1.0),
-            // Issue 3's bar, on the controller as it was set (the handler server ran inside the
+            // The first speed bar, on the controller as it was set (the handler server ran inside the
             // bench then); the table shows the handler server's share beside it.
             bar(
                 "backlog: controller CPU <= 0.3 ms per object",
@@ -169,7 +169,7 @@ impl Results {
         .collect()
     }
 
-    /// The bars against the bare kube-rs controller (issue 12), on the restart workload: present
+    /// The bars against the bare kube-rs controller, on the restart workload: present
     /// unless `--no-kube-rs`.
     fn kube_rs_bars(&self) -> Vec<Bar> {
         let Some(reference) = &self.kube_rs else { return Vec::new() };
@@ -187,7 +187,7 @@ impl Results {
         ]
     }
 
-    /// The bars of the Python SDK (issue 8), against Kopf: present with `--python --kopf`.
+    /// The bars of the Python SDK, against Kopf: present with `--python --kopf`.
     fn python_bars(&self) -> Vec<Bar> {
         let (Some(python), Some((_, kopf))) = (&self.python, &self.kopf) else { return Vec::new() };
         let pairs = |f: &dyn Fn(&Side) -> Option<f64>| f(python).zip(f(kopf));

@@ -1,4 +1,4 @@
-//! The bench's reference (issue 12): a bare controller written directly on kube-rs's
+//! The bench's reference: a bare controller written directly on kube-rs's
 //! `kube::runtime::Controller`, doing what Kopf's example 01 does — `create_fn` stores
 //! `{"message": "hello world"}` at `status.create_fn` once per object — and with `--delete`
 //! a `delete_fn` behind a finalizer (`kube::runtime::finalizer`). Each call of `create_fn`

@@ -1,4 +1,4 @@
-//! The controller benchmark of issue 3 ("Speed"): backlog and live workloads on the dev
+//! The controller benchmark: backlog and live workloads on the dev
 //! cluster (its own process), the real `bosun` controller (its own process, measured through
 //! `/proc`), an SDK handler server in this process; with `--kopf`, the same against Kopf from
 //! PyPI. Prints a table (or `--json`) and the issue's bars; exits non-zero when a run fails

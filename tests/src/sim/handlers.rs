@@ -294,7 +294,7 @@ impl Host {
         }
         self.crash = CancellationToken::new();
         self.script.crashed = self.crash.clone();
-        let conns = bosun_controller::engines::memory::listen(&self.name);
+        let conns = bosun_controller::handlers::memory::listen(&self.name);
         let crash = self.crash.clone();
         let incoming = futures::StreamExt::map(tokio_stream::wrappers::UnboundedReceiverStream::new(conns), move |inner| {
             Ok::<_, std::io::Error>(Severable { inner, crashed: Box::pin(crash.clone().cancelled_owned()) })
@@ -309,7 +309,7 @@ impl Host {
 
     /// Crashes it: connections reset, new ones refused, the calls in flight dropped.
     pub fn crash(&mut self) {
-        bosun_controller::engines::memory::close(&self.name);
+        bosun_controller::handlers::memory::close(&self.name);
         self.crash.cancel();
         if let Some(t) = self.task.take() {
             t.abort();

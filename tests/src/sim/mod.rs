@@ -2,7 +2,7 @@
 //! (`bosun_controller::run`, with the real runtime and coordination code) against one
 //! in-memory API server (the dev cluster's store, resourceVersions, Leases, watches) and
 //! scripted handler servers, on tokio's paused clock, with faults drawn from a seeded RNG;
-//! the invariants of issue 29 are checked on every run (see `tests/src/sim/README.md`).
+//! the invariants of one replica per object are checked on every run (see `tests/src/sim/README.md`).
 //!
 //! Why neither turmoil nor madsim: the code under test talks to the API server through a
 //! `kube::Client` (a tower Service) and to handler servers through tonic. turmoil simulates

@@ -297,7 +297,7 @@ impl World {
             LogSink(tx)
         });
         // BOSUN_SIM_IDENTITY=same: one identity for every replica, as a Deployment template's
-        // constant BOSUN_IDENTITY gives (finding 6 of issue 29).
+        // constant BOSUN_IDENTITY gives.
         let identity = if std::env::var("BOSUN_SIM_IDENTITY").is_ok_and(|v| v == "same") { "sim".to_string() } else { format!("sim-{id}") };
         let settings = self.settings(r, &identity, host.addr(), clock, sink);
         let (stop, stopped) = oneshot::channel::<()>();

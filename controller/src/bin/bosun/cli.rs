@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use bosun_controller::engines::posting::Posting;
-use bosun_controller::engines::webhooks::Certificate;
+use bosun_controller::cluster::posting::Posting;
+use bosun_controller::endpoints::webhooks::Certificate;
 use bosun_controller::logs::Level;
 use bosun_controller::{Namespaces, Settings, StorageMode};
 use clap::parser::ValueSource;
@@ -397,7 +397,7 @@ impl ControllerArgs {
             log_sink: None,
             liveness: self.liveness.clone(),
             metrics_listen: self.metrics_listen.clone(),
-            admission: bosun_controller::engines::admission::Setup {
+            admission: bosun_controller::endpoints::admission::Setup {
                 listen: self.admission_listen.clone(),
                 url: self.admission_url.clone(),
                 host: None,

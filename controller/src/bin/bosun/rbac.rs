@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use bosun_controller::cluster::{Cluster, ResolvedResource, discovery};
 use bosun_controller::coordination::peering::Family;
-use bosun_controller::engines::dispatch::Server;
+use bosun_controller::handlers::dispatch::Server;
 use bosun_controller::logs::Logger;
 use bosun_controller::rbac::{self, Handled, Needs};
 use bosun_controller::state::registry;

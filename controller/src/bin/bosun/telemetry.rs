@@ -2,7 +2,7 @@
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) set, the controller's
 //! spans (each cycle with its object and cause, each handler call, each write) go to that
 //! collector over gRPC, named `bosun` unless `OTEL_SERVICE_NAME` says otherwise; the handler
-//! calls carry the trace context to the handler server (`bosun_controller::engines::trace_context`).
+//! calls carry the trace context to the handler server (`bosun_controller::handlers::trace_context`).
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;

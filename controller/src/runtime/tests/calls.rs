@@ -8,7 +8,7 @@ use bosun_proto::v1 as pb;
 
 use super::rig::*;
 use crate::cluster::watching::Seen;
-use crate::engines::dispatch::HandlerClient;
+use crate::handlers::dispatch::HandlerClient;
 use crate::logs::Logger;
 
 fn keyed(key: &'static str) -> impl FnOnce(&mut pb::HandlerSpec) {

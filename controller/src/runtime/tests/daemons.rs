@@ -314,7 +314,7 @@ async fn a_stop_that_fails_is_asked_again_and_the_handover_waits_for_the_real_ex
     rig.server.stops.lock().insert(
         "d".into(),
         Box::new(move |req| match asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
-            0 => Err(crate::engines::dispatch::CallFailure::Failed { code: tonic::Code::Unavailable, message: "busy".into() }),
+            0 => Err(crate::handlers::dispatch::CallFailure::Failed { code: tonic::Code::Unavailable, message: "busy".into() }),
             _ => stop(req),
         }),
     );

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use crate::cluster::watching::Seen;
-use crate::engines::dispatch::{CallFailure, HandlerClient};
+use crate::handlers::dispatch::{CallFailure, HandlerClient};
 use crate::logs::Logger;
 use rig::*;
 
@@ -187,7 +187,7 @@ async fn objects_waiting_for_a_server_are_woken_the_moment_it_is_back_not_after_
 
 #[tokio::test(start_paused = true)]
 async fn objects_that_waited_for_a_server_go_on_one_after_the_other_in_the_order_they_began_to_wait() {
-    let outages = Arc::new(crate::engines::dispatch::Outages::default());
+    let outages = Arc::new(crate::handlers::dispatch::Outages::default());
     let down = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let mut rigs = Vec::new();
     for name in ["c", "a", "b"] {

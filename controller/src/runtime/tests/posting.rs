@@ -8,8 +8,8 @@ use bosun_proto::v1 as pb;
 use serde_json::{Value, json};
 
 use super::rig::*;
+use crate::cluster::posting::Posting;
 use crate::cluster::watching::Seen;
-use crate::engines::posting::Posting;
 use crate::logs::Level;
 
 /// A create handler that fails for good, with log lines and an event of its own of each type.

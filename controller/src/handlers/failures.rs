@@ -53,7 +53,7 @@ impl std::fmt::Display for CallFailure {
         match self {
             CallFailure::Unreachable(why) => write!(f, "the handler server is unreachable ({why})"),
             CallFailure::Lost(why) => write!(f, "the connection to the handler server was lost during the call ({why})"),
-            CallFailure::TimedOut(d) => write!(f, "did not answer in {}", crate::engines::human(*d)),
+            CallFailure::TimedOut(d) => write!(f, "did not answer in {}", crate::logs::human(*d)),
             CallFailure::Failed { code, message } if message.is_empty() => write!(f, "failed with {}", code_name(*code)),
             CallFailure::Failed { code, message } => write!(f, "failed with {}: {message}", code_name(*code)),
         }

@@ -1,10 +1,10 @@
-//! Admission (issue 13): the endpoint the API server sends AdmissionReviews to, one path per
+//! Admission: the endpoint the API server sends AdmissionReviews to, one path per
 //! handler (`POST /<id>`), each review sent to its handler server through `Admit` and
 //! answered as `state::admission` decides; and the Validating/MutatingWebhookConfiguration
 //! that tells the API server about it, kept up to date as handler servers register other
 //! handlers and as certificate files rotate, and removed on a clean exit when asked
 //! (`--admission-cleanup`) and no other replica serves them any more. The HTTPS server and its
-//! certificate are in `engines::webhooks`.
+//! certificate are in `endpoints::webhooks`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,10 +18,10 @@ use serde_json::Value;
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
-use super::dispatch::Servers;
 use super::webhooks;
 use crate::cluster::{Cluster, discovery};
 use crate::coordination::roster::Roster;
+use crate::handlers::dispatch::Servers;
 use crate::logs::Logger;
 use crate::object;
 use crate::state::admission::{self as decide, Answer, BadReview, Endpoint, Request, Write};
@@ -405,7 +405,7 @@ mod tests {
 
     #[tokio::test]
     async fn reviews_are_sent_with_the_handlers_key() {
-        let server = Arc::new(crate::engines::recording::Recording::default());
+        let server = Arc::new(crate::handlers::recording::Recording::default());
         let spec = pb::HandlerSpec {
             id: "check".into(),
             key: "check-create".into(),
@@ -465,7 +465,7 @@ mod tests {
             ],
             id in proptest::prop_oneof![proptest::prelude::Just("check".to_string()), "[a-z/]{1,8}"],
         ) {
-            let server = Arc::new(crate::engines::recording::Recording::default());
+            let server = Arc::new(crate::handlers::recording::Recording::default());
             let spec = pb::HandlerSpec {
                 id: "check".into(),
                 kind: pb::HandlerKind::Mutate as i32,

@@ -20,7 +20,7 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
 use tokio_rustls::rustls::sign::CertifiedKey;
 
-pub use bosun_devcluster::tls::{Error as TlsError, Tls};
+pub use bosun_https::tls::{Error as TlsError, Tls};
 
 use crate::logs::Logger;
 
@@ -245,15 +245,15 @@ pub async fn serve(listen: &str, app: axum::Router, loaded: Loaded, log: Logger,
     if let Some(files) = loaded.files {
         tokio::spawn(files.watch(log, stop.clone()));
     }
-    let limits = bosun_devcluster::serve::Limits { header_read_timeout: Duration::from_secs(10), max_connections: 256 };
-    tokio::spawn(bosun_devcluster::serve::serve(listener, app, Some(loaded.acceptor), limits, stop));
+    let limits = bosun_https::serve::Limits { header_read_timeout: Duration::from_secs(10), max_connections: 256 };
+    tokio::spawn(bosun_https::serve::serve(listener, app, Some(loaded.acceptor), limits, stop));
     Ok(local)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bosun_devcluster::tls::verify;
+    use bosun_https::tls::verify;
 
     #[test]
     fn the_generated_chain_validates_for_the_names_given_and_no_others() {

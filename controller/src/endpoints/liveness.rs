@@ -21,7 +21,7 @@ const CACHE: Duration = Duration::from_secs(10);
 
 struct Probes {
     handlers: Vec<Handler>,
-    servers: crate::engines::dispatch::Servers,
+    servers: crate::handlers::dispatch::Servers,
     last: Mutex<Option<(Instant, Result<Value, ProbeFailed>)>>,
 }
 
@@ -66,7 +66,7 @@ enum ProbeFailed {
     #[error("probe '{id}' failed: {message}")]
     Failed { id: String, message: String },
     #[error("probe '{id}' could not run: {why}")]
-    NotRun { id: String, why: crate::engines::dispatch::CallFailure },
+    NotRun { id: String, why: crate::handlers::dispatch::CallFailure },
 }
 
 /// A liveness URL that cannot be served.
@@ -95,7 +95,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     path: String,
     handlers: Vec<Handler>,
-    servers: crate::engines::dispatch::Servers,
+    servers: crate::handlers::dispatch::Servers,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let probes = Arc::new(Probes { handlers, servers, last: Mutex::new(None) });
@@ -122,12 +122,12 @@ mod tests {
 
     #[tokio::test]
     async fn probes_are_called_by_their_registrations_key() {
-        let server = Arc::new(crate::engines::recording::Recording::default());
+        let server = Arc::new(crate::handlers::recording::Recording::default());
         let probe = |id: &str, key: &str| {
             let spec = pb::HandlerSpec { id: id.into(), key: key.into(), kind: pb::HandlerKind::Probe as i32, ..Default::default() };
             Handler::from_spec(&spec, 0).unwrap()
         };
-        let servers: crate::engines::dispatch::Servers = Arc::new(vec![server.clone()]);
+        let servers: crate::handlers::dispatch::Servers = Arc::new(vec![server.clone()]);
         let probes = Probes { handlers: vec![probe("a", "probe-a"), probe("b", "")], servers, last: Mutex::new(None) };
         assert_eq!(probes.run().await.unwrap(), serde_json::json!({"a": 1, "b": 1}));
         let calls = server.calls.lock().clone();

@@ -139,12 +139,12 @@ impl Tls {
             let path = file(name);
             move |source| Error::Io { path: path.display().to_string(), source }
         };
-        crate::persist::create_private_dir(dir).map_err(io(""))?;
-        crate::persist::write_private(&file("ca.crt"), tls.ca_pem.as_bytes()).map_err(io("ca.crt"))?;
-        crate::persist::write_private(&file("ca.key"), tls.ca_key_pem.as_bytes()).map_err(io("ca.key"))?;
-        crate::persist::write_private(&file("tls.crt"), tls.cert_pem.as_bytes()).map_err(io("tls.crt"))?;
-        crate::persist::write_private(&file("tls.key"), tls.key_pem.as_bytes()).map_err(io("tls.key"))?;
-        crate::persist::write_private(&file("tls.names"), tls.names.join("\n").as_bytes()).map_err(io("tls.names"))?;
+        crate::private::create_private_dir(dir).map_err(io(""))?;
+        crate::private::write_private(&file("ca.crt"), tls.ca_pem.as_bytes()).map_err(io("ca.crt"))?;
+        crate::private::write_private(&file("ca.key"), tls.ca_key_pem.as_bytes()).map_err(io("ca.key"))?;
+        crate::private::write_private(&file("tls.crt"), tls.cert_pem.as_bytes()).map_err(io("tls.crt"))?;
+        crate::private::write_private(&file("tls.key"), tls.key_pem.as_bytes()).map_err(io("tls.key"))?;
+        crate::private::write_private(&file("tls.names"), tls.names.join("\n").as_bytes()).map_err(io("tls.names"))?;
         Ok(tls)
     }
 

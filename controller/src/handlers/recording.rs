@@ -1,4 +1,4 @@
-//! A handler server for tests of the engines: it answers every call with success and notes
+//! A handler server for tests of the calls: it answers every call with success and notes
 //! which registration each call named (`handler_id`, `handler_key`).
 
 use std::time::Duration;
