@@ -14,9 +14,28 @@ use crate::logs::Logger;
 
 /// A Lease holder that drains: leader election's candidate, a shard member.
 pub(crate) trait Draining {
-    /// Waits until `until` resolves (true) or the next renewal is due (false), firing the
-    /// renew deadline meanwhile.
-    async fn pause(&mut self, until: impl Future<Output = ()>) -> bool;
+    /// How often it looks at its Lease.
+    fn retry(&self) -> Duration;
+    /// When its renew deadline passes, if it holds the Lease.
+    fn renew_deadline(&self) -> Option<Instant>;
+    /// Its renew deadline's timer fired (or may have).
+    fn deadline_passed(&mut self);
+
+    /// Waits until `until` resolves (true) or the next look is due (false), firing the renew
+    /// deadline meanwhile.
+    async fn pause(&mut self, until: impl Future<Output = ()>) -> bool {
+        let mut until = std::pin::pin!(until);
+        let next = Instant::now() + self.retry();
+        loop {
+            let deadline = self.renew_deadline();
+            tokio::select! {
+                _ = &mut until => return true,
+                _ = tokio::time::sleep_until(next) => return false,
+                _ = async { tokio::time::sleep_until(deadline.unwrap_or(next)).await }, if deadline.is_some() => self.deadline_passed(),
+            }
+        }
+    }
+
     /// Renews the Lease once.
     async fn renew_once(&mut self);
     /// Requests give up at `at` from now on.

@@ -362,21 +362,16 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 impl Draining for Candidate {
-    /// Waits for the next look (firing the renew deadline meanwhile); true when `until`
-    /// resolves first.
-    async fn pause(&mut self, until: impl Future<Output = ()>) -> bool {
-        let mut until = std::pin::pin!(until);
-        let next = Instant::now() + self.seat.timing.retry;
-        loop {
-            let deadline = self.elector.deadline();
-            tokio::select! {
-                _ = &mut until => return true,
-                _ = tokio::time::sleep_until(next) => return false,
-                _ = sleep_until(deadline), if deadline.is_some() => {
-                    self.feed(Event::Deadline { at: Instant::now() });
-                }
-            }
-        }
+    fn retry(&self) -> std::time::Duration {
+        self.seat.timing.retry
+    }
+
+    fn renew_deadline(&self) -> Option<Instant> {
+        self.elector.deadline()
+    }
+
+    fn deadline_passed(&mut self) {
+        self.feed(Event::Deadline { at: Instant::now() });
     }
 
     async fn renew_once(&mut self) {

@@ -127,6 +127,11 @@ impl Peering {
     pub fn display(&self) -> String {
         self.family.describe(self.namespace.as_deref(), &self.name)
     }
+
+    /// The object's API path.
+    pub fn path(&self) -> String {
+        self.family.path(self.namespace.as_deref(), &self.name)
+    }
 }
 
 /// One peer's record.
@@ -250,20 +255,24 @@ pub struct Decision {
 /// Kopf's decision for the controller `me` of `priority` at `now`, each peer's record judged
 /// by when `seen` saw it change.
 pub fn decide(body: &Value, me: &str, priority: i64, now: DateTime<Utc>, seen: &mut Sightings) -> Decision {
-    let all: Vec<(Peer, DateTime<Utc>)> = peers(body, now)
-        .into_iter()
-        .map(|p| {
-            let deadline = seen.deadline(&p, now);
-            (p, deadline)
-        })
-        .collect();
-    seen.seen.retain(|identity, _| all.iter().any(|(p, _)| &p.identity == identity));
-    let (dead, live): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, deadline)| *deadline <= now);
-    let live: Vec<(Peer, DateTime<Utc>)> = live.into_iter().filter(|(p, _)| p.identity != me).collect();
-    let pausing = |keep: &dyn Fn(i64) -> bool| live.iter().filter(|(p, _)| keep(p.priority)).cloned().collect::<Vec<_>>();
-    let (higher, same) = (pausing(&|p| p > priority), pausing(&|p| p == priority));
-    let recheck_at = higher.iter().chain(&same).map(|(_, deadline)| *deadline).min();
-    let (higher, same): (Vec<Peer>, Vec<Peer>) = (higher.into_iter().map(|(p, _)| p).collect(), same.into_iter().map(|(p, _)| p).collect());
+    let all = peers(body, now);
+    seen.seen.retain(|identity, _| all.iter().any(|p| &p.identity == identity));
+    let (mut higher, mut same, mut dead, mut recheck_at) = (Vec::new(), Vec::new(), Vec::new(), None::<DateTime<Utc>>);
+    for p in all {
+        let deadline = seen.deadline(&p, now);
+        if deadline <= now {
+            dead.push(p.identity);
+            continue;
+        }
+        let pausing = match p.priority.cmp(&priority) {
+            _ if p.identity == me => continue,
+            std::cmp::Ordering::Greater => &mut higher,
+            std::cmp::Ordering::Equal => &mut same,
+            std::cmp::Ordering::Less => continue,
+        };
+        pausing.push(p);
+        recheck_at = Some(recheck_at.map_or(deadline, |r| r.min(deadline)));
+    }
     let verdict = if !higher.is_empty() {
         Verdict::Yield(higher)
     } else if !same.is_empty() {
@@ -271,7 +280,7 @@ pub fn decide(body: &Value, me: &str, priority: i64, now: DateTime<Utc>, seen: &
     } else {
         Verdict::Run
     };
-    Decision { verdict, dead: dead.into_iter().map(|(p, _)| p.identity).collect(), recheck_at }
+    Decision { verdict, dead, recheck_at }
 }
 
 /// The patch that writes our record (or removes it, with a zero lifetime).
@@ -314,6 +323,11 @@ pub fn keepalive_interval(lifetime: Duration) -> Duration {
 pub fn fence_after(lifetime: Duration) -> Duration {
     let margin = (lifetime / 20).max(Duration::from_secs(1)).min(lifetime / 2);
     lifetime - margin
+}
+
+/// How long a request on the peering object may take: a quarter of the lifetime, at least 1 s.
+fn request_limit(lifetime: Duration) -> Duration {
+    (lifetime / 4).max(Duration::from_secs(1))
 }
 
 /// How soon to try again after a keepalive could not be written.
@@ -411,7 +425,7 @@ impl Keepalive {
         log: Logger,
         clock: Clock,
     ) -> Result<Option<Keepalive>, Error> {
-        let path = peering.family.path(peering.namespace.as_deref(), &peering.name);
+        let path = peering.path();
         match api.get(&path).await {
             Ok(_) => {}
             Err(e) if e.code() == Some(404) => {
@@ -439,8 +453,7 @@ impl Keepalive {
         };
         // Until our record is written, our peers cannot see us, so we must not act: fenced, as
         // after a keep-alive that could not be written, until one is (`run` tries again soon).
-        let give_up = (k.peering.lifetime / 4).max(Duration::from_secs(1));
-        match tokio::time::timeout(give_up, k.touch(k.peering.lifetime)).await {
+        match tokio::time::timeout(request_limit(k.peering.lifetime), k.touch(k.peering.lifetime)).await {
             Ok(Some(body)) => k.observe(body).await,
             Ok(None) | Err(_) => k.fence(&k.peering.display()),
         }
@@ -451,7 +464,7 @@ impl Keepalive {
     async fn touch(&self, lifetime: Duration) -> Option<Value> {
         let p = &self.peering;
         let patch = touch_patch(&p.identity, p.priority, lifetime, self.clock.now());
-        let path = p.family.path(p.namespace.as_deref(), &p.name);
+        let path = p.path();
         match write_record(&*self.api, &path, &p.identity, &patch).await {
             Ok(body) => Some(body),
             Err(e) => {
@@ -482,7 +495,7 @@ impl Keepalive {
         self.pauses.set(&scope, d.verdict != Verdict::Run);
         self.verdict = d.verdict.clone();
         if !d.dead.is_empty() {
-            let path = p.family.path(p.namespace.as_deref(), &p.name);
+            let path = p.path();
             if let Err(e) = self.api.patch(&path, content::MERGE, &clean_patch(&d.dead)).await {
                 self.log.debug(None, &format!("Could not remove dead peers {:?}: {e}.", d.dead));
             }
@@ -509,7 +522,7 @@ impl Keepalive {
                 _ = super::stopped(&mut stop) => break,
                 _ = sleep_until(keepalive) => {
                     let sent = Instant::now();
-                    let give_up = sent + (lifetime / 4).max(Duration::from_secs(1));
+                    let give_up = sent + request_limit(lifetime);
                     let written = {
                         let mut touch = std::pin::pin!(self.touch(lifetime));
                         loop {
@@ -543,9 +556,7 @@ impl Keepalive {
                     // A peer that pauses us looks dead: read the object before resuming, as a
                     // watch can lag (or hang) behind its keep-alives; if it cannot be read,
                     // stay as we are and look again soon.
-                    let path = self.peering.family.path(self.peering.namespace.as_deref(), &self.peering.name);
-                    let give_up = (lifetime / 4).max(Duration::from_secs(1));
-                    match tokio::time::timeout(give_up, self.api.get(&path)).await {
+                    match tokio::time::timeout(request_limit(lifetime), self.api.get(&self.peering.path())).await {
                         Ok(Ok(body)) => self.observe(body).await,
                         Ok(Err(e)) if e.code() == Some(404) => self.observe(json!({})).await,
                         _ => self.recheck_at = Some(crate::state::outcomes::later(self.clock.now(), retry_after_failure(lifetime))),

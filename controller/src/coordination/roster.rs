@@ -38,7 +38,7 @@ impl Roster {
     /// Another live replica (its identity), if there is one; an error when that cannot be told.
     pub async fn another(&self) -> Result<Option<String>, Error> {
         for p in &self.peerings {
-            let body = match self.api.get(&p.family.path(p.namespace.as_deref(), &p.name)).await {
+            let body = match self.api.get(&p.path()).await {
                 Ok(body) => body,
                 Err(e) if e.code() == Some(404) => continue,
                 Err(e) => return Err(e),

@@ -384,18 +384,16 @@ impl Member {
 }
 
 impl Draining for Member {
-    /// Waits for the next look or for `until` (true then), firing the renew deadline meanwhile.
-    async fn pause(&mut self, until: impl Future<Output = ()>) -> bool {
-        let mut until = std::pin::pin!(until);
-        let next = Instant::now() + self.seat.timing.retry;
-        loop {
-            let deadline = self.tenure.deadline();
-            tokio::select! {
-                _ = &mut until => return true,
-                _ = tokio::time::sleep_until(next) => return false,
-                _ = sleep_until(deadline), if deadline.is_some() => self.check_deadline(),
-            }
-        }
+    fn retry(&self) -> std::time::Duration {
+        self.seat.timing.retry
+    }
+
+    fn renew_deadline(&self) -> Option<Instant> {
+        self.tenure.deadline()
+    }
+
+    fn deadline_passed(&mut self) {
+        self.check_deadline();
     }
 
     async fn renew_once(&mut self) {

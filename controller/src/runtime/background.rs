@@ -146,12 +146,17 @@ impl Background {
             running: HashMap::new(),
         });
         // Ownership can come back before the verdict's followers saw it go (`stop_unowned`
-        // then finds nothing to stop): those cut short start again; a daemon still ending
-        // after a revocation is waited for as a stopped one is, and its end wakes the object.
-        entry.running.retain(|_, t| !t.cut_short.load(Ordering::Relaxed));
-        let revoked: Vec<String> = entry.running.iter().filter(|(_, t)| t.revoked.is_cancelled()).map(|(id, _)| id.clone()).collect();
-        let revoked: Vec<Task> = revoked.iter().filter_map(|id| entry.running.remove(id)).collect();
-        self.stop_tasks(key, revoked.into_iter(), now);
+        // then finds nothing to stop): tasks cut short, or revoked and still ending, are
+        // stopped as unowned ones are (one that ended holds nothing; a daemon still ending is
+        // waited for, and its end wakes the object), so they start again below or at its end.
+        let cut: Vec<String> = entry
+            .running
+            .iter()
+            .filter(|(_, t)| t.cut_short.load(Ordering::Relaxed) || t.revoked.is_cancelled())
+            .map(|(id, _)| id.clone())
+            .collect();
+        let cut: Vec<Task> = cut.iter().filter_map(|id| entry.running.remove(id)).collect();
+        self.stop_tasks(key, cut.into_iter(), now);
         let changed_at = if &entry.essence != essence { Instant::now() } else { entry.latest.borrow().1 };
         entry.essence = essence.clone();
         entry.latest.send_replace((body.clone(), changed_at));

@@ -210,10 +210,6 @@ pub fn run_seeds(mode: Mode, seeds: &[u64], threads: usize) -> Vec<Failure> {
                     }
                     if let Some(f) = run_seed(mode, seed) {
                         eprintln!("{f}");
-                        if std::env::var("BOSUN_SIM_SEED").is_ok() {
-                            // A replay shows its whole journal, still-open invariants too.
-                            eprintln!("{}", f.excerpt);
-                        }
                         if let Ok(dir) = std::env::var("BOSUN_SIM_JOURNALS") {
                             // Replays are not exact (see above): the failing run's own journal.
                             let path = std::path::Path::new(&dir).join(format!("{mode:?}-{seed}.txt"));
