@@ -9,6 +9,9 @@ controller binary is built with cargo by setuptools-rust and installed as the `b
 Environment:
   BOSUN_PROTO_DIR    where the contract is (default: ../proto next to this file)
   BOSUN_CARGO_DEBUG  "1" builds the controller in cargo's debug profile (faster to build)
+  BOSUN_BINARY       a `bosun` binary built beforehand, put into the wheel as it is instead of
+                     running cargo (CI builds one static release binary for the wheel and the
+                     image check: the Dockerfile's `cargo build` line)
   BOSUN_STUBS_ONLY   a folder: only generate the stubs there (`BOSUN_STUBS_ONLY=. python setup.py`)
 """
 
@@ -18,7 +21,7 @@ import re
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
-from setuptools_rust import RustBin
+from setuptools_rust import RustBin, build_rust
 
 HERE = pathlib.Path(__file__).resolve().parent
 PROTO_DIR = pathlib.Path(os.environ.get("BOSUN_PROTO_DIR", HERE.parent / "proto"))
@@ -84,10 +87,24 @@ class BuildWithStubs(build_py):
         generate_stubs(pathlib.Path(self.build_lib))
 
 
+class BuildRust(build_rust):
+    """Takes the `bosun` binary in `BOSUN_BINARY` as built, when it is set."""
+
+    def build_extension(self, ext, forced_target_triple=None):
+        prebuilt = os.environ.get("BOSUN_BINARY")
+        if not prebuilt:
+            return super().build_extension(ext, forced_target_triple)
+        if not os.access(prebuilt, os.X_OK):
+            raise RuntimeError(f"BOSUN_BINARY={prebuilt} is not an executable file")
+        from setuptools_rust.build import _BuiltModule
+
+        return [_BuiltModule("bosun", prebuilt)], None
+
+
 setup(
     version=version(),
     install_requires=dependencies(),
-    cmdclass={"build_py": BuildWithStubs},
+    cmdclass={"build_py": BuildWithStubs, "build_rust": BuildRust},
     rust_extensions=[
         RustBin(
             "bosun",

@@ -26,5 +26,6 @@ pub mod state;
 mod error;
 
 pub use error::Error;
+pub use logs::LogSink;
 pub use runtime::run;
-pub use settings::{LogSink, Namespaces, Settings, StorageMode};
+pub use settings::{Namespaces, Settings, StorageMode};

@@ -1,8 +1,6 @@
 //! The controller's log lines: through `tracing`, object lines prefixed `[namespace/name]`
 //! as in Kopf, and copied to an optional sink (tests and embedding read them there).
 
-use crate::LogSink;
-
 /// Which object a line is about.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObjectRef {
@@ -160,6 +158,11 @@ pub fn human(d: std::time::Duration) -> String {
         format!("{:.1}s", d.as_secs_f64())
     }
 }
+
+/// A place that receives every log line the controller writes, as plain text
+/// (`INFO [ns/name] Handler 'x' succeeded.`): for tests and embedding.
+#[derive(Debug, Clone)]
+pub struct LogSink(pub tokio::sync::mpsc::UnboundedSender<String>);
 
 #[cfg(test)]
 mod tests {

@@ -14,7 +14,7 @@ use bosun_proto::v1 as pb;
 use serde_json::{Value, json};
 
 use crate::Namespaces;
-use crate::cluster::ResolvedResource;
+use crate::cluster::discovery::ResolvedResource;
 use crate::coordination::Replicas;
 use crate::coordination::peering::Family;
 

@@ -67,13 +67,19 @@ fn the_dockerfile_builds_a_static_bosun_that_runs_in_an_empty_root() {
     assert_eq!(&build[..2], ["cargo", "build"], "{build:?}");
     // Into the workspace's target directory (its release build of the musl target only).
     let target_dir = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(&build[1..])
-        .arg("--target-dir")
-        .arg(&target_dir)
-        .current_dir(workspace())
-        .status()
-        .unwrap();
+    // Without the variables cargo sets for this test (ring's build script watches
+    // CARGO_MANIFEST_DIR): with them, a binary built by the same line outside (CI builds it
+    // once, for the wheel too) would be built again instead of found up to date.
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_for_tests =
+            ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_CRATE_NAME", "CARGO_BIN_", "CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"];
+        if set_for_tests.iter().any(|p| name.starts_with(p)) {
+            cargo.env_remove(name.as_ref());
+        }
+    }
+    let status = cargo.args(&build[1..]).arg("--target-dir").arg(&target_dir).current_dir(workspace()).status().unwrap();
     assert!(status.success(), "{build:?} failed");
     let binary = target_dir.join(format!("{target}/release/bosun"));
 

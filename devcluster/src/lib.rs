@@ -24,6 +24,7 @@ pub mod depth;
 pub mod gc;
 pub mod jsonpath;
 pub mod managed;
+pub mod meta;
 pub mod metrics;
 pub mod ops;
 pub mod patch;
@@ -135,7 +136,7 @@ impl DevCluster {
         // The restored resourceVersion is where every table's watch history starts: a watch
         // from an older version cannot be served (the events before the restart are not kept)
         // and is answered 410 Gone, as a real server answers one its watch cache cannot serve.
-        let restored_rv = loaded.objects.values().map(store::rv_of).fold(loaded.last_rv.max(1), u64::max);
+        let restored_rv = loaded.objects.values().map(meta::rv_of).fold(loaded.last_rv.max(1), u64::max);
         let store = Store::new(restored_rv, config.watch_history.max(1), log).with_watch_lag_limit(config.watch_lag_limit);
         let cluster = Cluster::new(store, config.token.clone(), tls.as_ref().map(|t| t.ca_pem.clone()));
         let builtin_keys: std::collections::HashSet<String> =

@@ -115,7 +115,7 @@ impl Log {
                     Some(o) => Some(o),
                 };
                 // compacted records carry their version in the object only
-                let rv = rec["rv"].as_u64().unwrap_or_else(|| object.as_ref().map_or(0, crate::store::rv_of));
+                let rv = rec["rv"].as_u64().unwrap_or_else(|| object.as_ref().map_or(0, crate::meta::rv_of));
                 last_rv = last_rv.max(rv);
                 if rec.get("t").is_none() {
                     continue;

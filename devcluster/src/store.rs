@@ -7,73 +7,18 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 use tokio::sync::watch;
 
+mod encoding;
+
+use crate::meta::rv_of;
 use crate::persist::Log;
 use crate::status::ApiResult;
-
-/// A stored object: its JSON value and cached serialization.
-#[derive(Debug)]
-pub struct Obj {
-    /// The object as stored (core shape for Events).
-    pub value: Value,
-    /// The object serialized as JSON.
-    pub bytes: Bytes,
-    /// Length of the leading `{"kind":..,"apiVersion":..,` that list items leave out (0: keep all).
-    pub type_prefix: usize,
-    /// The object's resourceVersion.
-    pub rv: u64,
-}
-
-impl Obj {
-    /// Serialize `value`; `strip_type` remembers where kind/apiVersion end for list items.
-    pub fn new(value: Value, rv: u64, strip_type: bool) -> Arc<Obj> {
-        let bytes = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
-        let type_prefix = if strip_type { type_prefix_len(&value) } else { 0 };
-        Arc::new(Obj { value, bytes, type_prefix, rv })
-    }
-
-    /// Append the object as a list item (without kind/apiVersion for built-ins).
-    pub fn write_item(&self, out: &mut BytesMut) {
-        if self.type_prefix > 0 {
-            out.put_u8(b'{');
-            out.put_slice(&self.bytes[self.type_prefix..]);
-        } else {
-            out.put_slice(&self.bytes);
-        }
-    }
-
-    /// `metadata.namespace`.
-    pub fn namespace(&self) -> &str {
-        crate::registry::namespace_of(&self.value)
-    }
-
-    /// `metadata.name`.
-    pub fn name(&self) -> &str {
-        crate::registry::name_of(&self.value)
-    }
-}
-
-/// Length of `{"kind":K,"apiVersion":A,` if the object starts with exactly those keys.
-fn type_prefix_len(value: &Value) -> usize {
-    let Some(map) = value.as_object() else {
-        return 0;
-    };
-    let mut keys = map.iter();
-    let (Some((k1, v1)), Some((k2, v2)), Some(_)) = (keys.next(), keys.next(), keys.next()) else {
-        return 0;
-    };
-    if k1 != "kind" || k2 != "apiVersion" {
-        return 0;
-    }
-    let l1 = serde_json::to_string(v1).map(|s| s.len()).unwrap_or(0);
-    let l2 = serde_json::to_string(v2).map(|s| s.len()).unwrap_or(0);
-    // {"kind":  + v1 + ,"apiVersion": + v2 + ,
-    1 + 7 + l1 + 14 + l2 + 1
-}
+use encoding::Encoded;
+pub use encoding::{Obj, encode_event, encoded_len};
 
 /// Watch event types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,108 +65,11 @@ impl Event {
     }
 }
 
-/// Encode one watch event line.
-pub fn encode_event(kind: &str, object: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(object.len() + 32);
-    out.put_slice(b"{\"type\":\"");
-    out.put_slice(kind.as_bytes());
-    out.put_slice(b"\",\"object\":");
-    out.put_slice(object);
-    out.put_slice(b"}\n");
-    out.freeze()
-}
-
 /// A write decided and serialized outside the lock, waiting for its resourceVersion.
 enum Prepared {
     Keep,
     Put(Value, Encoded),
     Delete(Value, Encoded),
-}
-
-/// An object's JSON split where its resourceVersion's value goes: the version is handed out
-/// under the table's lock, and putting it in is then a copy, not a serialization.
-#[derive(Debug)]
-struct Encoded {
-    /// Up to and including `"resourceVersion":` (the whole object if it has no metadata).
-    head: Vec<u8>,
-    /// What follows the version's value (`None`: the object has no metadata to put it in).
-    tail: Option<Vec<u8>>,
-}
-
-impl Encoded {
-    /// Serialize `value`, with `metadata.resourceVersion` where the object will carry it.
-    fn new(mut value: Value) -> (Value, Encoded) {
-        set_rv(&mut value, 0); // its place among the metadata keys
-        let mut out = Encoded { head: Vec::with_capacity(256), tail: None };
-        let Some(map) = value.as_object() else {
-            out.head = serde_json::to_vec(&value).unwrap_or_default();
-            return (value, out);
-        };
-        out.head.push(b'{');
-        for (i, (k, v)) in map.iter().enumerate() {
-            let buf = out.buf();
-            write_key(buf, i, k);
-            match v.as_object() {
-                Some(meta) if k == "metadata" => {
-                    buf.push(b'{');
-                    for (j, (mk, mv)) in meta.iter().enumerate() {
-                        let buf = out.buf();
-                        write_key(buf, j, mk);
-                        if mk == "resourceVersion" {
-                            out.tail = Some(Vec::with_capacity(256));
-                        } else {
-                            let _ = serde_json::to_writer(&mut *buf, mv);
-                        }
-                    }
-                    out.buf().push(b'}');
-                }
-                _ => {
-                    let _ = serde_json::to_writer(&mut *buf, v);
-                }
-            }
-        }
-        out.buf().push(b'}');
-        (value, out)
-    }
-
-    /// The buffer being written: the head until the version's place, then the tail.
-    fn buf(&mut self) -> &mut Vec<u8> {
-        self.tail.as_mut().unwrap_or(&mut self.head)
-    }
-
-    /// The length of the object's JSON, but for the version's digits.
-    fn len(&self) -> usize {
-        self.head.len() + self.tail.as_ref().map_or(0, |t| t.len() + 2)
-    }
-
-    /// The stored object at version `rv`.
-    fn into_obj(self, mut value: Value, rv: u64, strip_type: bool) -> Arc<Obj> {
-        let bytes = match self.tail {
-            None => Bytes::from(self.head),
-            Some(tail) => {
-                let digits = rv.to_string();
-                let mut out = BytesMut::with_capacity(self.head.len() + digits.len() + 2 + tail.len());
-                out.put_slice(&self.head);
-                out.put_u8(b'"');
-                out.put_slice(digits.as_bytes());
-                out.put_u8(b'"');
-                out.put_slice(&tail);
-                out.freeze()
-            }
-        };
-        set_rv(&mut value, rv);
-        let type_prefix = if strip_type { type_prefix_len(&value) } else { 0 };
-        Arc::new(Obj { value, bytes, type_prefix, rv })
-    }
-}
-
-/// `,"key":` (without the comma for the first key of an object).
-fn write_key(buf: &mut Vec<u8>, index: usize, key: &str) {
-    if index > 0 {
-        buf.push(b',');
-    }
-    let _ = serde_json::to_writer(&mut *buf, key);
-    buf.push(b':');
 }
 
 /// The largest object stored: etcd's default request limit (`--max-request-bytes`, 1.5 MiB),
@@ -492,35 +340,6 @@ impl Table {
     }
 }
 
-/// The length of `value` serialized as JSON, without keeping the bytes.
-pub fn encoded_len(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
-}
-
-/// `metadata.resourceVersion` as a number (0 if absent or not a number).
-pub fn rv_of(value: &Value) -> u64 {
-    value.get("metadata").and_then(|v| v.get("resourceVersion")).and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or(0)
-}
-
-/// Write `metadata.resourceVersion`.
-pub fn set_rv(value: &mut Value, rv: u64) {
-    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
-    }
-}
-
 /// All tables and the cluster-wide resourceVersion counter.
 pub struct Store {
     counter: Arc<AtomicU64>,
@@ -629,93 +448,5 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn list_items_of_builtins_leave_out_kind_and_api_version() {
-        let obj = Obj::new(json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "a"}}), 1, true);
-        let mut out = BytesMut::new();
-        obj.write_item(&mut out);
-        assert_eq!(&out[..], br#"{"metadata":{"name":"a"}}"#);
-    }
-
-    #[test]
-    fn writes_take_increasing_resource_versions_and_fill_the_history() {
-        let store = Store::new(10, 2, None);
-        let t = store.table("/configmaps", true);
-        for i in 0..3 {
-            t.write("ns", &format!("c{i}"), |_| Ok((Write::Put(json!({"metadata": {}})), ()))).unwrap();
-        }
-        assert_eq!(store.current_rv(), 13);
-        assert!(t.events_after(10, u64::MAX).is_err(), "history keeps only 2 events");
-        let evs = t.events_after(11, u64::MAX).unwrap();
-        assert_eq!(evs.iter().map(|e| e.rv).collect::<Vec<_>>(), vec![12, 13]);
-        // a budget of one line gives one event, of none still one
-        let sizes: Vec<u64> = evs.iter().map(|e| line_len(e.kind, &e.obj)).collect();
-        assert_eq!(sizes, evs.iter().map(|e| e.line().len() as u64).collect::<Vec<_>>());
-        let one = sizes[0];
-        assert_eq!(t.events_after(11, one).unwrap().len(), 1);
-        assert_eq!(t.events_after(11, 0).unwrap().len(), 1);
-        assert_eq!(t.events_after(11, one + 1).unwrap().len(), 2);
-        assert_eq!((t.behind(11), t.behind(12), t.behind(13)), (sizes[0] + sizes[1], sizes[1], 0));
-    }
-
-    #[test]
-    fn an_object_serialized_before_its_version_is_known_reads_as_one_serialized_after() {
-        let cases = [
-            json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "a", "resourceVersion": "3", "uid": "u"}, "data": {"k": "\"v\""}}),
-            json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "b"}, "spec": {"x": [1, 2.5, null, true]}}),
-            json!({"metadata": {}}),
-            json!({"no": "metadata"}),
-            json!({"metadata": "not an object"}),
-        ];
-        for value in cases {
-            let (kept, encoded) = Encoded::new(value.clone());
-            let obj = encoded.into_obj(kept, 42, true);
-            let mut want = value.clone();
-            set_rv(&mut want, 42);
-            assert_eq!(obj.bytes, Bytes::from(serde_json::to_vec(&want).unwrap()), "{value}");
-            assert_eq!(obj.value, want);
-            assert_eq!(obj.type_prefix, Obj::new(want, 42, true).type_prefix);
-        }
-    }
-
-    #[test]
-    fn a_slow_write_holds_no_lock_readers_and_other_writers_need() {
-        let store = Store::new(0, 10, None);
-        let t = store.table("/configmaps", true);
-        t.write("ns", "other", |_| Ok((Write::Put(json!({"metadata": {"name": "other"}})), ()))).unwrap();
-        let (started_tx, started_rx) = std::sync::mpsc::channel();
-        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-        let slow = {
-            let t = t.clone();
-            std::thread::spawn(move || {
-                t.write("ns", "slow", |_| {
-                    let _ = started_tx.send(());
-                    let _ = release_rx.recv_timeout(std::time::Duration::from_secs(10));
-                    Ok((Write::Put(json!({"metadata": {"name": "slow"}})), ()))
-                })
-            })
-        };
-        started_rx.recv().unwrap();
-        // while the slow write computes, another object is read and written
-        assert!(t.get("ns", "other").is_some());
-        t.write("ns", "other", |_| Ok((Write::Put(json!({"metadata": {"name": "other", "labels": {"a": "b"}}})), ()))).unwrap();
-        release_tx.send(()).unwrap();
-        slow.join().unwrap().unwrap();
-        assert_eq!(t.get("ns", "slow").map(|o| o.rv), Some(3));
-    }
-
-    #[test]
-    fn a_keep_decision_changes_nothing() {
-        let store = Store::new(0, 10, None);
-        let t = store.table("/configmaps", true);
-        t.write("ns", "a", |_| Ok((Write::Put(json!({"metadata": {}})), ()))).unwrap();
-        let (w, _) = t.write("ns", "a", |_| Ok((Write::Keep, ()))).unwrap();
-        let Some(Written::Stored(obj)) = w else { panic!("kept object") };
-        assert_eq!(obj.rv, 1);
-        assert_eq!(store.current_rv(), 1);
-    }
-}
+#[path = "store_tests.rs"]
+mod tests;

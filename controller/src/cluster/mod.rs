@@ -20,8 +20,6 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use serde_json::Value;
 
-pub use discovery::ResolvedResource;
-
 /// A failed API request.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

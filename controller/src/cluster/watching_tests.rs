@@ -73,7 +73,8 @@ async fn a_dead_watch_is_reopened_within_75_seconds_by_default() {
 
 #[tokio::test(start_paused = true)]
 async fn a_dead_peering_watch_is_reopened_within_75_seconds() {
-    use crate::coordination::peering::{Family, Peering, watch_object};
+    use crate::coordination::keepalive::watch_object;
+    use crate::coordination::peering::{Family, Peering};
     use futures::StreamExt;
     let watches: Arc<Mutex<Vec<(Instant, String)>>> = Arc::default();
     let peering = Peering {

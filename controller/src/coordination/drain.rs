@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::Authority;
@@ -75,4 +76,9 @@ pub(crate) async fn drain(
         }
         holder.renew_once().await;
     }
+}
+
+/// Resolves once `stop` is true (or its sender is gone).
+pub(super) async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
 }

@@ -259,7 +259,7 @@ impl Candidate {
                 _ = sleep_until(deadline), if deadline.is_some() => {
                     self.feed(Event::Deadline { at: Instant::now() });
                 }
-                _ = async { match stop.as_mut() { Some(s) => super::stopped(s).await, None => std::future::pending().await } } => return Raced::Quit,
+                _ = async { match stop.as_mut() { Some(s) => super::drain::stopped(s).await, None => std::future::pending().await } } => return Raced::Quit,
                 _ = sleep_until(give_up), if give_up.is_some() => return Raced::Quit,
             }
         }
@@ -319,7 +319,7 @@ impl Candidate {
         self.stop = Some(stop.clone());
         loop {
             let mut stop = stop.clone();
-            if self.pause(async move { super::stopped(&mut stop).await }).await || !self.round().await {
+            if self.pause(async move { super::drain::stopped(&mut stop).await }).await || !self.round().await {
                 break;
             }
         }

@@ -20,6 +20,29 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+/// How replicas of one operator share the objects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Replicas {
+    /// Every replica handles every object (peering aside).
+    #[default]
+    Each,
+    /// Only the holder of one Lease handles objects (`--leader-election`).
+    LeaderElection(LeaseSetup),
+    /// Each replica handles its share (`--shards auto`); the Leases share a name prefix.
+    Shards(LeaseSetup),
+}
+
+/// Where the Lease(s) are and how long they last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseSetup {
+    /// The Lease's name (the shard group's, with shards).
+    pub name: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// `leaseDurationSeconds`.
+    pub duration: std::time::Duration,
+}
+
 /// The annotation in which a shard member publishes the members it acts for.
 pub const VIEW_ANNOTATION: &str = "bosun.dev/shard-view";
 /// The most members a published view may name. A shard group has a few replicas; each
@@ -47,7 +70,7 @@ pub struct Seat {
 
 impl Seat {
     /// The seat of `identity` at the Lease(s) `setup` names.
-    pub fn new(setup: &super::LeaseSetup, identity: &str) -> Seat {
+    pub fn new(setup: &LeaseSetup, identity: &str) -> Seat {
         Seat {
             name: setup.name.clone(),
             namespace: setup.namespace.clone(),
@@ -133,7 +156,7 @@ impl Record {
     pub fn expires(&self) -> Option<DateTime<Utc>> {
         self.holder.as_ref()?;
         let renewed = self.renewed.or(self.acquired)?;
-        Some(crate::state::outcomes::later(renewed, self.duration))
+        Some(crate::state::delays::later(renewed, self.duration))
     }
 
     /// Whether someone holds it at `now` by its writer's wall clock (reports only).

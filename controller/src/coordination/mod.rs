@@ -23,6 +23,7 @@
 mod authority;
 mod drain;
 pub mod identity;
+pub mod keepalive;
 pub mod leader;
 pub mod lease;
 pub mod peering;
@@ -44,29 +45,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 pub use authority::{Authority, Claims, Generation, Ownership, Turn};
-
-/// How replicas of one operator share the objects.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Replicas {
-    /// Every replica handles every object (peering aside).
-    #[default]
-    Each,
-    /// Only the holder of one Lease handles objects (`--leader-election`).
-    LeaderElection(LeaseSetup),
-    /// Each replica handles its share (`--shards auto`); the Leases share a name prefix.
-    Shards(LeaseSetup),
-}
-
-/// Where the Lease(s) are and how long they last.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseSetup {
-    /// The Lease's name (the shard group's, with shards).
-    pub name: String,
-    /// Its namespace.
-    pub namespace: String,
-    /// `leaseDurationSeconds`.
-    pub duration: std::time::Duration,
-}
+pub use lease::{LeaseSetup, Replicas};
 
 /// How this controller takes part in peering (none: standalone).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,17 +78,12 @@ fn attempt_limit(replicas: &Replicas) -> std::time::Duration {
     }
 }
 
-/// Resolves once `stop` is true (or its sender is gone).
-async fn stopped(stop: &mut watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
-}
-
 /// Why coordination could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Peering could not start.
     #[error(transparent)]
-    Peering(#[from] peering::Error),
+    Peering(#[from] keepalive::Error),
 }
 
 /// The loops that keep the verdict current; stopped after the controller's cycles have ended
@@ -140,7 +114,7 @@ impl Coordinator {
         let api: Arc<dyn crate::cluster::Api> = Arc::new(cluster.for_coordination(attempt_limit(replicas)));
         let mut peerings = Vec::new();
         if let Some((setup, family, scopes)) = peering {
-            let pauses = peering::Pauses::new(authority.clone());
+            let pauses = keepalive::Pauses::new(authority.clone());
             for namespace in scopes {
                 let p = peering::Peering {
                     family,
@@ -151,8 +125,8 @@ impl Coordinator {
                     lifetime: setup.lifetime,
                     mandatory: setup.mandatory,
                 };
-                if let Some(k) = peering::Keepalive::start(p.clone(), api.clone(), pauses.clone(), log.clone(), clock).await? {
-                    let changes = peering::watch_object(cluster.client().clone(), &p);
+                if let Some(k) = keepalive::Keepalive::start(p.clone(), api.clone(), pauses.clone(), log.clone(), clock).await? {
+                    let changes = keepalive::watch_object(cluster.client().clone(), &p);
                     tasks.push(tokio::spawn(k.run(changes, stop_rx.clone())));
                     peerings.push(p);
                 }

@@ -11,6 +11,7 @@ use http::Method;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
+use super::keepalive::{Keepalive, Pauses};
 use super::paths_tests::Path;
 use super::peering::*;
 use super::{Authority, Ownership};

@@ -13,9 +13,10 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
+use super::lease::Replicas;
 use super::lease::{self, Record, Timing};
 use super::peering::{self, Peering};
-use super::{Replicas, shards};
+use super::shards;
 use crate::clock::Clock;
 use crate::cluster::{Api, Error};
 

@@ -189,7 +189,7 @@ impl Member {
             tokio::select! {
                 r = &mut request => return Raced::Answered(r),
                 _ = sleep_until(deadline), if deadline.is_some() => self.check_deadline(),
-                _ = async { match stop.as_mut() { Some(s) => super::stopped(s).await, None => std::future::pending().await } } => return Raced::Quit,
+                _ = async { match stop.as_mut() { Some(s) => super::drain::stopped(s).await, None => std::future::pending().await } } => return Raced::Quit,
                 _ = sleep_until(give_up), if give_up.is_some() => return Raced::Quit,
             }
         }
@@ -327,7 +327,7 @@ impl Member {
                 }
             };
             let mut quit = stop.clone();
-            let stopping = async move { super::stopped(&mut quit).await };
+            let stopping = async move { super::drain::stopped(&mut quit).await };
             let woke = self.pause(async move {
                 tokio::select! {
                     _ = settled => {}

@@ -19,6 +19,7 @@ use crate::logs::Logger;
 use futures::future::BoxFuture;
 
 pub use super::failures::{CallFailure, classify, code_name};
+use super::outages::server_up;
 pub use super::outages::{Outages, Revival};
 
 /// How long making a TCP connection to a handler server may take.
@@ -71,11 +72,6 @@ pub trait HandlerClient: Send + Sync {
         let _ = (req, deadline);
         Box::pin(async { Err(CallFailure::Failed { code: tonic::Code::Unimplemented, message: String::new() }) })
     }
-}
-
-/// Sets `bosun_handler_server_up` of `addr`.
-pub(crate) fn server_up(addr: &str, up: bool) {
-    crate::metrics::global().server_up.get_or_create(&crate::metrics::ServerLabels { server: addr.to_string() }).set(i64::from(up));
 }
 
 /// The handler servers of one controller, by index (`Handler::server`).

@@ -60,7 +60,7 @@ impl Outages {
         let rank = waiting.len();
         waiting.entry(object.to_string()).or_insert(rank);
         if starts {
-            super::dispatch::server_up(addr, false);
+            server_up(addr, false);
         }
         starts
     }
@@ -68,7 +68,7 @@ impl Outages {
     /// Notes that the connection to `addr` is lost, before any object noticed.
     pub fn lost(&self, addr: &str) {
         self.down.lock().entry(addr.to_string()).or_default();
-        super::dispatch::server_up(addr, false);
+        server_up(addr, false);
     }
 
     /// Notes that `addr` answered; `Some(n)` when this ends an outage that held up `n`
@@ -81,7 +81,7 @@ impl Outages {
         let waited = down.remove(addr)?;
         let n = waited.len();
         self.revivals.send_replace(Revival { ranks: Arc::new(waited) });
-        super::dispatch::server_up(addr, true);
+        server_up(addr, true);
         Some(n)
     }
 
@@ -89,6 +89,11 @@ impl Outages {
     pub fn revivals(&self) -> tokio::sync::watch::Receiver<Revival> {
         self.revivals.subscribe()
     }
+}
+
+/// Sets `bosun_handler_server_up` of `addr`.
+pub(crate) fn server_up(addr: &str, up: bool) {
+    crate::metrics::global().server_up.get_or_create(&crate::metrics::ServerLabels { server: addr.to_string() }).set(i64::from(up));
 }
 
 #[cfg(test)]

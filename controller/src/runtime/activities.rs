@@ -62,7 +62,7 @@ pub async fn startup(
                 (ActivityNext::Succeeded, changed) => {
                     log.info(None, &format!("Activity '{}' succeeded.", h.id));
                     if let Some(changed) = changed {
-                        crate::settings::merge(&mut settings, &changed);
+                        crate::settings::from_servers::merge(&mut settings, &changed);
                     }
                     break;
                 }

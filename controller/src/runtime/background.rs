@@ -25,13 +25,10 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::context::ResourceContext;
+use super::context::{Latest, ResourceContext};
 use crate::object;
-use crate::state::outcomes::later;
+use crate::state::delays::later;
 use crate::state::registry::Handler;
-
-/// The latest body of an object and when its essence last changed.
-pub type Latest = (Value, Instant);
 
 /// How long an object whose stopped daemons may take as long as they need is left alone
 /// before it is looked at again; their end wakes it sooner (this is a safety net).

@@ -10,8 +10,9 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 pub use crate::clock::Clock;
+use crate::cluster::discovery::ResolvedResource;
 use crate::cluster::posting::{Poster, Posting};
-use crate::cluster::{Api, ResolvedResource, events};
+use crate::cluster::{Api, events};
 use crate::handlers::dispatch::{CallFailure, Outages, Servers};
 use crate::logs::{Logger, ObjectRef};
 use crate::object::object_ref;
@@ -19,6 +20,10 @@ use crate::state::essence::EssenceRules;
 use crate::state::plan::Subject;
 use crate::state::registry::Handler;
 use crate::state::storage::Storage;
+
+/// The latest body of an object and when its essence last changed, as its timers and daemons
+/// see it.
+pub type Latest = (Value, tokio::time::Instant);
 
 /// Everything the cycles of one resource share.
 pub struct ResourceContext {
@@ -32,7 +37,7 @@ pub struct ResourceContext {
     pub indexers: Vec<Arc<Handler>>,
     /// Open once every index is populated (shared by all resources): no other handler is
     /// called before.
-    pub gate: Arc<super::indexing::IndexGate>,
+    pub gate: Arc<super::gate::IndexGate>,
     /// Where state is kept.
     pub storage: Storage,
     /// What the essence keeps.

@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use super::background::Latest;
+use super::context::Latest;
 use super::context::{ResourceContext, to_json};
 use crate::coordination::Turn;
 use crate::handlers::dispatch::{CallFailure, DaemonStream};
@@ -47,7 +47,11 @@ const STOP_CALL: Duration = Duration::from_secs(5);
 
 /// How long a daemon may take to end when the controller itself stops: within the grace the
 /// stop gives the tasks of a resource.
-pub(crate) const STOP_GRACE: Duration = super::GRACE.saturating_sub(Duration::from_secs(1));
+/// How long in-flight cycles get to finish after a stop is requested.
+pub(crate) const GRACE: Duration = Duration::from_secs(10);
+
+/// How long daemons get to end after a stop is requested: within the cycles' [`GRACE`].
+pub(crate) const STOP_GRACE: Duration = GRACE.saturating_sub(Duration::from_secs(1));
 
 /// How a daemon's stream ended.
 enum End {

@@ -6,7 +6,7 @@
 //!
 //! Kopf's guarantee holds across resources: no other resource handler (changing handlers,
 //! timers, daemons, spies, of any resource) is called before every index has seen the first
-//! listing of its resource. The [`IndexGate`] is that barrier: each served resource with index
+//! listing of its resource. The [`IndexGate`](super::gate::IndexGate) is that barrier: each served resource with index
 //! handlers holds it until the objects of its first listing were all indexed. A server that
 //! comes back after a restart has lost its indices, so its resources are listed and indexed
 //! again (`runtime::Served`), holding the gate again meanwhile.
@@ -26,76 +26,11 @@ use serde_json::Value;
 use tokio_util::task::TaskTracker;
 
 use super::context::ResourceContext;
+use super::gate::GateHold;
 use super::queues::{Coalesce, Queues};
 use crate::cluster::watching::Seen;
 use crate::object;
 use crate::state::registry::Handler;
-
-/// The barrier between the indices and every other resource handler: open while no served
-/// resource is still indexing its first listing.
-pub struct IndexGate {
-    held: Mutex<HashMap<String, usize>>,
-    open: tokio::sync::watch::Sender<bool>,
-}
-
-impl Default for IndexGate {
-    fn default() -> Self {
-        IndexGate { held: Mutex::default(), open: tokio::sync::watch::channel(true).0 }
-    }
-}
-
-impl IndexGate {
-    /// Closes the gate until the returned hold is dropped (holds of the same name add up).
-    pub fn hold(self: &Arc<Self>, what: &str) -> GateHold {
-        let mut held = self.held.lock();
-        *held.entry(what.to_string()).or_default() += 1;
-        self.open.send_replace(false);
-        GateHold { gate: self.clone(), what: what.to_string() }
-    }
-
-    fn release(&self, what: &str) {
-        let mut held = self.held.lock();
-        if let Some(n) = held.get_mut(what) {
-            *n -= 1;
-            if *n == 0 {
-                held.remove(what);
-            }
-        }
-        if held.is_empty() {
-            self.open.send_replace(true);
-        }
-    }
-
-    /// Whether no index is being populated.
-    pub fn is_open(&self) -> bool {
-        *self.open.borrow()
-    }
-
-    /// Resolves once the gate is open.
-    pub async fn opened(&self) {
-        let mut rx = self.open.subscribe();
-        let _ = rx.wait_for(|open| *open).await;
-    }
-
-    /// The resources whose indices are being populated, sorted.
-    pub fn waiting_for(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.held.lock().keys().cloned().collect();
-        v.sort();
-        v
-    }
-}
-
-/// Keeps the [`IndexGate`] closed until dropped.
-pub struct GateHold {
-    gate: Arc<IndexGate>,
-    what: String,
-}
-
-impl Drop for GateHold {
-    fn drop(&mut self) {
-        self.gate.release(&self.what);
-    }
-}
 
 /// What one index handler is asked to do with one object's event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -338,7 +273,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_gate_opens_when_every_hold_is_dropped() {
-        let gate = Arc::new(IndexGate::default());
+        let gate = Arc::new(crate::runtime::gate::IndexGate::default());
         assert!(gate.is_open());
         let a = gate.hold("pods");
         let b = gate.hold("pods");

@@ -7,6 +7,7 @@ pub mod background;
 pub mod context;
 pub mod cycle;
 pub mod daemons;
+pub mod gate;
 pub mod indexing;
 pub mod namespaces;
 pub mod owned;
@@ -18,12 +19,12 @@ pub mod servers;
 pub mod spies;
 pub mod timers;
 pub mod worker;
+pub mod worker_state;
 pub mod writes;
 
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::cluster::Cluster;
 use crate::coordination::{Authority, Coordinator, Ownership, Replicas, identity, peering};
@@ -34,9 +35,6 @@ use crate::state::registry::{self, Handler};
 use crate::{Error, Namespaces, Settings};
 use bosun_proto::v1 as pb;
 use served::Served;
-
-/// How long in-flight cycles get to finish after a stop is requested.
-const GRACE: Duration = Duration::from_secs(10);
 
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(client: kube::Client, mut settings: Settings, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), Error> {
@@ -97,8 +95,8 @@ pub async fn run(client: kube::Client, mut settings: Settings, shutdown: impl Fu
     // anything peers, serves or watches.
     let held = servers::held_settings(&settings.handlers, &described);
     let mut sources: Vec<(&str, &pb::OperatorSettings)> = held.iter().map(|(from, s)| (from.as_str(), s)).collect();
-    sources.push((crate::settings::STARTUP, &chosen));
-    log.lines(None, &crate::settings::apply(&mut settings, &sources));
+    sources.push((crate::settings::from_servers::STARTUP, &chosen));
+    log.lines(None, &crate::settings::from_servers::apply(&mut settings, &sources));
 
     // Who handles what: settled before the first watch, so nothing is handled that is not ours.
     let cluster = Cluster::new(client);

@@ -13,9 +13,10 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::task::TaskTracker;
 
 use super::context::ResourceContext;
+use super::daemons::GRACE;
 use super::resolving::{self, Found, Group, Resolver, ResourceKey};
 use super::worker::Router;
-use super::{GRACE, indexing, namespaces, relist, spies};
+use super::{gate, indexing, namespaces, relist, spies};
 use crate::Namespaces;
 use crate::Settings;
 use crate::cluster::watching::{self, Seen, WatchScope};
@@ -76,7 +77,7 @@ struct Shared {
     /// Cycles in flight, across all resources.
     limit: Arc<Semaphore>,
     /// Open once every index is populated.
-    gate: Arc<indexing::IndexGate>,
+    gate: Arc<gate::IndexGate>,
 }
 
 /// The resources served, by resource.
@@ -287,7 +288,7 @@ struct ResourceJob {
     memory: Memory,
     shared: Shared,
     /// Keeps the other handlers waiting until this resource's index handlers saw its listing.
-    hold: Option<indexing::GateHold>,
+    hold: Option<gate::GateHold>,
     tasks: TaskTracker,
     stop: tokio::sync::watch::Receiver<bool>,
 }
@@ -295,7 +296,8 @@ struct ResourceJob {
 impl ResourceJob {
     async fn run(mut self) {
         let resource = self.resource.clone();
-        let storage = crate::settings::storage_for(&self.shared.settings, resource.has_status && resource.status_keeps_unknown);
+        let storage =
+            crate::settings::from_servers::storage_for(&self.shared.settings, resource.has_status && resource.status_keeps_unknown);
         let extra: Vec<Vec<String>> =
             self.handlers.iter().filter_map(|h| h.field.clone()).filter(|f| f.first().map(String::as_str) == Some("status")).collect();
         let mut own_prefixes = vec![format!("{}/", storage.prefix)];

@@ -35,7 +35,11 @@ pub struct Described {
 /// The operator settings each server holds when described, named as the log names their
 /// source, servers in order (`addrs`: their addresses, as `described`).
 pub fn held_settings(addrs: &[String], described: &[pb::DescribeResponse]) -> Vec<(String, pb::OperatorSettings)> {
-    addrs.iter().zip(described).filter_map(|(addr, d)| Some((crate::settings::from_server(addr), d.settings.clone()?))).collect()
+    addrs
+        .iter()
+        .zip(described)
+        .filter_map(|(addr, d)| Some((crate::settings::from_servers::from_server(addr), d.settings.clone()?)))
+        .collect()
 }
 
 /// Whether two answers of a server to Describe register the same handlers. Their settings

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::background::Latest;
+use super::context::Latest;
 use super::context::{ResourceContext, to_json};
 use crate::coordination::Turn;
 use crate::object::object_ref;

@@ -18,7 +18,7 @@ use bosun_proto::v1 as pb;
 use super::checks::{self, Place};
 use super::{Settings, StorageMode};
 use crate::logs::{Level, Line};
-use crate::state::outcomes::seconds;
+use crate::state::delays::seconds;
 use crate::state::storage::{Storage, StorageKind};
 
 /// The most objects handled at once a setting may ask for.

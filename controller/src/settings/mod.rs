@@ -7,9 +7,8 @@ pub mod from_servers;
 
 use std::time::Duration;
 
+use crate::logs::LogSink;
 use crate::{clock, cluster, coordination, endpoints, state};
-
-pub use from_servers::*;
 
 /// Which namespaces the controller serves.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,11 +43,6 @@ pub enum StorageMode {
     /// In status where possible (same as auto).
     Status,
 }
-
-/// A place that receives every log line the controller writes, as plain text
-/// (`INFO [ns/name] Handler 'x' succeeded.`): for tests and embedding.
-#[derive(Debug, Clone)]
-pub struct LogSink(pub tokio::sync::mpsc::UnboundedSender<String>);
 
 /// Everything `run` needs besides the Kubernetes client.
 #[derive(Debug, Clone)]

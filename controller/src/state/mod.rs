@@ -3,6 +3,7 @@
 
 pub mod admission;
 pub mod causes;
+pub mod delays;
 pub mod diff;
 pub mod essence;
 pub mod inspect;

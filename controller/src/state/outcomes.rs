@@ -9,38 +9,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use super::delays::{later, seconds};
 use super::progress::{ProgressRecord, format_time};
 use super::registry::{ErrorsMode, Handler};
-
-/// The longest delay honoured; longer ones (a handler asking for "never") are cut to it.
-pub const MAX_DELAY: Duration = Duration::from_secs(366 * 24 * 3600);
-
-/// Validates a number of seconds that came from outside (a handler's answer or options):
-/// `None` stays `None`, negative or non-finite values are an error that names the value, and
-/// values beyond [`MAX_DELAY`] are clamped to it.
-pub fn seconds(value: Option<f64>, what: &'static str) -> Result<Option<Duration>, BadSeconds> {
-    match value {
-        None => Ok(None),
-        Some(s) if !s.is_finite() || s < 0.0 => Err(BadSeconds { what, value: s }),
-        Some(s) if s >= MAX_DELAY.as_secs_f64() => Ok(Some(MAX_DELAY)),
-        Some(s) => Ok(Some(Duration::from_secs_f64(s))),
-    }
-}
-
-/// A number of seconds that is no duration.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("`{what}` must be a finite number of seconds ≥ 0, not {value}")]
-pub struct BadSeconds {
-    /// The field.
-    pub what: &'static str,
-    /// Its value.
-    pub value: f64,
-}
-
-/// `now + d` without overflow (capped at chrono's maximum).
-pub fn later(now: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
-    chrono::Duration::from_std(d).ok().and_then(|d| now.checked_add_signed(d)).unwrap_or(DateTime::<Utc>::MAX_UTC)
-}
 
 /// How the call to a handler server ended, as far as the handler is concerned.
 #[derive(Debug, Clone, PartialEq)]
@@ -316,6 +287,7 @@ pub fn activity_next(h: &Handler, attempt: Option<&Attempt>, unreachable: &str, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::delays::MAX_DELAY;
     use bosun_proto::v1 as pb;
     use chrono::TimeZone;
 

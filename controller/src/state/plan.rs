@@ -16,13 +16,13 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::causes::{Observation, Reason, detect};
-use super::diff::{DiffItem, diff};
-use super::essence::{EssenceRules, essence, matches as essence_matches};
+use super::diff::diff;
+use super::essence::{essence, matches as essence_matches};
 use super::outcomes::{Answer, Attempt, Verdict, attempt_of, record_attempt};
 use super::patches::{check_merge_patch, compose_over, split_status};
 use super::progress::{ProgressRecord, annotation_key};
 use super::registry::Handler;
-use super::storage::{ObjectState, Storage};
+use super::storage::ObjectState;
 use crate::logs::{Level, Line};
 use crate::object;
 use answer::{Checked, check};
@@ -30,163 +30,7 @@ pub use calls::{MAX_DEPTH, MAX_RECORDS};
 pub use diffbase::{STATUS_DIFFBASE_LIMIT, digest_diffbase};
 use diffbase::{Stored, stored_base};
 use stored::malformed_notes;
-
-/// What the plan knows of the resource.
-pub struct Subject<'a> {
-    /// Its changing, timer and daemon handlers, in registration order.
-    pub handlers: &'a [Arc<Handler>],
-    /// Where state is kept.
-    pub storage: &'a Storage,
-    /// What the essence keeps.
-    pub rules: &'a EssenceRules,
-    /// The resource has a status subresource (status goes in a write of its own).
-    pub has_status: bool,
-    /// The status keeps unknown fields (results can live there).
-    pub status_keeps_unknown: bool,
-}
-
-/// What the worker does after a cycle.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Next {
-    /// Nothing until the next event.
-    Idle,
-    /// Run again at once with the body the write returned (the finalizer was just added).
-    Now,
-    /// Run again at this time with the newest known body (delays, retries).
-    WakeAt(DateTime<Utc>),
-    /// Something outside the handlers failed (a handler server unreachable, the API server
-    /// unavailable): run again after the object's throttling delay, or at this time if earlier.
-    Throttled(Option<DateTime<Utc>>),
-    /// The object is gone: the worker may end.
-    Gone,
-}
-
-/// The writes of one cycle, in the order the runtime makes them.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Writes {
-    /// Merge patch of the main resource (empty: no write).
-    pub main: Value,
-    /// Merge patch of the status subresource (empty: no write).
-    pub status: Value,
-    /// Add (`true`) or remove (`false`) the finalizer, in the main write.
-    pub finalizer: Option<bool>,
-    /// Handlers' JSON patches, by handler id.
-    pub json_patches: Vec<(String, Value)>,
-    /// Events to post about the object.
-    pub events: Vec<pb::Event>,
-}
-
-impl Writes {
-    /// Writes nothing (yet): empty main and status patches.
-    pub fn none() -> Writes {
-        Writes { main: json!({}), status: json!({}), ..Default::default() }
-    }
-}
-
-/// How a cycle starts.
-#[derive(Debug)]
-pub enum Start {
-    /// Nothing to do for this body.
-    Idle(Vec<Line>),
-    /// Write only the finalizer; call the handlers once it is on the object (so a deletion
-    /// that comes while the first handlers run still finds it).
-    AddFinalizer(Writes, Vec<Line>),
-    /// Call handlers.
-    Handle(Box<Cycle>),
-}
-
-/// A handler due for the cause, with the values it receives.
-#[derive(Debug, Clone)]
-pub struct Due {
-    /// The handler.
-    pub handler: Arc<Handler>,
-    /// The old value (of its field, or of the essence).
-    pub old: Option<Value>,
-    /// The new value.
-    pub new: Option<Value>,
-}
-
-/// One call to make.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Invocation {
-    /// Index of the due handler it belongs to.
-    pub due: usize,
-    /// The (sub-)handler id.
-    pub id: String,
-    /// For sub-handlers: the parent's id.
-    pub parent: Option<String>,
-    /// For sub-handlers: the parameter their parent gave.
-    pub param: Option<Value>,
-    /// The attempt number (0 for the first).
-    pub retry: u32,
-    /// When the first attempt started.
-    pub started: DateTime<Utc>,
-    /// Non-empty for the call that finishes a parent (its server finishes parents): the own
-    /// ids of its sub-handlers, all finished (`HandleRequest.finished_subhandlers`).
-    pub finishes: Vec<String>,
-}
-
-/// What one call produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CallOutcome {
-    /// The (sub-)handler id.
-    pub id: String,
-    /// How it ended.
-    pub verdict: Verdict,
-    /// The result to store.
-    pub result: Option<Value>,
-    /// Its merge patch of the main resource.
-    pub main_patch: Option<Value>,
-    /// Its merge patch of the status (`{"status": …}`).
-    pub status_patch: Option<Value>,
-    /// Its JSON patch.
-    pub json_patch: Option<Value>,
-    /// Events to post.
-    pub events: Vec<pb::Event>,
-}
-
-impl CallOutcome {
-    /// Whether the call changes the object (so a refused write may be its fault).
-    pub fn patches(&self) -> bool {
-        self.main_patch.is_some() || self.status_patch.is_some() || self.json_patch.is_some()
-    }
-}
-
-/// The state of one cycle, from the cause to the writes.
-#[derive(Debug)]
-pub struct Cycle {
-    /// The cause.
-    pub reason: Reason,
-    /// The essence diff (updates).
-    pub diff: Vec<DiffItem>,
-    /// The cycle's clock.
-    pub now: DateTime<Utc>,
-    due: Vec<Due>,
-    has_finalizer: bool,
-    wants_finalizer: bool,
-    stored: ObjectState,
-    /// The stored diffbase says what the essence is now: kept as it is written, not rewritten.
-    stored_current: bool,
-    ids: Vec<String>,
-    /// Sub-handler ids the records name beyond [`calls::MAX_RECORDS`] (not read).
-    unread: HashSet<String>,
-    new_essence: Value,
-    records: BTreeMap<String, ProgressRecord>,
-    attempted: HashSet<String>,
-    /// Parents given their finishing call in this cycle.
-    finishing: HashSet<String>,
-    /// A finishing call is due that this cycle may not make: the next cycle comes at once.
-    again: bool,
-    skipped: HashSet<String>,
-    calls: Vec<CallOutcome>,
-    /// Refused calls whose results a write of this cycle may have stored before the refusal.
-    retracted: Vec<String>,
-    wake: Option<DateTime<Utc>>,
-    unreachable: bool,
-    lines: Vec<Line>,
-    /// Warning events about the stored state, posted with the cycle's writes.
-    notes: Vec<pb::Event>,
-}
+pub use types::{CallOutcome, Cycle, Due, Invocation, Next, Start, Subject, Writes};
 
 /// The object's `metadata.deletionTimestamp` is set.
 pub fn deletion_requested(body: &Value) -> bool {
@@ -563,6 +407,7 @@ mod calls;
 mod diffbase;
 mod refused;
 mod stored;
+mod types;
 
 #[cfg(test)]
 mod tests;

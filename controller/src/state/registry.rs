@@ -35,7 +35,7 @@ pub enum Error {
     BadId(String, BadId),
     /// An option holds a value that is no duration.
     #[error("handler '{0}' has an invalid option: {1}")]
-    BadOption(String, super::outcomes::BadSeconds),
+    BadOption(String, super::delays::BadSeconds),
     /// An admission handler names an operation the API server does not have.
     #[error("admission handler '{0}' names the operation {1:?}; use CREATE, UPDATE, DELETE or CONNECT")]
     BadOperation(String, String),
@@ -270,7 +270,7 @@ impl Handler {
         };
         let o = spec.options.unwrap_or_default();
         let secs =
-            |v: Option<f64>, what: &'static str| super::outcomes::seconds(v, what).map_err(|why| Error::BadOption(spec.id.clone(), why));
+            |v: Option<f64>, what: &'static str| super::delays::seconds(v, what).map_err(|why| Error::BadOption(spec.id.clone(), why));
         let timer = match spec.timer {
             None => Timer::default(),
             Some(t) => Timer {

@@ -430,7 +430,7 @@ impl Watcher {
                 EventType::Modified if before => {
                     let prev = ev.prev.as_ref().expect("previous object");
                     let mut v = prev.value.clone();
-                    crate::store::set_rv(&mut v, ev.rv);
+                    crate::meta::set_rv(&mut v, ev.rv);
                     let o = Obj::new(v, ev.rv, false);
                     self.emit(&mut frames, "DELETED", &o, None);
                 }

@@ -144,7 +144,7 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
     cluster.kick();
     let body = match (written, dry) {
         (Some(Written::Deleted(obj)), Some(mut v)) => {
-            crate::store::set_rv(&mut v, obj.rv);
+            crate::meta::set_rv(&mut v, obj.rv);
             Body::Value(v)
         }
         (_, Some(v)) => Body::Value(v),

@@ -7,8 +7,9 @@ use anyhow::Context as _;
 use bosun_controller::cluster::{Cluster, apply};
 use bosun_controller::logs::Logger;
 
-use crate::cli::{DevArgs, stop_signal};
+use crate::args::DevArgs;
 use crate::supervise;
+use crate::supervise::stop_signal;
 
 /// Runs `bosun dev`.
 pub async fn dev(args: DevArgs) -> anyhow::Result<()> {

@@ -7,7 +7,7 @@ use bosun_controller::cluster::{Api, Cluster, discovery};
 use bosun_controller::state::storage::{Storage, StorageKind};
 use clap::Args;
 
-use crate::cli::ClusterArgs;
+use crate::args::ClusterArgs;
 
 /// `bosun inspect`.
 #[derive(Debug, Args)]

@@ -1,9 +1,12 @@
 //! `bosun`: the controller's command line. The library knows nothing of flags, log output or
-//! child processes; this binary parses the flags ([`cli`]), sets up logging and signals, and
+//! child processes; this binary parses the flags ([`args`]), sets up logging and signals, and
 //! calls the library's `run`, or runs the development loop ([`dev`]) with its supervised
 //! handler server command ([`supervise`]).
 
-mod cli;
+use anyhow::Context as _;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
+
+mod args;
 mod dev;
 mod inspect;
 mod logging;
@@ -11,6 +14,58 @@ mod peers;
 mod rbac;
 mod supervise;
 mod telemetry;
+
+/// Bosun: Kopf's semantics, handlers in any language over gRPC.
+#[derive(Debug, Parser)]
+#[command(name = "bosun", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+impl Cli {
+    /// Parses the command line, noting which controller flags were given explicitly.
+    pub fn parse_noting_explicit() -> Cli {
+        let matches = Cli::command().get_matches();
+        let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        cli.note_explicit(&matches);
+        cli
+    }
+
+    /// Notes in the controller flags which of them `matches` has explicitly.
+    pub fn note_explicit(&mut self, matches: &ArgMatches) {
+        let Some((_, sub)) = matches.subcommand() else { return };
+        let controller = match &mut self.command {
+            Command::Run(args) => &mut args.controller,
+            Command::Dev(args) => &mut args.controller,
+            _ => return,
+        };
+        controller.explicit = args::explicit_flags(sub);
+    }
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the controller against a cluster (kubeconfig, context or in-cluster account).
+    Run(args::RunArgs),
+    /// Start the embedded dev cluster, apply manifests, start a handler server and run the
+    /// controller against them until Ctrl-C.
+    Dev(args::DevArgs),
+    /// Pause the controllers of a peering for a while (as `kopf freeze`).
+    Freeze(crate::peers::FreezeArgs),
+    /// Let the controllers of a peering go on before the freeze ends (as `kopf resume`).
+    Resume(crate::peers::ResumeArgs),
+    /// List the members of a shard group and how many objects each handles.
+    Shards(crate::peers::ShardsArgs),
+    /// Explain one object as the controller sees it: the cause in progress, each handler's
+    /// record (retries, next attempt, last message), the finalizer, the diffbase.
+    Inspect(crate::inspect::InspectArgs),
+    /// Print the least-privilege ClusterRole/Roles and bindings the controller needs for the
+    /// handlers its servers register, run with the same flags as `bosun run`.
+    Rbac(crate::rbac::RbacArgs),
+}
 
 /// jemalloc: the controller allocates many small JSON values per object; glibc's malloc cost
 /// ~13% of its CPU in the benchmark and made latency under load worse. Its background thread
@@ -22,5 +77,34 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    cli::main(cli::Cli::parse_noting_explicit()).await
+    run(Cli::parse_noting_explicit()).await
+}
+
+/// Runs the parsed command line.
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Run(args) => {
+            let _telemetry = crate::logging::init_tracing(&args.controller.log)?;
+            let stop = supervise::stop_signal().context("cannot install the SIGINT and SIGTERM handlers")?;
+            let command = args.server.command(args.controller.log.debugging())?;
+            let client = args.controller.client().await?;
+            let mut settings = args.controller.settings();
+            let cluster = args.controller.cluster.for_child()?;
+            let child = command.map(|command| crate::supervise::start(command, &mut settings, cluster)).transpose()?;
+            let result = bosun_controller::run(client, settings, stop).await;
+            if let Some(child) = child {
+                child.stop().await;
+            }
+            Ok(result?)
+        }
+        Command::Dev(args) => {
+            let _telemetry = crate::logging::init_tracing(&args.controller.log)?;
+            crate::dev::dev(args).await
+        }
+        Command::Freeze(args) => crate::peers::freeze(args).await,
+        Command::Resume(args) => crate::peers::resume(args).await,
+        Command::Shards(args) => crate::peers::shards(args).await,
+        Command::Inspect(args) => crate::inspect::inspect(args).await,
+        Command::Rbac(args) => crate::rbac::rbac(args).await,
+    }
 }

@@ -8,12 +8,12 @@ use std::time::Duration;
 use anyhow::Context as _;
 use bosun_controller::cluster::watching::{Seen, WatchScope, list_all};
 use bosun_controller::cluster::{Api, Cluster, discovery};
-use bosun_controller::coordination::{identity, lease, peering, shards};
+use bosun_controller::coordination::{identity, keepalive, lease, peering, shards};
 use bosun_controller::object;
 use clap::Args;
 use serde_json::Value;
 
-use crate::cli::{ClusterArgs, default_lease_namespace};
+use crate::args::{ClusterArgs, default_lease_namespace};
 
 /// Which peering object(s).
 #[derive(Debug, Args, Clone)]
@@ -89,7 +89,7 @@ async fn touch(args: &PeeringArgs, priority: i64, lifetime: Duration) -> anyhow:
     for ns in scopes {
         let path = family.path(ns.as_deref(), &args.peering);
         let what = family.describe(ns.as_deref(), &args.peering);
-        match peering::write_record(&cluster, &path, &id, &patch).await {
+        match keepalive::write_record(&cluster, &path, &id, &patch).await {
             Ok(_) => done.push(what),
             Err(e) if e.code() == Some(404) => anyhow::bail!("The peering {what} was not found (create it, or apply deploy/peering.yaml)."),
             Err(e) => return Err(e).with_context(|| format!("cannot write to the peering {what}")),

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use bosun_controller::cluster::{Cluster, ResolvedResource, discovery};
+use bosun_controller::cluster::Cluster;
+use bosun_controller::cluster::discovery::{self, ResolvedResource};
 use bosun_controller::coordination::peering::Family;
 use bosun_controller::handlers::dispatch::Server;
 use bosun_controller::logs::Logger;
@@ -15,7 +16,7 @@ use bosun_controller::state::registry;
 use bosun_proto::v1 as pb;
 use clap::Args;
 
-use crate::cli::ControllerArgs;
+use crate::args::ControllerArgs;
 use crate::supervise::HandlerServerArgs;
 
 /// How long a handler server gets to come up before `bosun rbac` gives up.

@@ -5,6 +5,7 @@
 //! ending only the direct child would leave the server running and its port taken. When bosun
 //! stops or restarts the command, the whole group gets SIGTERM, then SIGKILL after [`GRACE`].
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -267,4 +268,19 @@ async fn prefix_lines(stream: impl tokio::io::AsyncRead + Unpin) {
     while let Ok(Some(line)) = lines.next_line().await {
         eprintln!("[handler] {line}");
     }
+}
+
+/// A future that resolves on SIGINT or SIGTERM. The handlers are installed at once, not when
+/// the future is first polled: a signal that comes while bosun starts (the dev cluster, the
+/// handler command) stops it cleanly instead of killing it and leaving the command running.
+pub fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    })
 }

@@ -16,8 +16,9 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
+use crate::cluster::discovery::ResolvedResource;
 use crate::cluster::posting::{Poster, Posting};
-use crate::cluster::{Api, Error, ResolvedResource};
+use crate::cluster::{Api, Error};
 use crate::handlers::dispatch::{CallFailure, DaemonStream, HandlerClient, Outages};
 use crate::logs::Logger;
 use crate::object;

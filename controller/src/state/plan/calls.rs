@@ -17,7 +17,7 @@ use std::sync::Arc;
 use bosun_proto::v1 as pb;
 use serde_json::Value;
 
-use super::{CallOutcome, Cycle, Invocation};
+use super::types::{CallOutcome, Cycle, Invocation};
 use crate::logs::Level;
 use crate::state::outcomes::{Verdict, precheck, record_limit_failure};
 use crate::state::progress::{ProgressRecord, format_time};

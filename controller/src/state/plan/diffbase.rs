@@ -4,7 +4,7 @@
 use bosun_proto::v1 as pb;
 use serde_json::Value;
 
-use super::{Cycle, Subject};
+use super::types::{Cycle, Subject};
 use crate::logs::Level;
 use crate::state::essence::{decode_diffbase, encode_diffbase};
 use crate::state::storage::{ANNOTATIONS_LIMIT, StorageKind};

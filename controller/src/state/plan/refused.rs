@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Cycle, Subject};
+use super::types::{Cycle, Subject};
 use crate::logs::{Level, Line};
 use crate::state::outcomes::{Verdict, record_limit_failure};
 use crate::state::patches::compose_over;

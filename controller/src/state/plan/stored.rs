@@ -7,7 +7,8 @@ use std::collections::HashSet;
 use bosun_proto::v1 as pb;
 use serde_json::Value;
 
-use super::{Subject, calls};
+use super::calls;
+use super::types::Subject;
 use crate::logs::{Level, Line};
 use crate::state::storage::ObjectState;
 

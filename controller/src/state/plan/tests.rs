@@ -2,8 +2,9 @@
 //! calls a cycle makes (sub-handlers included); what it writes; refused patches.
 
 use super::*;
+use crate::state::essence::EssenceRules;
 use crate::state::essence::encode_diffbase;
-use crate::state::storage::StorageKind;
+use crate::state::storage::{Storage, StorageKind};
 use chrono::TimeZone;
 
 pub(super) fn now() -> DateTime<Utc> {

@@ -5,43 +5,12 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use bosun_controller::cluster::posting::Posting;
 use bosun_controller::endpoints::webhooks::Certificate;
 use bosun_controller::logs::Level;
 use bosun_controller::{Namespaces, Settings, StorageMode};
 use clap::parser::ValueSource;
-use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
-
-/// Bosun: Kopf's semantics, handlers in any language over gRPC.
-#[derive(Debug, Parser)]
-#[command(name = "bosun", version, about)]
-pub struct Cli {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-impl Cli {
-    /// Parses the command line, noting which controller flags were given explicitly.
-    pub fn parse_noting_explicit() -> Cli {
-        let matches = Cli::command().get_matches();
-        let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-        cli.note_explicit(&matches);
-        cli
-    }
-
-    /// Notes in the controller flags which of them `matches` has explicitly.
-    pub fn note_explicit(&mut self, matches: &ArgMatches) {
-        let Some((_, sub)) = matches.subcommand() else { return };
-        let controller = match &mut self.command {
-            Command::Run(args) => &mut args.controller,
-            Command::Dev(args) => &mut args.controller,
-            _ => return,
-        };
-        controller.explicit = explicit_flags(sub);
-    }
-}
+use clap::{ArgMatches, Args, ValueEnum};
 
 /// The controller flags given on the command line or by their variable (not by default), as
 /// `--flag`.
@@ -52,28 +21,6 @@ pub fn explicit_flags(matches: &ArgMatches) -> BTreeSet<String> {
         .filter(|a| matches!(matches.value_source(a.get_id().as_str()), Some(ValueSource::CommandLine | ValueSource::EnvVariable)))
         .filter_map(|a| a.get_long().map(|long| format!("--{long}")))
         .collect()
-}
-
-/// The subcommands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run the controller against a cluster (kubeconfig, context or in-cluster account).
-    Run(RunArgs),
-    /// Start the embedded dev cluster, apply manifests, start a handler server and run the
-    /// controller against them until Ctrl-C.
-    Dev(DevArgs),
-    /// Pause the controllers of a peering for a while (as `kopf freeze`).
-    Freeze(crate::peers::FreezeArgs),
-    /// Let the controllers of a peering go on before the freeze ends (as `kopf resume`).
-    Resume(crate::peers::ResumeArgs),
-    /// List the members of a shard group and how many objects each handles.
-    Shards(crate::peers::ShardsArgs),
-    /// Explain one object as the controller sees it: the cause in progress, each handler's
-    /// record (retries, next attempt, last message), the finalizer, the diffbase.
-    Inspect(crate::inspect::InspectArgs),
-    /// Print the least-privilege ClusterRole/Roles and bindings the controller needs for the
-    /// handlers its servers register, run with the same flags as `bosun run`.
-    Rbac(crate::rbac::RbacArgs),
 }
 
 /// Flags shared by `run` and `dev`.
@@ -204,7 +151,7 @@ pub struct ControllerArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// The flags above given explicitly, on the command line or by their variable (filled by
-    /// [`Cli::note_explicit`]): startup handlers' settings do not override them.
+    /// [`crate::Cli::note_explicit`]): startup handlers' settings do not override them.
     #[arg(skip)]
     pub explicit: BTreeSet<String>,
 }
@@ -454,53 +401,11 @@ impl ClusterArgs {
     }
 }
 
-/// A future that resolves on SIGINT or SIGTERM. The handlers are installed at once, not when
-/// the future is first polled: a signal that comes while bosun starts (the dev cluster, the
-/// handler command) stops it cleanly instead of killing it and leaving the command running.
-pub fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut terminate = signal(SignalKind::terminate())?;
-    Ok(async move {
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {}
-        }
-    })
-}
-
-/// Runs the parsed command line.
-pub async fn main(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
-        Command::Run(args) => {
-            let _telemetry = crate::logging::init_tracing(&args.controller.log)?;
-            let stop = stop_signal().context("cannot install the SIGINT and SIGTERM handlers")?;
-            let command = args.server.command(args.controller.log.debugging())?;
-            let client = args.controller.client().await?;
-            let mut settings = args.controller.settings();
-            let cluster = args.controller.cluster.for_child()?;
-            let child = command.map(|command| crate::supervise::start(command, &mut settings, cluster)).transpose()?;
-            let result = bosun_controller::run(client, settings, stop).await;
-            if let Some(child) = child {
-                child.stop().await;
-            }
-            Ok(result?)
-        }
-        Command::Dev(args) => {
-            let _telemetry = crate::logging::init_tracing(&args.controller.log)?;
-            crate::dev::dev(args).await
-        }
-        Command::Freeze(args) => crate::peers::freeze(args).await,
-        Command::Resume(args) => crate::peers::resume(args).await,
-        Command::Shards(args) => crate::peers::shards(args).await,
-        Command::Inspect(args) => crate::inspect::inspect(args).await,
-        Command::Rbac(args) => crate::rbac::rbac(args).await,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Cli, Command};
+    use clap::{CommandFactory, FromArgMatches, Parser};
 
     #[test]
     fn flags_given_on_the_command_line_are_explicit_and_defaults_are_not() {
