@@ -63,6 +63,11 @@ def _dumps(value: Any, what: str) -> bytes:
         raise _Unusable(f"the handler's {what} is not JSON-serialisable: {e}") from None
 
 
+class _NoSuchHandler(Exception):
+    """The controller asked for a handler this server does not have: gRPC's NOT_FOUND, as the
+    Rust SDK answers."""
+
+
 class _Unusable(Exception):
     """A handler's return value or patch that cannot be sent."""
 
@@ -199,6 +204,8 @@ class Servicer:
                 kwargs["type"] = request.event_type or None
                 kwargs["event"] = {"type": request.event_type or None, "object": body}
             await self._handle(request, self._with_indices(kwargs), body, collector, response)
+        except _NoSuchHandler as e:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(e))
         except _Unusable as e:
             response.Clear()
             response.outcome = pb.OUTCOME_UNEXPECTED_ERROR
@@ -222,10 +229,8 @@ class Servicer:
         else:
             top, chain = self.registry.find(request.handler_key, handler_id, _KINDS_OF_REASON.get(request.reason, ())), []
             if top is None:
-                known = ", ".join(h.id for h in self.registry.handlers) or "none"
-                response.outcome = pb.OUTCOME_UNEXPECTED_ERROR
-                response.message = f"this handler server has no handler {handler_id!r} (it has: {known})"
-                return
+                known = ", ".join(h.id for h in self.registry.handlers)
+                raise _NoSuchHandler(f"handler server {json.dumps(self.server_name)} has no handler {json.dumps(handler_id)}; it has: {known}")
         if not chain:
             kwargs["param"] = top.param if top.param is not None else kwargs.get("param")
             if top.kind == "index":

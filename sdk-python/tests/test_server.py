@@ -9,6 +9,7 @@ import time
 
 
 
+import grpc
 import pytest
 
 import bosun
@@ -144,11 +145,12 @@ def test_an_unusable_result_is_an_unexpected_error(registry, serve, returned, te
     assert answer.outcome == pb.OUTCOME_UNEXPECTED_ERROR and text in answer.message
 
 
-def test_an_unknown_handler_is_an_unexpected_error_naming_the_known_ones(registry, serve):
+def test_an_unknown_handler_is_not_found_naming_the_known_ones_as_the_rust_sdk_answers(registry, serve):
     bosun.on.create("kex", id="create_fn", registry=registry)(lambda **_: None)
-    answer = serve(registry).stub.Handle(request("nope"))
-    assert answer.outcome == pb.OUTCOME_UNEXPECTED_ERROR
-    assert "'nope'" in answer.message and "create_fn" in answer.message
+    with pytest.raises(grpc.RpcError) as failed:
+        serve(registry).stub.Handle(request("nope"))
+    assert failed.value.code() == grpc.StatusCode.NOT_FOUND
+    assert 'has no handler "nope"; it has: create_fn' in failed.value.details()
 
 
 @pytest.mark.parametrize("filters, skipped", [

@@ -60,6 +60,7 @@ conformance!(
     startup_activities_run_and_retry_before_any_handler,
     probes_answer_on_the_liveness_endpoint,
     cleanup_activities_run_when_the_controller_stops,
+    an_unknown_handler_id_is_not_found_naming_the_known_ones,
 );
 
 /// The progress record of handler `id` (`status.bosun.dev.progress.<id>`), `Null` when none.
@@ -345,6 +346,25 @@ async fn cleanup_activities_run_when_the_controller_stops(sdk: Sdk) {
     let position = |text: &str| log.iter().position(|l| l.contains(text));
     let cleaned = position("Activity 'cleanup' succeeded.").unwrap_or_else(|| panic!("no cleanup in the log:\n{}", log.join("\n")));
     assert!(position("conformance: cleanup ran").is_some_and(|p| p < cleaned), "its log line comes with its answer:\n{}", log.join("\n"));
+    env.stop().await;
+}
+
+/// Where the contract leaves room, every SDK answers alike: a `Handle` call for a handler the
+/// server does not have is gRPC's NOT_FOUND, naming the handlers it has.
+async fn an_unknown_handler_id_is_not_found_naming_the_known_ones(sdk: Sdk) {
+    use bosun_proto::v1 as pb;
+    let Some(env) = start(sdk).await else { return };
+    let mut client =
+        pb::handler_server_client::HandlerServerClient::connect(env.server.url().to_string()).await.expect("the server answers");
+    let object =
+        serde_json::to_vec(&json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": "obj", "namespace": NS}}))
+            .unwrap();
+    let request =
+        pb::HandleRequest { handler_id: "no-such-handler".into(), object, reason: pb::Reason::Create as i32, ..Default::default() };
+    let status = client.handle(request).await.expect_err("no such handler");
+    assert_eq!(status.code(), tonic::Code::NotFound, "{status:?}");
+    let message = status.message();
+    assert!(message.contains(r#"has no handler "no-such-handler"; it has: "#) && message.contains("create"), "{message}");
     env.stop().await;
 }
 
