@@ -18,6 +18,7 @@ pub mod api;
 pub mod apply;
 pub mod authz;
 pub mod builtin;
+pub mod causes;
 pub mod cluster;
 pub mod crd;
 pub mod depth;

@@ -127,7 +127,7 @@ impl ResourceInfo {
 
     /// `plural` or `plural.group`.
     pub fn qualified(&self) -> String {
-        crate::status::qualified(&self.group, &self.plural)
+        qualified(&self.group, &self.plural)
     }
 
     /// `Kind` or `Kind.group`, as the first word of 422 messages.
@@ -426,4 +426,9 @@ pub fn name_of(obj: &Value) -> &str {
 /// Read `metadata.namespace` of an object.
 pub fn namespace_of(obj: &Value) -> &str {
     obj.get("metadata").and_then(|v| v.get("namespace")).and_then(Value::as_str).unwrap_or("")
+}
+
+/// `plural` or `plural.group`, as used in messages.
+pub fn qualified(group: &str, plural: &str) -> String {
+    if group.is_empty() { plural.to_string() } else { format!("{plural}.{group}") }
 }

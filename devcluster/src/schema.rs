@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use crate::status::Cause;
+use crate::causes::{Cause, shown};
 
 /// The `openAPIV3Schema` of one CRD version.
 #[derive(Debug, Clone)]
@@ -232,10 +232,10 @@ fn validate_value(schema: &Value, v: &Value, path: &str, patterns: &HashMap<Stri
     if let Some(options) = schema.get("enum").and_then(Value::as_array)
         && !options.contains(v)
     {
-        let list: Vec<String> = options.iter().map(crate::status::shown).collect();
+        let list: Vec<String> = options.iter().map(shown).collect();
         causes.push(Cause::new(
             "FieldValueNotSupported",
-            format!("Unsupported value: {}: supported values: {}", crate::status::shown(v), list.join(", ")),
+            format!("Unsupported value: {}: supported values: {}", shown(v), list.join(", ")),
             path,
         ));
     }

@@ -4,7 +4,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::registry::ResourceInfo;
+pub use crate::causes::{Cause, shown};
+use crate::registry::{ResourceInfo, qualified};
 
 /// An error answer of the API: either a `Status` object or a plain-text 404.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,24 +22,6 @@ pub struct ApiError {
     pub plain: bool,
     /// `Warning` headers sent with the error.
     pub warnings: Vec<String>,
-}
-
-/// One entry of `Status.details.causes`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Cause {
-    /// `FieldValueInvalid`, `FieldValueRequired`, ...
-    pub reason: &'static str,
-    /// The cause's own message (without the field).
-    pub message: String,
-    /// The field path, e.g. `metadata.name`.
-    pub field: String,
-}
-
-impl Cause {
-    /// A cause with the given reason, message and field.
-    pub fn new(reason: &'static str, message: impl Into<String>, field: impl Into<String>) -> Self {
-        Cause { reason, message: message.into(), field: field.into() }
-    }
 }
 
 /// Result type of API operations.
@@ -274,11 +257,6 @@ impl ApiError {
     }
 }
 
-/// `plural` or `plural.group`, as used in messages.
-pub fn qualified(group: &str, plural: &str) -> String {
-    if group.is_empty() { plural.to_string() } else { format!("{plural}.{group}") }
-}
-
 fn details(name: &str, group: &str, plural: &str) -> Value {
     let mut d = Map::new();
     if !name.is_empty() {
@@ -301,13 +279,4 @@ pub fn success_status(info: &ResourceInfo, name: &str, uid: &str) -> Value {
     d.insert("kind".into(), json!(info.plural));
     d.insert("uid".into(), json!(uid));
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": Value::Object(d)})
-}
-
-/// A value as the real server's field errors show it after `Invalid value:`: a string
-/// quoted, anything else as JSON.
-pub fn shown(v: &Value) -> String {
-    match v {
-        Value::String(s) => format!("{s:?}"),
-        other => other.to_string(),
-    }
 }

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use axum::response::Response;
 use http::{HeaderMap, HeaderValue, Method, Uri, header};
 
-use super::{error, parse_query, text};
+use super::request::parse_query;
+use super::respond::{error, text};
 use crate::authz::{self, Attributes, User};
 use crate::cluster::Cluster;
 use crate::ops::token_request::{self, Bearer};

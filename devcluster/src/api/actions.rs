@@ -5,8 +5,9 @@
 use axum::response::Response;
 use serde_json::Value;
 
+use super::request::{Ctx, Target};
+use super::respond::{error, json_response};
 use super::write::{delete_opts_from, dry_run};
-use super::{Ctx, Target, error, json_response};
 use crate::cluster::Cluster;
 use crate::ops;
 use crate::status::{ApiError, ApiResult};

@@ -8,8 +8,8 @@ use axum::response::Response;
 use http::{HeaderValue, header};
 use serde_json::{Value, json};
 
-use super::json_response;
 use super::negotiate::media_ranges;
+use super::respond::json_response;
 use crate::cluster::Cluster;
 use crate::registry::ResourceInfo;
 

@@ -5,7 +5,8 @@
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::{Ctx, error, json_response};
+use super::request::Ctx;
+use super::respond::{error, json_response};
 use crate::cluster::Cluster;
 use crate::status::ApiError;
 

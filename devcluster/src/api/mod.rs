@@ -9,24 +9,27 @@ mod discovery;
 mod negotiate;
 mod printers;
 mod read;
+mod request;
+mod respond;
 mod scale;
 mod table;
 mod write;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use http::{Method, header};
 use serde_json::Value;
 
 use crate::cluster::Cluster;
 use crate::metrics::Key;
-use crate::registry::ResourceInfo;
 use crate::status::ApiError;
+use request::decode;
+pub use request::{Ctx, Target};
+use respond::warn_first;
+pub use respond::{bytes_response, error, json_response, text};
 
 /// Largest request body accepted (the real server's limit is 3 MiB).
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -34,91 +37,6 @@ pub const MAX_BODY: usize = 3 * 1024 * 1024;
 /// The router of the whole API.
 pub fn router(cluster: Arc<Cluster>) -> axum::Router {
     axum::Router::new().fallback(handle).with_state(cluster)
-}
-
-/// A parsed resource request.
-pub struct Target {
-    /// The resource.
-    pub info: Arc<ResourceInfo>,
-    /// Namespace from the path (None: cluster-wide).
-    pub namespace: Option<String>,
-    /// Object name.
-    pub name: Option<String>,
-    /// Subresource (`status`).
-    pub sub: Option<String>,
-}
-
-/// Request context handed to the verb handlers.
-pub struct Ctx {
-    /// Query parameters.
-    pub query: HashMap<String, String>,
-    /// Request headers.
-    pub headers: HeaderMap,
-    /// The shape of the answer the client asked for in `Accept`, read once.
-    shape: negotiate::Shape,
-    /// Who the request acts as (what admission webhooks are told).
-    pub user: Option<crate::authz::User>,
-    /// Every value of each query parameter, in order, for the list parameters (`dryRun`).
-    all: HashMap<String, Vec<String>>,
-}
-
-impl Ctx {
-    /// The context of a request with these query parameters and headers.
-    pub fn new(query: HashMap<String, String>, headers: HeaderMap) -> Self {
-        let shape = negotiate::shape(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-        Ctx { query, headers, shape, user: None, all: HashMap::new() }
-    }
-
-    /// The context of a request with this query string and these headers.
-    pub fn of_query(query: &str, headers: HeaderMap) -> Self {
-        Ctx { all: parse_query_all(query), ..Ctx::new(parse_query(query), headers) }
-    }
-
-    /// Every value of a list query parameter (`dryRun=All&dryRun=x`), as the real server reads
-    /// one into a `[]string` option.
-    pub fn values(&self, k: &str) -> Vec<&str> {
-        match self.all.get(k) {
-            Some(all) => all.iter().map(String::as_str).collect(),
-            None => self.q(k).into_iter().collect(),
-        }
-    }
-
-    /// A query parameter.
-    pub fn q(&self, k: &str) -> Option<&str> {
-        self.query.get(k).map(String::as_str)
-    }
-
-    /// A boolean query parameter as the real server reads one (apimachinery's
-    /// `Convert_Slice_string_To_bool`): absent, `0` or `false` in any case is false; anything
-    /// else, `True` and an empty value included, is true.
-    pub fn flag(&self, k: &str) -> bool {
-        self.flag_given(k).unwrap_or(false)
-    }
-
-    /// A boolean query parameter that may be absent (a `*bool` option such as
-    /// `orphanDependents`), read as [`Ctx::flag`] reads one that is given.
-    pub fn flag_given(&self, k: &str) -> Option<bool> {
-        self.q(k).map(|v| !(v == "0" || v.eq_ignore_ascii_case("false")))
-    }
-
-    /// The shape of the answer the client asked for in `Accept`.
-    pub fn shape(&self) -> negotiate::Shape {
-        self.shape
-    }
-
-    /// Whether the client asked for a Table.
-    pub fn wants_table(&self) -> bool {
-        self.shape() == negotiate::Shape::Table
-    }
-
-    /// The field manager: `fieldManager` or the user agent's first word.
-    pub fn manager(&self) -> Option<String> {
-        if let Some(m) = self.q("fieldManager") {
-            return Some(m.to_string());
-        }
-        let ua = self.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
-        Some(ua.split('/').next().unwrap_or(ua).to_string())
-    }
 }
 
 /// Answers one request. A panic while answering it becomes a 500 `Status` for that request
@@ -216,50 +134,6 @@ async fn answered(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&s
     })
     .await
     .unwrap_or_else(|_| error(&ApiError::internal("the request handler failed")))
-}
-
-/// Query parameters; of a parameter given twice the first counts, as the real server reads
-/// `url.Values` into options (`in[0]`).
-fn parse_query(query: &str) -> HashMap<String, String> {
-    let mut out = HashMap::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        out.entry(decode(k)).or_insert_with(|| decode(v));
-    }
-    out
-}
-
-/// Every value of each query parameter, in order.
-fn parse_query_all(query: &str) -> HashMap<String, Vec<String>> {
-    let mut out: HashMap<String, Vec<String>> = HashMap::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        out.entry(decode(k)).or_default().push(decode(v));
-    }
-    out
-}
-
-fn decode(s: &str) -> String {
-    if !s.contains(['%', '+']) {
-        return s.to_string();
-    }
-    let s = s.replace('+', " ");
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Some(b) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], method: Method, ctx: Ctx, raw: Bytes) -> Response {
@@ -400,62 +274,11 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
     response
 }
 
-/// A JSON answer from bytes.
-pub fn bytes_response(code: u16, body: Bytes, warnings: &[String]) -> Response {
-    let mut r = Response::new(Body::from(body));
-    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    for w in warnings {
-        if let Some(v) = warning(w) {
-            r.headers_mut().append(header::WARNING, v);
-        }
-    }
-    r
-}
-
-/// A `Warning` header value: `299 - "text"`.
-fn warning(text: &str) -> Option<HeaderValue> {
-    HeaderValue::from_str(&format!("299 - {}", serde_json::to_string(text).unwrap_or_default())).ok()
-}
-
-/// Put `text` before the answer's other warnings, as the real server's handler for a
-/// deprecated kind adds its warning before the request is served.
-fn warn_first(response: &mut Response, text: &str) {
-    let Some(first) = warning(text) else {
-        return;
-    };
-    let headers = response.headers_mut();
-    let rest: Vec<HeaderValue> = headers.get_all(header::WARNING).iter().cloned().collect();
-    headers.insert(header::WARNING, first);
-    for v in rest {
-        headers.append(header::WARNING, v);
-    }
-}
-
-/// A JSON answer.
-pub fn json_response(code: u16, body: &Value, warnings: &[String]) -> Response {
-    bytes_response(code, Bytes::from(serde_json::to_vec(body).unwrap_or_default()), warnings)
-}
-
-/// A plain-text answer.
-pub fn text(code: u16, body: &str) -> Response {
-    let mut r = Response::new(Body::from(body.to_string()));
-    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-    r
-}
-
-/// An error answer.
-pub fn error(e: &ApiError) -> Response {
-    if e.plain {
-        return text(404, "404 page not found");
-    }
-    json_response(e.code, &e.to_status(), &e.warnings)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::request::parse_query;
     use super::*;
+    use http::HeaderMap;
 
     #[test]
     fn boolean_parameters_read_as_the_real_server_reads_them() {

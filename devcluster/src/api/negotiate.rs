@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
-use super::{error, json_response};
+use super::respond::{error, json_response};
 use crate::status::ApiError;
 
 /// The shape a client asked for.

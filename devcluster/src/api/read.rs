@@ -16,7 +16,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::negotiate::{Shape, partial};
-use super::{Ctx, Target, bytes_response, error, json_response, table};
+use super::request::{Ctx, Target};
+use super::respond::{bytes_response, error, json_response};
+use super::table;
 use crate::builtin;
 use crate::cluster::Cluster;
 use crate::registry::ResourceInfo;

@@ -8,8 +8,9 @@ use axum::response::Response;
 use http::{Method, header};
 use serde_json::{Map, Value, json};
 
+use super::request::{Ctx, Target};
+use super::respond::{error, json_response};
 use super::write::write_opts;
-use super::{Ctx, Target, error, json_response};
 use crate::cluster::Cluster;
 use crate::ops::{self, Subresource};
 use crate::patch::{self, Format};
@@ -120,7 +121,7 @@ fn check_builtin(info: &ResourceInfo, name: &str, replicas: i64, uid: &str, curr
         let mut e = ApiError::conflict_msg(info, name, "");
         e.message = format!(
             "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {current_uid}",
-            crate::status::qualified(&info.group, &resource)
+            crate::registry::qualified(&info.group, &resource)
         );
         e.details = Some(Box::new(json!({"name": name, "group": info.group, "kind": resource})));
         return Err(e);

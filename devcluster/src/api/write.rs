@@ -5,7 +5,8 @@ use http::header;
 use serde_json::Value;
 
 use super::read::object_bytes;
-use super::{Ctx, Target, bytes_response, error, json_response};
+use super::request::{Ctx, Target};
+use super::respond::{bytes_response, error, json_response};
 use crate::cluster::Cluster;
 use crate::ops::{self, Body, DeleteOpts, Propagation, Reply, Subresource, Validation, WriteOpts};
 use crate::patch::Format;

@@ -6,8 +6,9 @@
 
 use std::sync::LazyLock;
 
+use super::attributes::Attributes;
 use super::rbac::Rule;
-use super::{AUTHENTICATED, Attributes, SERVICE_ACCOUNTS, UNAUTHENTICATED, User};
+use super::user::{AUTHENTICATED, SERVICE_ACCOUNTS, UNAUTHENTICATED, User};
 
 impl Rule {
     /// A non-resource rule allowing `get` on `urls`.

@@ -6,7 +6,8 @@
 
 use http::HeaderMap;
 
-use super::{AUTHENTICATED, Attributes, ResourceAttributes, UNAUTHENTICATED, User, service_account_groups, service_account_name};
+use super::attributes::{Attributes, ResourceAttributes};
+use super::user::{AUTHENTICATED, SERVICE_ACCOUNT_PREFIX, UNAUTHENTICATED, User, service_account_groups, service_account_name};
 
 const USER: &str = "impersonate-user";
 const GROUP: &str = "impersonate-group";
@@ -98,7 +99,7 @@ pub fn impersonation(headers: &HeaderMap) -> Result<Option<Impersonation>, Imper
 /// The namespace and name of a service account's user name (`serviceaccount.SplitUsername`):
 /// `system:serviceaccount:NS:NAME` with NS a DNS label and NAME a DNS subdomain.
 fn split_service_account(user: &str) -> Option<(&str, &str)> {
-    let rest = user.strip_prefix(super::SERVICE_ACCOUNT_PREFIX)?;
+    let rest = user.strip_prefix(SERVICE_ACCOUNT_PREFIX)?;
     let (ns, name) = rest.split_once(':')?;
     let valid = !name.contains(':') && crate::validate::dns_label(ns).is_ok() && crate::validate::dns_subdomain(name).is_ok();
     valid.then_some((ns, name))

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Attributes, Denied, User, service_account_name};
+use super::attributes::Attributes;
+use super::user::{Denied, User, service_account_name};
 use crate::selector::LabelSelector;
 use crate::store::Obj;
 

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::Error;
+use super::error::Error;
 use crate::resource::Selector;
 
 /// How long a freshly applied CRD may take to be served.

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{AGE_DESC, Row, age, age_col, col, int_col, items, len, name, name_col, s, text, wide};
+use super::cells::{AGE_DESC, Row, age, age_col, col, int_col, items, len, name, name_col, s, text, wide};
 
 pub(super) fn columns(plural: &str) -> Option<(Vec<Value>, Row)> {
     let created_at = || col("Created At", "date", "", AGE_DESC, 0);

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Row, age, age_col, first_three, int, items, len, name, name_col, or_none, phase, s, text, wide};
+use super::cells::{Row, age, age_col, first_three, int, items, len, name, name_col, or_none, phase, s, text, wide};
 
 const DATA_DESC: &str = "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process.";
 const ADDRESSES_DESC: &str = "List of addresses reachable to the node. Queried from cloud provider, if available. More info: https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This field is declared as mergeable, but the merge key is not sufficiently unique, which can cause data corruption when it is merged. Callers should instead use a full-replacement patch. See https://pr.k8s.io/79391 for an example. Consumers should assume that addresses can change during the lifetime of a Node. However, there are some exceptions where this may not be possible, such as Pods that inherit a Node's address in its own status or consumers of the downward API (status.hostIP).";
@@ -109,7 +109,7 @@ fn nodes() -> (Vec<Value>, Row) {
             name_col(),
             text("Status", "The status of the node"),
             text("Roles", "The roles of the node"),
-            super::age_col(),
+            super::cells::age_col(),
             text("Version", "Kubelet Version reported by the node."),
             wide("Internal-IP", ADDRESSES_DESC),
             wide("External-IP", ADDRESSES_DESC),
@@ -232,7 +232,7 @@ fn persistent_volumes() -> (Vec<Value>, Row) {
             vec![
                 name(v),
                 json!(quantity(v, "/spec/capacity/storage")),
-                json!(super::access_modes(v, "/spec/accessModes")),
+                json!(super::cells::access_modes(v, "/spec/accessModes")),
                 json!(s(v, "/spec/persistentVolumeReclaimPolicy")),
                 json!(phase(v, "/status/phase")),
                 json!(claim),
@@ -277,7 +277,7 @@ fn persistent_volume_claims() -> (Vec<Value>, Row) {
         |v| {
             let bound = !s(v, "/spec/volumeName").is_empty();
             let (capacity, modes) = if bound {
-                (quantity(v, "/status/capacity/storage"), super::access_modes(v, "/status/accessModes"))
+                (quantity(v, "/status/capacity/storage"), super::cells::access_modes(v, "/status/accessModes"))
             } else {
                 (String::new(), String::new())
             };

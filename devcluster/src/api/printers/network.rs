@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Row, age, age_col, first_three, format_selector, items, name, name_col, s, text};
+use super::cells::{Row, age, age_col, first_three, format_selector, items, name, name_col, s, text};
 
 pub(super) fn columns(plural: &str) -> Option<(Vec<Value>, Row)> {
     Some(match plural {

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{
+use super::cells::{
     Row, age, age_col, col, containers, format_labels, format_selector, int, int_col, int_or_string, len, name, name_col, since,
     template_cols, text, wide,
 };
@@ -200,8 +200,8 @@ fn cron_jobs() -> (Vec<Value>, Row) {
             let [names, images] = containers(v, template);
             vec![
                 name(v),
-                json!(super::s(v, "/spec/schedule")),
-                json!(super::or_none(super::s(v, "/spec/timeZone"))),
+                json!(super::cells::s(v, "/spec/schedule")),
+                json!(super::cells::or_none(super::cells::s(v, "/spec/timeZone"))),
                 json!(suspend),
                 json!(len(v, "/status/active")),
                 json!(last),
