@@ -71,10 +71,10 @@ fn the_dockerfile_builds_a_static_bosun_that_runs_in_an_empty_root() {
     // CARGO_MANIFEST_DIR): with them, a binary built by the same line outside (CI builds it
     // once, for the wheel too) would be built again instead of found up to date.
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let set_for_tests =
+        ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_CRATE_NAME", "CARGO_BIN_", "CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"];
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy();
-        let set_for_tests =
-            ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_CRATE_NAME", "CARGO_BIN_", "CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"];
         if set_for_tests.iter().any(|p| name.starts_with(p)) {
             cargo.env_remove(name.as_ref());
         }

@@ -146,7 +146,7 @@ impl Record {
             acquired: time(&spec["acquireTime"]),
             renewed: time(&spec["renewTime"]),
             transitions: spec["leaseTransitions"].as_i64().unwrap_or(0).max(0),
-            resource_version: object::meta(body, "resourceVersion").and_then(Value::as_str).map(String::from),
+            resource_version: object::version(body).map(String::from),
             view,
         }
     }

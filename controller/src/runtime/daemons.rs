@@ -268,7 +268,7 @@ impl Runner<'_> {
                             };
                             ctx.log.debug(Some(self.obj), &format!("Daemon '{}' is not stopped yet ({why_not}); asking again.", h.id));
                         }
-                        Some(Instant::now() + crate::runtime::worker::throttle_delay(asked).min(STOP_CALL))
+                        Some(Instant::now() + crate::runtime::worker_state::throttle_delay(asked).min(STOP_CALL))
                     }
                 };
             }

@@ -52,7 +52,7 @@ impl Owed {
 
 /// The wait after `failures` failures in a row: Kopf's Fibonacci seconds, at most [`MOST`].
 pub(super) fn backoff(failures: usize) -> Duration {
-    super::worker::throttle_delay(failures).min(MOST)
+    super::worker_state::throttle_delay(failures).min(MOST)
 }
 
 /// Lists one scope again, delivering what it finds; the number listed, or why it failed.

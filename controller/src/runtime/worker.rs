@@ -15,8 +15,6 @@ use super::worker_state::{AfterCycle, Ended, Finished, Woken, WorkerState, compl
 use crate::cluster::watching::Seen;
 use crate::object::{self, object_key, object_ref};
 
-pub use super::worker_state::throttle_delay;
-
 /// Routes watch events of one resource to per-object workers.
 #[derive(Clone)]
 pub struct Router {
@@ -71,8 +69,6 @@ impl Router {
     async fn work(self, key: String, mailbox: Arc<Mailbox<Option<Seen>>>) {
         let mut stop = self.stop.clone();
         let mut state = WorkerState::default();
-        // Stopped daemons of the object that have not ended yet: their end wakes it.
-        let mut released: Option<Arc<tokio::sync::Notify>> = None;
         // A throttled object waits for its backoff or for a handler server to be back.
         let mut revivals = self.ctx.outages.revivals();
         let mut permit: Option<tokio::sync::OwnedSemaphorePermit> = None;
@@ -86,7 +82,7 @@ impl Router {
             } else {
                 permit = None; // Never held while waiting.
                 let (wake, idle) = (state.wake(), state.idle_for(IDLE));
-                let winding = released.clone().filter(|_| state.winding());
+                let winding = state.winding();
                 tokio::select! {
                 biased;
                 _ = stop.changed() => return,
@@ -96,7 +92,6 @@ impl Router {
                     true
                 }
                 _ = async { if let Some(n) = &winding { n.notified().await } }, if winding.is_some() => {
-                    released = None;
                     state.on_woken(Woken::Wound);
                     true
                 }
@@ -147,7 +142,7 @@ impl Router {
             if !deleted && turn.is_none() {
                 self.ctx.log.debug(Some(&object_ref(body)), "Not ours now (paused, or another replica's); left to its owner.");
                 state.on_lost();
-                (permit, throttle_up, released) = (None, None, None);
+                (permit, throttle_up) = (None, None);
                 if self.workers.retire(&key, &mailbox, Option::is_none) {
                     return;
                 }
@@ -178,7 +173,7 @@ impl Router {
                 let why = if abandoned { "Ownership was revoked: the cycle is abandoned" } else { "Not ours now: the cycle stopped" };
                 self.ctx.log.debug(Some(&object_ref(body)), &format!("{why}; its new owner carries on."));
                 state.on_lost();
-                (permit, throttle_up, released) = (None, None, None);
+                (permit, throttle_up) = (None, None);
                 if self.workers.retire(&key, &mailbox, Option::is_none) {
                     return;
                 }
@@ -192,12 +187,11 @@ impl Router {
                     self.finished.lock().note(uid, rv, tokio::time::Instant::now());
                 }
             }
-            released = end.released;
             let ended = Ended {
                 ran: seen,
                 written: end.written,
                 next: end.next,
-                winding: released.is_some(),
+                released: end.released,
                 posted_meanwhile: mailbox.with(|pending| pending.is_some()),
                 gains: self.ctx.authority.generation().gained,
             };

@@ -8,10 +8,12 @@
 //! ([`object::compare_versions`]); versions that are not comparable are told by equality alone.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::cluster::watching::Seen;
@@ -110,8 +112,8 @@ pub struct Ended {
     pub written: Option<Value>,
     /// What the cycle asks for next.
     pub next: Next,
-    /// Its stopped daemons have not ended yet.
-    pub winding: bool,
+    /// Its stopped daemons that have not ended yet: notified when the last one ends.
+    pub released: Option<Arc<Notify>>,
     /// Events came while it ran.
     pub posted_meanwhile: bool,
     /// The authority's gains now.
@@ -131,8 +133,8 @@ pub struct WorkerState {
     again: bool,
     /// Waiting for its backoff, or for its handler server to be back.
     throttled: bool,
-    /// Stopped daemons of the object have not ended yet: their end wakes it.
-    winding: bool,
+    /// Stopped daemons of the object have not ended yet: their end (this is notified) wakes it.
+    winding: Option<Arc<Notify>>,
 }
 
 impl WorkerState {
@@ -151,23 +153,23 @@ impl WorkerState {
         self.throttled
     }
 
-    /// Whether its stopped daemons have not ended yet.
-    pub fn winding(&self) -> bool {
-        self.winding
+    /// What tells the end of its stopped daemons, while some have not ended yet.
+    pub fn winding(&self) -> Option<Arc<Notify>> {
+        self.winding.clone()
     }
 
     /// How long the worker stays with nothing to do, if it may go at all now: a while after
     /// its own write (to know the write's echo from the watch for what it is) or while the
     /// object fails; otherwise at once. Not while a wake-up or daemons' end is due.
     pub fn idle_for(&self, idle: Duration) -> Option<Duration> {
-        (self.wake.is_none() && !self.winding)
+        (self.wake.is_none() && self.winding.is_none())
             .then(|| if self.written.as_ref().is_some_and(|w| w.rv.is_some()) || self.failures > 0 { idle } else { Duration::ZERO })
     }
 
     /// Its wake-up time came, or its stopped daemons ended.
     pub fn on_woken(&mut self, woken: Woken) {
         if woken == Woken::Wound {
-            self.winding = false;
+            self.winding = None;
         }
         self.wake = None;
     }
@@ -205,7 +207,7 @@ impl WorkerState {
         if !woke && !deleted && is_echo(rv, written.and_then(|w| w.rv.as_deref()), regained) {
             // An echo of our own write, or older: the written body is newer. It is kept only
             // for a cycle still to come (a retry, a throttled cycle, daemons' end).
-            if self.wake.is_some() || self.throttled || self.winding {
+            if self.wake.is_some() || self.throttled || self.winding.is_some() {
                 self.latest = Some(seen);
             }
             return None;
@@ -216,13 +218,13 @@ impl WorkerState {
     /// The object is not ours now (paused, another replica's, revoked): its new owner carries
     /// on and this worker forgets it.
     pub fn on_lost(&mut self) {
-        (self.latest, self.wake, self.throttled, self.written, self.winding) = (None, None, false, None, false);
+        (self.latest, self.wake, self.throttled, self.written, self.winding) = (None, None, false, None, None);
     }
 
     /// A cycle ended with `ended`; `now` and `at` (a time as the clock's instant) place its
     /// wake-up.
     pub fn on_cycle_end(&mut self, ended: Ended, now: Instant, at: impl Fn(DateTime<Utc>) -> Instant) -> AfterCycle {
-        self.winding = ended.winding;
+        self.winding = ended.released;
         let was_deleting = deletion_requested(ended.ran.body());
         // The watch event of a deletion that came while the cycle ran is older than our write
         // and is skipped as its echo; the written body shows it, so handle it now.
@@ -250,7 +252,7 @@ impl WorkerState {
                 // daemons), which replaces it: an idle object costs its worker's few words,
                 // not its body.
                 self.wake = None;
-                if !self.winding {
+                if self.winding.is_none() {
                     self.latest = None;
                 }
             }

@@ -275,7 +275,8 @@ async fn a_worker_handles_what_is_new_skips_its_own_echoes_and_wakes_when_it_sho
                     ran = got.or(ran);
                 }
                 End(written, next, winding, posted_meanwhile, gains, want, again, wake) => {
-                    let ended = Ended { ran: ran.take().expect("a cycle ran"), written, next, winding, posted_meanwhile, gains };
+                    let released = winding.then(Arc::default);
+                    let ended = Ended { ran: ran.take().expect("a cycle ran"), written, next, released, posted_meanwhile, gains };
                     assert_eq!(state.on_cycle_end(ended, now, at), want, "{here}");
                     assert_eq!(state.goes_on(), again, "{here}: goes on at once");
                     if again {
