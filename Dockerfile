@@ -15,7 +15,7 @@ WORKDIR /src
 COPY . .
 RUN target="$(uname -m)-unknown-linux-musl" \
  && rustup target add "$target" \
- && cargo build --release --locked --target "$target" -p bosun-controller --bin bosun \
+ && cargo build --release --locked --target "$target" -p bosun-controller --bin bosun --features jemalloc \
  && cp "target/$target/release/bosun" /bosun
 
 # Nothing but the binary: no shell, no libc, no package manager. In a pod the kubelet mounts

@@ -110,6 +110,7 @@ setup(
             "bosun",
             path=str(HERE.parent / "controller" / "Cargo.toml"),
             cargo_manifest_args=["--locked"],
+            features=["jemalloc"],
             debug=True if os.environ.get("BOSUN_CARGO_DEBUG") == "1" else None,
         )
     ],

@@ -204,6 +204,8 @@ fn build(release: bool) -> Result<()> {
         "bosun-controller",
         "--bin",
         "bosun",
+        "--features",
+        "bosun-controller/jemalloc",
         "-p",
         "bosun-devcluster",
         "--bin",

@@ -72,6 +72,8 @@ pub enum Command {
 /// (feature `background_threads`) returns freed memory to the system while the controller is
 /// idle; by default jemalloc purges only while the program allocates, so an idle controller
 /// kept the peak of its initial listing. `.cargo/config.toml` shortens the decay to 1 s.
+/// The feature `jemalloc` (the shipped builds: the image, the wheel, the bench) turns it on.
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
