@@ -14,6 +14,7 @@ pub mod owned;
 pub mod queues;
 mod relist;
 mod resolving;
+mod resource;
 mod served;
 pub mod servers;
 pub mod spies;
