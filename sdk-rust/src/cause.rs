@@ -16,11 +16,12 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::daemon::{Live, Stopped};
 use crate::index::{Index, Indices};
 use crate::json;
+use crate::live::Live;
 use crate::outputs::Outputs;
 use crate::patch::Patch;
+use crate::stopped::Stopped;
 
 /// Why a request could not be turned into a cause.
 #[derive(Debug, thiserror::Error)]

@@ -6,134 +6,26 @@
 //! controller, which reads the stream to the end. Cancelling the call stops it too. The exit
 //! (`DaemonExit`, with `stopped` when it was asked to stop) is sent only once the function has
 //! returned: the controller holds the object (its finalizer, a handover) until then.
+//!
+//! Here: registering daemons and serving `Daemon` and `StopDaemon`. What a daemon's cause
+//! holds is in `stopped.rs` and `live.rs`; the daemons running now, in `running.rs`.
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bosun_proto::v1 as pb;
-use futures::Stream;
 use serde::Serialize;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tonic::Status;
 use tracing::Instrument as _;
 
 use crate::cause::Cause;
 use crate::dispatch::{Dispatcher, run};
 use crate::error::HandlerError;
-use crate::json;
+use crate::live::{DaemonStream, Live};
 use crate::operator::Operator;
-use crate::outputs::{EventRecord, LogRecord};
-use crate::patch::Patch;
-
-/// The stream of a running daemon's messages.
-pub type DaemonStream = Pin<Box<dyn Stream<Item = Result<pb::DaemonMessage, Status>> + Send>>;
-
-/// Whether a daemon was asked to stop (Kopf's `stopped`). Never stops for other handlers.
-#[derive(Debug, Clone, Default)]
-pub struct Stopped {
-    /// `None` for handlers that are not daemons.
-    flag: Option<watch::Receiver<bool>>,
-}
-
-impl Stopped {
-    fn new() -> (watch::Sender<bool>, Self) {
-        let (tx, flag) = watch::channel(false);
-        (tx, Stopped { flag: Some(flag) })
-    }
-
-    /// Whether the daemon was asked to stop.
-    pub fn is_stopped(&self) -> bool {
-        self.flag.as_ref().is_some_and(|flag| *flag.borrow())
-    }
-
-    /// Resolves when the daemon is asked to stop (never for other handlers): `select!` it
-    /// against the daemon's own work, or sleep with `tokio::time::timeout(d, stopped.wait())`.
-    pub async fn wait(&self) {
-        match &self.flag {
-            // A dropped sender means the daemon's task is gone: stopped too.
-            Some(flag) => {
-                let _ = flag.clone().wait_for(|stopped| *stopped).await;
-            }
-            None => futures::future::pending().await,
-        }
-    }
-}
-
-/// A running daemon's start number and stop flag, by handler id and object uid.
-type Instances = HashMap<(String, String), (u64, Arc<watch::Sender<bool>>)>;
-
-/// The daemons running now, by handler id and object uid, with a number for each start (an
-/// instance that ends late must not forget a newer one): `StopDaemon` finds them here.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Running {
-    daemons: Arc<parking_lot::Mutex<Instances>>,
-    starts: Arc<AtomicU64>,
-}
-
-impl Running {
-    /// Notes a daemon that started; returns its number.
-    fn add(&self, id: &str, uid: &str, stop: Arc<watch::Sender<bool>>) -> u64 {
-        let n = self.starts.fetch_add(1, Ordering::Relaxed);
-        self.daemons.lock().insert((id.to_string(), uid.to_string()), (n, stop));
-        n
-    }
-
-    /// Forgets the daemon number `n`, which ended.
-    fn remove(&self, id: &str, uid: &str, n: u64) {
-        let mut daemons = self.daemons.lock();
-        let key = (id.to_string(), uid.to_string());
-        if daemons.get(&key).is_some_and(|(started, _)| *started == n) {
-            daemons.remove(&key);
-        }
-    }
-
-    /// Asks the daemon `id` of the object `uid` to stop; whether it runs.
-    pub(crate) fn stop(&self, id: &str, uid: &str) -> bool {
-        match self.daemons.lock().get(&(id.to_string(), uid.to_string())) {
-            Some((_, stop)) => {
-                stop.send_replace(true);
-                true
-            }
-            None => false,
-        }
-    }
-}
-
-/// Where a daemon's records go at once.
-#[derive(Debug, Clone)]
-pub(crate) struct Live {
-    tx: mpsc::UnboundedSender<Result<pb::DaemonMessage, Status>>,
-}
-
-impl Live {
-    fn send(&self, message: pb::daemon_message::Message) {
-        // The controller may have gone away: then nobody is listening, and that is fine.
-        let _ = self.tx.send(Ok(pb::DaemonMessage { message: Some(message) }));
-    }
-
-    pub(crate) fn log(&self, record: LogRecord) {
-        self.send(pb::daemon_message::Message::Log(record.into_proto()));
-    }
-
-    pub(crate) fn event(&self, record: EventRecord) {
-        self.send(pb::daemon_message::Message::Event(record.into_proto()));
-    }
-
-    pub(crate) fn patch(&self, patch: Patch) {
-        let merge = patch.merge_patch();
-        if merge.as_object().is_some_and(|m| !m.is_empty()) {
-            self.send(pb::daemon_message::Message::MergePatch(json::encode(&merge)));
-        }
-        if !patch.json_ops().is_empty() {
-            let ops = serde_json::Value::Array(patch.json_ops().to_vec());
-            self.send(pb::daemon_message::Message::JsonPatch(json::encode(&ops)));
-        }
-    }
-}
+use crate::stopped::Stopped;
 
 impl Operator {
     /// Registers a daemon (Kopf's `@kopf.daemon`): run for each object for as long as it exists
@@ -162,7 +54,7 @@ impl Dispatcher {
         let func = handler.func.clone();
         let (tx, rx) = mpsc::unbounded_channel();
         let (stop, stopped) = Stopped::new();
-        let cause = Cause::from_daemon(&request, Live { tx: tx.clone() }, stopped)
+        let cause = Cause::from_daemon(&request, Live::new(tx.clone()), stopped)
             .map_err(|e| Status::invalid_argument(e.to_string()))?
             .with_indices(self.indices());
         let (running, id, uid) = (self.running().clone(), request.handler_id.clone(), cause.uid().to_string());

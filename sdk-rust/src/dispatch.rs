@@ -15,11 +15,13 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::cause::Cause;
-use crate::daemon::DaemonStream;
 use crate::error::HandlerError;
 use crate::index::{self, Indices};
 use crate::json;
+use crate::live::DaemonStream;
+use crate::ran::Ran;
 use crate::registry::{Handler, HandlerFn, Registry, is_activity, is_admission};
+use crate::running::Running;
 
 /// The gRPC service of a handler server; built by [`Operator::into_service`](crate::Operator::into_service).
 #[derive(Clone)]
@@ -29,7 +31,7 @@ pub struct Dispatcher {
     /// Whether a controller has described this server since it started (see [`Dispatcher::index_not_ready`]).
     described: Arc<AtomicBool>,
     /// The daemons running now.
-    running: crate::daemon::Running,
+    running: Running,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -137,7 +139,7 @@ impl Dispatcher {
     }
 
     /// The daemons running now.
-    pub(crate) fn running(&self) -> &crate::daemon::Running {
+    pub(crate) fn running(&self) -> &Running {
         &self.running
     }
 
@@ -199,17 +201,6 @@ impl Dispatcher {
         }
         Err(Status::unavailable("this handler server has just started and its indices are empty: it waits to be described"))
     }
-}
-
-/// How one run of a handler function ended.
-pub(crate) struct Ran {
-    pub(crate) outcome: pb::Outcome,
-    pub(crate) message: String,
-    pub(crate) delay_seconds: Option<f64>,
-    /// The result as JSON; empty when `null`.
-    pub(crate) result: Vec<u8>,
-    /// For admission handlers: the denial's HTTP code (0: unset).
-    pub(crate) code: i32,
 }
 
 /// Runs a handler function once; errors and panics become outcomes.

@@ -23,7 +23,7 @@ use bosun_proto::v1 as pb;
 use parking_lot::RwLock;
 use serde_json::Value;
 
-use crate::dispatch::Ran;
+use crate::ran::Ran;
 
 /// The key Kopf calls `None`: where results that are not JSON objects go.
 pub const FLAT: &str = "";

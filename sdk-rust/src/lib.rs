@@ -66,29 +66,35 @@ mod error;
 mod filters;
 mod index;
 mod json;
+mod live;
 mod operator;
 mod outputs;
 mod patch;
+mod ran;
+mod recording;
 mod registry;
 mod resource;
+mod running;
 mod serve;
+mod stopped;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use cause::{Cause, Change, Error as CauseError, Operation, Reason, Resource};
-pub use daemon::{DaemonStream, Stopped};
 pub use dispatch::Dispatcher;
 #[cfg(feature = "anyhow")]
 pub use error::from_anyhow;
 pub use error::{BoxError, HandlerError, PermanentError, ResultExt, TemporaryError};
 pub use index::{FLAT as FLAT_INDEX_KEY, Index};
+pub use live::DaemonStream;
 pub use operator::Operator;
 pub use outputs::{EventRecord, Level, LogRecord, OwnedRecord, SubhandlerRecord};
 pub use patch::{Patch, PatchRef};
 pub use registry::{Error as RegistryError, ErrorsMode, Match};
 pub use resource::{Error as SelectorError, Selector};
 pub use serve::{DEFAULT_LISTEN, Error as ServeError, LISTEN_ENV, ListenAddr, init_logging, shutdown_signal};
+pub use stopped::Stopped;
 
 /// The generated contract types, for tests and advanced uses.
 pub use bosun_proto::v1 as proto;

@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use crate::cause::Cause;
 use crate::error::HandlerError;
-use crate::registry::{Error, ErrorsMode, Handler, HandlerFn, Registry};
-use crate::resource::{self, Selector};
+use crate::registry::{Error, ErrorsMode, Handler, HandlerFn, Parsed, Registry};
+use crate::resource::Selector;
 
 /// A handler server under construction: register handlers, set their options, then serve.
 ///
@@ -56,9 +56,6 @@ pub struct Operator {
     pub(crate) ignored_fields: Vec<(Parsed, Vec<String>)>,
     pub(crate) owns: Vec<(Parsed, Vec<Parsed>)>,
 }
-
-/// A resource as the application named it: parsed, or why not (reported by `Registry::build`).
-pub(crate) type Parsed = Result<Selector, resource::Error>;
 
 impl std::fmt::Debug for Operator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -348,9 +345,13 @@ impl Operator {
         self.with("subhandlers", |h| h.children = Some(children))
     }
 
-    /// Validates the registrations and freezes them.
+    /// Validates the registrations and freezes them: the first mistake recorded while
+    /// registering, else what the registry finds wrong.
     pub(crate) fn build(self) -> Result<Registry, Error> {
-        Registry::new(self)
+        if let Some(error) = self.errors.into_iter().next() {
+            return Err(error);
+        }
+        Registry::new(self.server_name, self.handlers, self.ignored_fields, self.owns)
     }
 }
 

@@ -10,8 +10,8 @@
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
-use crate::daemon::Live;
 use crate::json;
+use crate::live::Live;
 
 /// An accumulated JSON merge patch and JSON-patch operations.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -156,7 +156,8 @@ impl<'a> PatchRef<'a> {
 
     fn send_if_live(&self) -> &Self {
         if let Some(live) = self.live {
-            live.patch(std::mem::take(&mut *self.patch.lock()));
+            let (merge_patch, json_patch) = std::mem::take(&mut *self.patch.lock()).encode();
+            live.patch(merge_patch, json_patch);
         }
         self
     }

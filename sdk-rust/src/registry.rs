@@ -15,7 +15,6 @@ use serde_json::Value;
 use crate::cause::Cause;
 use crate::error::HandlerError;
 use crate::json;
-use crate::operator::Operator;
 use crate::resource::{self, Selector};
 
 /// Why the registered handlers cannot be served.
@@ -96,6 +95,10 @@ impl Match {
     }
 }
 
+/// A resource as the application named it: parsed, or why not (reported when the registry is
+/// built).
+pub(crate) type Parsed = Result<Selector, resource::Error>;
+
 pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, HandlerError>> + Send>>;
 pub(crate) type HandlerFn = Arc<dyn Fn(Cause) -> HandlerFuture + Send + Sync>;
 pub(crate) type WhenFn = Arc<dyn Fn(&Cause) -> bool + Send + Sync>;
@@ -106,7 +109,7 @@ pub(crate) struct Handler {
     pub(crate) id: String,
     pub(crate) kind: pb::HandlerKind,
     /// `None` for activities (startup, cleanup, probe), which have no resource.
-    pub(crate) selector: Option<Result<Selector, resource::Error>>,
+    pub(crate) selector: Option<Parsed>,
     /// `HandlerSpec.field`: for field handlers, and update handlers narrowed by `.field()`.
     pub(crate) field: Option<String>,
     pub(crate) filters: pb::Filters,
@@ -208,15 +211,17 @@ impl Registry {
 }
 
 impl Registry {
-    /// Validates an operator's registrations and freezes them.
-    pub(crate) fn new(operator: Operator) -> Result<Registry, Error> {
-        if let Some(error) = operator.errors.into_iter().next() {
-            return Err(error);
-        }
-        if operator.handlers.is_empty() {
+    /// Validates the handlers and resource settings an operator registered (see
+    /// `Operator::build`), and freezes them; `None` names the server after the executable.
+    pub(crate) fn new(
+        server_name: Option<String>,
+        mut handlers: Vec<Handler>,
+        ignored_fields: Vec<(Parsed, Vec<String>)>,
+        owns: Vec<(Parsed, Vec<Parsed>)>,
+    ) -> Result<Registry, Error> {
+        if handlers.is_empty() {
             return Err(Error::Empty);
         }
-        let mut handlers = operator.handlers;
         let mut by_id = HashMap::new();
         for (index, handler) in handlers.iter_mut().enumerate() {
             if let Some(Err(e)) = &handler.selector {
@@ -233,14 +238,14 @@ impl Registry {
         }
         // One entry per resource, whichever settings name it.
         let mut resources: Vec<pb::ResourceSettings> = Vec::new();
-        for (selector, paths) in operator.ignored_fields {
+        for (selector, paths) in ignored_fields {
             settings_of(&mut resources, selector?.to_proto()).ignored_fields.extend(paths);
         }
-        for (selector, kinds) in operator.owns {
+        for (selector, kinds) in owns {
             let kinds = kinds.into_iter().map(|k| k.map(|k| k.to_proto())).collect::<Result<Vec<_>, _>>()?;
             settings_of(&mut resources, selector?.to_proto()).owns.extend(kinds);
         }
-        let server_name = operator.server_name.unwrap_or_else(default_server_name);
+        let server_name = server_name.unwrap_or_else(default_server_name);
         Ok(Registry { server_name, handlers, by_id, resources })
     }
 }
@@ -298,6 +303,7 @@ fn default_server_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Operator;
 
     #[test]
     fn calls_route_to_the_handler_or_to_the_longest_registered_parent() {
