@@ -1,13 +1,16 @@
 //! Server-side apply (`application/apply-patch+yaml`): creates a missing object, merges the
 //! applied configuration into an existing one, and records the manager's fields as an
 //! `Apply` entry in managedFields; fields set by other managers to different values conflict
-//! (409) unless `force` is set, which takes them over.
+//! (409) unless `force` is set, which takes them over. A merge into an existing object is
+//! written by the verbs' one commit (`ops/commit.rs`), as update and patch are.
 
 use serde_json::{Map, Value, json};
 
 use crate::cluster::Cluster;
 use crate::managed;
-use crate::ops::{Reply, Subresource, WriteOpts};
+use crate::meta::{meta_mut, now};
+use crate::ops::commit::{Fields, commit};
+use crate::ops::{Reply, Subresource, WriteOpts, check_type, create};
 use crate::registry::ResourceInfo;
 use crate::status::{ApiError, ApiResult, Cause};
 
@@ -33,7 +36,7 @@ pub fn apply(
     if !config.is_object() {
         return Err(ApiError::bad_request("error decoding YAML: expected an object"));
     }
-    crate::ops::check_type(info, &mut config)?;
+    check_type(info, &mut config)?;
     let table = cluster.table(info);
     if table.get(ns, name).is_none() {
         let mut body = config.clone();
@@ -43,12 +46,12 @@ pub fn apply(
         let create_opts = WriteOpts { manager: None, ..opts.clone() };
         let mut set = managed::apply_set(&config);
         let entry = entry(info, &manager, std::mem::take(&mut set), sub);
-        crate::ops::meta_mut(&mut body).insert("managedFields".into(), json!([entry]));
-        return crate::ops::create(cluster, info, ns, body, &create_opts);
+        meta_mut(&mut body).insert("managedFields".into(), json!([entry]));
+        return create(cluster, info, ns, body, &create_opts);
     }
     let force = opts.force;
     let update_opts = WriteOpts { manager: None, ..opts.clone() };
-    crate::ops::update::commit_apply(cluster, info, ns, name, sub, &update_opts, move |current| {
+    commit(cluster, info, ns, name, sub, &update_opts, Fields::Applied, move |current| {
         let mut target = current.clone();
         let applied = managed::apply_set(&config);
         let entries = current.get("metadata").and_then(|v| v.get("managedFields")).and_then(Value::as_array).cloned().unwrap_or_default();
@@ -83,7 +86,7 @@ pub fn apply(
             m.remove("time");
         }
         kept.push(e);
-        crate::ops::meta_mut(&mut target).insert("managedFields".into(), Value::Array(kept));
+        meta_mut(&mut target).insert("managedFields".into(), Value::Array(kept));
         Ok(target)
     })
 }
@@ -93,7 +96,7 @@ fn entry(info: &ResourceInfo, manager: &str, set: Value, sub: Subresource) -> Va
     e.insert("manager".into(), json!(manager));
     e.insert("operation".into(), json!("Apply"));
     e.insert("apiVersion".into(), json!(info.api_version()));
-    e.insert("time".into(), json!(crate::ops::now()));
+    e.insert("time".into(), json!(now()));
     e.insert("fieldsType".into(), json!("FieldsV1"));
     e.insert("fieldsV1".into(), set);
     if let Some(name) = sub.field_manager_name() {

@@ -250,7 +250,7 @@ pub fn after_write(cluster: &Cluster, info: &ResourceInfo, crd: &Value) {
     let _ = table.write("", &name, |cur| {
         let Some(cur) = cur else { return Ok((Write::Keep, ())) };
         let mut new = cur.value.clone();
-        let ts = crate::ops::now();
+        let ts = crate::meta::now();
         let names = new["spec"]["names"].clone();
         new["status"]["acceptedNames"] = names;
         new["status"]["conditions"] = json!([

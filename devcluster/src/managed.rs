@@ -158,7 +158,7 @@ pub fn record_update(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>, 
         entry.insert("manager".into(), json!(manager));
         entry.insert("operation".into(), json!("Update"));
         entry.insert("apiVersion".into(), json!(info.api_version()));
-        entry.insert("time".into(), json!(crate::ops::now()));
+        entry.insert("time".into(), json!(crate::meta::now()));
         entry.insert("fieldsType".into(), json!("FieldsV1"));
         entry.insert("fieldsV1".into(), set);
         if let Some(s) = subresource {
@@ -170,7 +170,7 @@ pub fn record_update(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>, 
 }
 
 fn set_entries(obj: &mut Value, entries: Vec<Value>) {
-    let meta = crate::ops::meta_mut(obj);
+    let meta = crate::meta::meta_mut(obj);
     if entries.is_empty() {
         meta.remove("managedFields");
     } else {

@@ -28,7 +28,7 @@ pub fn prepare(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Api
     let invalid = |causes: Vec<Cause>| ApiError::invalid_object(info, &name, causes);
     match (info.group.as_str(), info.plural.as_str()) {
         ("", "namespaces") => {
-            let meta = crate::ops::meta_mut(obj);
+            let meta = crate::meta::meta_mut(obj);
             let labels = meta.entry("labels").or_insert_with(|| json!({}));
             if let Some(l) = labels.as_object_mut() {
                 l.insert("kubernetes.io/metadata.name".into(), json!(name));
@@ -263,7 +263,7 @@ pub fn ephemeral_container_causes(new: &Value, old: &Value) -> Vec<Cause> {
 /// `podutil.UpdatePodCondition` with status True: add the condition `kind`, or update it
 /// (its transition time kept when it was True already). Empty reason and message are left out.
 pub fn set_pod_condition(pod: &mut Value, kind: &str, reason: &str, message: &str) {
-    let mut condition = json!({"type": kind, "status": "True", "lastProbeTime": null, "lastTransitionTime": crate::ops::now()});
+    let mut condition = json!({"type": kind, "status": "True", "lastProbeTime": null, "lastTransitionTime": crate::meta::now()});
     if !reason.is_empty() {
         condition["reason"] = json!(reason);
     }

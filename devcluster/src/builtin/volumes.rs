@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 pub(super) fn persistent_volume(obj: &mut Value) {
     if obj.get("status").is_none() {
-        obj["status"] = json!({"phase": "Pending", "lastPhaseTransitionTime": crate::ops::now()});
+        obj["status"] = json!({"phase": "Pending", "lastPhaseTransitionTime": crate::meta::now()});
     }
     if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
         spec.entry("persistentVolumeReclaimPolicy").or_insert_with(|| json!("Retain"));

@@ -120,7 +120,7 @@ pub(super) fn daemon_set(obj: &mut Value, old: Option<&Value>) {
             if template_of(old) != template_of(obj) { before + 1 } else { before }
         }
     };
-    let annotations = crate::ops::meta_mut(obj).entry("annotations").or_insert_with(|| json!({}));
+    let annotations = crate::meta::meta_mut(obj).entry("annotations").or_insert_with(|| json!({}));
     if let Some(a) = annotations.as_object_mut() {
         a.insert(TEMPLATE_GENERATION.into(), json!(wanted.to_string()));
     }

@@ -5,7 +5,9 @@
 
 use serde_json::{Value, json};
 
+use super::common::created_success;
 use crate::cluster::Cluster;
+use crate::meta::meta_mut;
 use crate::status::{ApiError, ApiResult};
 use crate::store::Write;
 
@@ -66,7 +68,7 @@ pub fn bind(cluster: &Cluster, ns: &str, name: &str, binding: &Value, dry_run: b
         let mut new = pod.clone();
         new["spec"]["nodeName"] = json!(node);
         if !annotations.is_empty() {
-            let meta = super::meta_mut(&mut new);
+            let meta = meta_mut(&mut new);
             let all = meta.entry("annotations").or_insert_with(|| json!({}));
             for (k, v) in &annotations {
                 all[k] = v.clone();
@@ -75,5 +77,5 @@ pub fn bind(cluster: &Cluster, ns: &str, name: &str, binding: &Value, dry_run: b
         crate::builtin::set_pod_condition(&mut new, "PodScheduled", "", "");
         Ok((Write::Put(new), ()))
     })?;
-    Ok(super::created_success())
+    Ok(created_success())
 }

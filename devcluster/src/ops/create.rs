@@ -2,8 +2,10 @@
 
 use serde_json::{Value, json};
 
-use super::{Body, Reply, WriteOpts, check_type, custom_causes, has_generation, meta_mut, now, prune_unknown, random_suffix};
+use super::common::{check_shape, check_type, custom_causes, has_generation, normalize_order, prune_unknown, random_suffix, record_update};
+use super::types::{Body, Reply, Validation, WriteOpts};
 use crate::cluster::Cluster;
+use crate::meta::{meta_mut, now};
 use crate::registry::ResourceInfo;
 use crate::status::{ApiError, ApiResult};
 use crate::store::{Write, Written};
@@ -13,7 +15,7 @@ use crate::{builtin, crd, validate};
 /// Create `body` in namespace `ns` ("" for cluster-scoped resources).
 pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value, opts: &WriteOpts) -> ApiResult<Reply> {
     check_type(info, &mut body)?;
-    super::check_shape(info, &body)?;
+    check_shape(info, &body)?;
     let mut warnings = Vec::new();
     if info.is_events_v1() {
         warnings = prune_unknown(info, &mut body, opts.validation)?;
@@ -52,7 +54,7 @@ pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value,
         // events.k8s.io/v1 Event is in the stored core shape by now)
         if !info.is_events_v1() {
             check_type(info, &mut body)?;
-            prune_unknown(info, &mut body, super::Validation::Ignore)?;
+            prune_unknown(info, &mut body, Validation::Ignore)?;
         }
     }
     {
@@ -120,8 +122,8 @@ pub fn create(cluster: &Cluster, info: &ResourceInfo, ns: &str, mut body: Value,
             meta.remove("generation");
         }
     }
-    super::record_update(info, &mut body, None, opts.manager.as_deref(), None);
-    let body = super::normalize_order(body);
+    record_update(info, &mut body, None, opts.manager.as_deref(), None);
+    let body = normalize_order(body);
     let name = crate::registry::name_of(&body).to_string();
     if let Some(ctx) = &opts.admission {
         let attrs = Attributes::new(info, ns, &request_name, "", Operation::Create, ctx);

@@ -5,8 +5,10 @@
 
 use serde_json::{Value, json};
 
-use super::{Body, Reply, finalizers, has_generation, meta_mut, now};
+use super::common::{has_generation, normalize_order};
+use super::types::{Body, Reply};
 use crate::cluster::Cluster;
+use crate::meta::{finalizers, meta_mut, now};
 use crate::registry::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult, Cause, success_status};
@@ -131,7 +133,7 @@ pub fn delete(cluster: &Cluster, info: &ResourceInfo, ns: &str, name: &str, opts
             let g = old.get("metadata").and_then(|v| v.get("generation")).and_then(Value::as_i64).unwrap_or(0);
             meta_mut(&mut new).insert("generation".into(), json!(g + 1));
         }
-        let new = super::normalize_order(new);
+        let new = normalize_order(new);
         if opts.dry_run {
             return Ok((Write::Keep, Some(new)));
         }

@@ -8,9 +8,13 @@
 
 use serde_json::{Value, json};
 
-use super::{DeleteOpts, Subresource, WriteOpts, delete, now};
+use super::commit::{Fields, commit};
+use super::common::created_success;
+use super::delete::{DeleteOpts, check_preconditions, delete};
+use super::types::{Body, Subresource, WriteOpts};
 use crate::builtin::{set_condition, set_pod_condition};
 use crate::cluster::Cluster;
+use crate::meta::now;
 use crate::registry::ResourceInfo;
 use crate::selector::LabelSelector;
 use crate::status::{ApiError, ApiResult};
@@ -38,7 +42,7 @@ pub fn evict(cluster: &Cluster, ns: &str, name: &str, mut opts: DeleteOpts, mana
     match disrupt_and_delete(cluster, &pods, ns, name, opts, manager) {
         Err(e) if e.code == 409 && unhealthy_budget.is_some() => Err(too_many_requests(&unhealthy_budget.unwrap_or_default())),
         Err(e) => Err(e),
-        Ok(()) => Ok(super::created_success()),
+        Ok(()) => Ok(created_success()),
     }
 }
 
@@ -96,7 +100,7 @@ fn check_budgets(cluster: &Cluster, ns: &str, pod: &Value, dry_run: bool) -> Api
         return Ok(Verdict::Allowed);
     }
     let opts = WriteOpts { manager: Some("kube-apiserver".into()), ..Default::default() };
-    super::update::commit(cluster, &info, ns, &name, Subresource::Status, &opts, |current| spend(current, &pod_name))?;
+    commit(cluster, &info, ns, &name, Subresource::Status, &opts, Fields::Recorded, |current| spend(current, &pod_name))?;
     Ok(Verdict::Allowed)
 }
 
@@ -180,8 +184,8 @@ fn disrupt_and_delete(
     if !opts.dry_run {
         let write = WriteOpts { manager, ..Default::default() };
         let label = pods.kind_label();
-        let reply = super::update::commit(cluster, pods, ns, name, Subresource::Status, &write, |current| {
-            super::delete::check_preconditions(pods, &label, name, current, &opts)?;
+        let reply = commit(cluster, pods, ns, name, Subresource::Status, &write, Fields::Recorded, |current| {
+            check_preconditions(pods, &label, name, current, &opts)?;
             let mut pod = current.clone();
             set_pod_condition(&mut pod, "DisruptionTarget", "EvictionByEvictionAPI", "Eviction API: evicting");
             Ok(pod)
@@ -189,8 +193,8 @@ fn disrupt_and_delete(
         if opts.resource_version.is_some() {
             // our own write moved it on
             opts.resource_version = match reply.body {
-                super::Body::Obj(o) => Some(o.rv.to_string()),
-                super::Body::Value(v) => v.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(String::from),
+                Body::Obj(o) => Some(o.rv.to_string()),
+                Body::Value(v) => v.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(String::from),
             };
         }
     }

@@ -9,129 +9,27 @@
 //! collection, namespace cleanup) carry no [`Context`] and call no webhook; nor does a write
 //! of the webhook configurations themselves, as on a real server.
 //!
-//! The parts: [`rules`] decides which webhooks a request calls (pure), [`review`] builds the
+//! The parts: [`attributes`] holds the types they share (`Attributes`, `Context`,
+//! `Operation`), [`rules`] decides which webhooks a request calls (pure), [`review`] builds the
 //! AdmissionReview and reads the answer (pure), [`call`] is the HTTPS client.
 
+pub mod attributes;
 pub mod call;
 pub mod review;
 pub mod rules;
 
+pub use attributes::{Attributes, Caller, Context, Operation};
+
 use std::time::Duration;
 
 use base64::Engine;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::authz::User;
 use crate::cluster::Cluster;
-use crate::registry::ResourceInfo;
 use crate::status::{ApiError, ApiResult};
 
 /// The group whose objects (the webhook configurations among them) are never sent to webhooks.
 const EXEMPT_GROUP: &str = "admissionregistration.k8s.io";
-
-/// Who makes a request, as a webhook is told in `userInfo`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Caller {
-    /// The user name.
-    pub username: String,
-    /// The user's uid, if the authenticator knows one.
-    pub uid: Option<String>,
-    /// The groups.
-    pub groups: Vec<String>,
-}
-
-impl From<&User> for Caller {
-    fn from(user: &User) -> Self {
-        Caller { username: user.name.clone(), uid: None, groups: user.groups.clone() }
-    }
-}
-
-/// What admission needs to know of a client's write beyond the objects: who asked, whether
-/// it is a dry run, and the request's options (`fieldManager`, `propagationPolicy`, ...).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Context {
-    /// The caller.
-    pub caller: Caller,
-    /// `dryRun=All`.
-    pub dry_run: bool,
-    /// The options the client gave, by their JSON names.
-    pub options: Map<String, Value>,
-}
-
-impl Context {
-    /// The review's `options`: `CreateOptions`, `UpdateOptions` (a PATCH's too, as the real
-    /// server converts them) or `DeleteOptions`.
-    pub fn options(&self, op: Operation) -> Value {
-        match op {
-            Operation::Create => review::options("CreateOptions", &self.options),
-            Operation::Update => review::options("UpdateOptions", &self.options),
-            Operation::Delete => review::options("DeleteOptions", &self.options),
-            Operation::Connect => Value::Null,
-        }
-    }
-}
-
-/// An admission operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
-    /// A create (or an apply that creates).
-    Create,
-    /// An update or patch, of the object or a subresource.
-    Update,
-    /// A delete.
-    Delete,
-    /// A connect (exec, proxy): the dev cluster has none.
-    Connect,
-}
-
-impl Operation {
-    /// The name in rules and reviews.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Create => "CREATE",
-            Operation::Update => "UPDATE",
-            Operation::Delete => "DELETE",
-            Operation::Connect => "CONNECT",
-        }
-    }
-}
-
-/// One write, as admission sees it.
-#[derive(Debug, Clone, Copy)]
-pub struct Attributes<'a> {
-    /// The resource written.
-    pub info: &'a ResourceInfo,
-    /// The subresource ("" for the object itself).
-    pub subresource: &'a str,
-    /// The operation.
-    pub operation: Operation,
-    /// The namespace ("" for cluster-scoped objects; a Namespace's own name for a write of a
-    /// Namespace, as the real server sets it).
-    pub namespace: &'a str,
-    /// The object's name ("" on a create with `generateName`).
-    pub name: &'a str,
-    /// Who asks, and how.
-    pub context: &'a Context,
-}
-
-impl<'a> Attributes<'a> {
-    /// The attributes of a write of `name` in `ns` through `subresource`.
-    pub fn new(
-        info: &'a ResourceInfo,
-        ns: &'a str,
-        name: &'a str,
-        subresource: &'a str,
-        operation: Operation,
-        context: &'a Context,
-    ) -> Self {
-        let namespace = if is_namespace(info) { name } else { ns };
-        Attributes { info, subresource, operation, namespace, name, context }
-    }
-}
-
-fn is_namespace(info: &ResourceInfo) -> bool {
-    info.builtin && info.group.is_empty() && info.plural == "namespaces"
-}
 
 /// A webhook of a configuration, with the version it is called at.
 #[derive(Debug, Clone)]
@@ -357,7 +255,7 @@ fn matching(cluster: &Cluster, attrs: &Attributes, table: &str, object: Option<&
 /// exist, or is being terminated and the write is a create.
 fn namespace_labels(cluster: &Cluster, attrs: &Attributes, object: Option<&Value>, old: Option<&Value>) -> Option<Option<Value>> {
     let labels = |o: &Value| o.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({}));
-    if is_namespace(attrs.info) && attrs.subresource.is_empty() {
+    if attributes::is_namespace(attrs.info) && attrs.subresource.is_empty() {
         let own = if attrs.operation == Operation::Delete { old } else { object.or(old) };
         return Some(Some(own.map(labels).unwrap_or_else(|| json!({}))));
     }

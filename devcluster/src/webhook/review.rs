@@ -5,7 +5,7 @@
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
-use super::Attributes;
+use super::attributes::{Attributes, Context, Operation};
 use crate::status::ApiError;
 
 /// The `request` of an AdmissionReview for `attrs`, with this `uid`, in the version the
@@ -204,6 +204,19 @@ fn reason_static(reason: Option<&str>) -> &'static str {
         "ServiceUnavailable",
     ];
     reason.and_then(|r| REASONS.iter().find(|x| **x == r).copied()).unwrap_or("")
+}
+
+impl Context {
+    /// The review's `options`: `CreateOptions`, `UpdateOptions` (a PATCH's too, as the real
+    /// server converts them) or `DeleteOptions`.
+    pub fn options(&self, op: Operation) -> Value {
+        match op {
+            Operation::Create => options("CreateOptions", &self.options),
+            Operation::Update => options("UpdateOptions", &self.options),
+            Operation::Delete => options("DeleteOptions", &self.options),
+            Operation::Connect => Value::Null,
+        }
+    }
 }
 
 /// `options` of a review: the request's options object, converted to the operation's kind.

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::Operation;
+use super::attributes::Operation;
 use crate::selector::LabelSelector;
 
 /// What a rule is matched against: the request's resource and operation.
