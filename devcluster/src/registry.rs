@@ -366,12 +366,6 @@ impl Registry {
         out
     }
 
-    /// Find the info serving a kind in an apiVersion (owner references, events).
-    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceInfo>> {
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        self.inner.read().iter().find(|((g, v, _), i)| g == group && v == version && i.kind == kind).map(|(_, i)| i.clone())
-    }
-
     /// Replace all resources of a CRD (identified by group and plural) with `infos`.
     pub fn set_crd(&self, group: &str, plural: &str, infos: Vec<ResourceInfo>) {
         let mut m = self.inner.write();

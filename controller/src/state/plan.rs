@@ -197,11 +197,6 @@ impl Cycle {
         &self.due[i]
     }
 
-    /// Whether any handler is due at all.
-    pub fn has_due(&self) -> bool {
-        !self.due.is_empty()
-    }
-
     /// The outcomes of the calls made so far.
     pub fn calls(&self) -> &[CallOutcome] {
         &self.calls
@@ -350,10 +345,10 @@ impl Cycle {
                 ids.push(id);
             }
             let replaced = if subject.has_status {
-                subject.storage.patch_with_overrides(body, &desired, &ids, &mut main, &mut status)
+                subject.storage.patch(body, &desired, &ids, &mut main, &mut status)
             } else {
                 let mut tmp = json!({});
-                let replaced = subject.storage.patch_with_overrides(body, &desired, &ids, &mut main, &mut tmp);
+                let replaced = subject.storage.patch(body, &desired, &ids, &mut main, &mut tmp);
                 compose_over(body, &mut main, &tmp);
                 replaced
             };

@@ -22,12 +22,12 @@
 //! that is not an object (`{"status": "x"}`), the state cannot be added beside it: a merge
 //! patch cannot both replace `status` and set a key inside it. The state wins (the value is
 //! replaced by an object holding the state), because without it the handler's success would be
-//! forgotten and the handler called again forever; [`Storage::patch_with_overrides`] tells which
+//! forgotten and the handler called again forever; [`Storage::patch`] tells which
 //! paths were replaced, so the caller can say so. Nothing on `body` or in the patches panics.
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::essence::PREFIX_MARKER;
 use super::keys::kopf_keys;
@@ -327,21 +327,10 @@ impl Storage {
     /// `desired` but present on the object is removed; stale copies in the other place and
     /// under other key versions too (a diffbase's only with a write the cycle makes anyway; a
     /// status stanza left empty goes whole). Never panics; see the module docs for patches that
-    /// hold non-objects where the state goes.
-    pub fn patch(&self, body: &Value, desired: &ObjectState, ids: &[&str], main: &mut Value, status: &mut Value) {
-        self.patch_with_overrides(body, desired, ids, main, status);
-    }
-
-    /// [`Storage::patch`], returning the paths (JSON pointers; `(status)` for the status patch)
-    /// where a non-object in the given patches was replaced to make room for the state.
-    pub fn patch_with_overrides(
-        &self,
-        body: &Value,
-        desired: &ObjectState,
-        ids: &[&str],
-        main: &mut Value,
-        status: &mut Value,
-    ) -> Vec<String> {
+    /// hold non-objects where the state goes. Returns the paths (JSON pointers; `(status)` for
+    /// the status patch) where a non-object in the given patches was replaced to make room for
+    /// the state.
+    pub fn patch(&self, body: &Value, desired: &ObjectState, ids: &[&str], main: &mut Value, status: &mut Value) -> Vec<String> {
         let current = self.read(body, ids.iter().copied());
         let ann = self.annotations(body);
         let st = self.status_state(body);
@@ -503,11 +492,6 @@ impl Storage {
         let total = others + self.written_keys(body, DIFFBASE).iter().map(|k| k.len() + diffbase.len()).sum::<usize>();
         if total > ANNOTATIONS_LIMIT { Err(total) } else { Ok(()) }
     }
-}
-
-/// An empty merge patch.
-pub fn empty_patch() -> Value {
-    json!({})
 }
 
 /// Whether a merge patch changes nothing.

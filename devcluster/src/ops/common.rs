@@ -251,11 +251,6 @@ pub fn spec_part(obj: &Value) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
-/// Read a string at a JSON pointer.
-pub fn str_at<'a>(obj: &'a Value, pointer: &str) -> Option<&'a str> {
-    obj.pointer(pointer).and_then(Value::as_str)
-}
-
 /// Record an Update by the request's field manager in managedFields. An Event written through
 /// events.k8s.io/v1 is stored in the core shape, but its fields are recorded as the real
 /// server records them: in the group's version, with the group's field names (`f:note`).

@@ -22,7 +22,7 @@ mod update;
 pub use binding::bind;
 pub use common::{
     check_duplicates, check_patched_shape, check_shape, check_type, created_success, custom_causes, find_duplicate, has_generation,
-    normalize_order, parse_body, prune_unknown, random_suffix, spec_part, str_at,
+    normalize_order, parse_body, prune_unknown, random_suffix, spec_part,
 };
 pub use create::create;
 pub use delete::{DeleteOpts, Propagation, delete, delete_collection, delete_namespace_finally};

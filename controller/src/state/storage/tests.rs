@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::state::keys::{annotation_key_v1, annotation_key_v2};
+use serde_json::json;
 
 /// Kopf's mark of the prefix, written with the first state annotation under it.
 const MARK: &str = "bosun.dev/kopf-managed";
@@ -400,7 +401,7 @@ fn patches_holding_non_objects_where_the_state_goes_are_overridden_without_panic
     for (kind, main_in, status_in, want_main, want_overrides) in cases {
         let s = bosun(kind, kind);
         let (mut main, mut status) = (main_in.clone(), status_in.clone());
-        let overrides = s.patch_with_overrides(&json!({}), &done, &["a"], &mut main, &mut status);
+        let overrides = s.patch(&json!({}), &done, &["a"], &mut main, &mut status);
         assert_eq!(overrides, want_overrides, "{kind:?} {main_in} {status_in}");
         match kind {
             StorageKind::Annotations => assert_eq!(main, want_main, "{main_in}"),
@@ -444,7 +445,7 @@ fn odd_bodies_hold_no_state_and_never_panic() {
             assert!(!s.has_finalizer(body), "{body}");
             assert!(s.diffbase_fits(body, "{}\n").is_ok(), "{body}");
             let (mut main, mut status) = (json!({}), json!({}));
-            let overrides = s.patch_with_overrides(body, &desired, &["a"], &mut main, &mut status);
+            let overrides = s.patch(body, &desired, &["a"], &mut main, &mut status);
             assert!(overrides.is_empty(), "{body}: {overrides:?}");
             let written = match s.kind {
                 StorageKind::Annotations => main["metadata"]["annotations"][&annotation_key_v2(&s.prefix, "a")].clone(),
