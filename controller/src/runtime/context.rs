@@ -9,6 +9,7 @@ use bosun_proto::v1 as pb;
 use parking_lot::Mutex;
 use serde_json::Value;
 
+use super::writes::{self, WriteError};
 pub use crate::clock::Clock;
 use crate::cluster::discovery::ResolvedResource;
 use crate::cluster::posting::{Poster, Posting};
@@ -17,7 +18,7 @@ use crate::handlers::dispatch::{CallFailure, Outages, Servers};
 use crate::logs::{Logger, ObjectRef};
 use crate::object::object_ref;
 use crate::state::essence::EssenceRules;
-use crate::state::plan::Subject;
+use crate::state::plan::{Subject, Writes};
 use crate::state::registry::Handler;
 use crate::state::storage::Storage;
 
@@ -88,6 +89,12 @@ impl ResourceContext {
             has_status: self.resource.has_status,
             status_keeps_unknown: self.resource.status_keeps_unknown,
         }
+    }
+
+    /// Writes `w` for `body`: [`writes::write`] with the object's path and this resource's
+    /// finalizer.
+    pub async fn write(&self, body: &Value, w: &Writes) -> Result<Option<Value>, WriteError> {
+        writes::write(&*self.api, &writes::path_of(&self.resource, body), &self.storage.finalizer, body, w).await
     }
 
     /// The resource as the contract describes it.

@@ -7,8 +7,8 @@
 use bosun_proto::v1 as pb;
 use serde_json::{Value, json};
 
-use super::context::ResourceContext;
-use crate::cluster::content;
+use crate::cluster::discovery::Kinds;
+use crate::cluster::{Api, content};
 use crate::object;
 
 /// Why owned objects could not be created.
@@ -94,60 +94,58 @@ pub fn prepare(owner: &Value, mut child: Value, index: usize, copy_labels: bool)
     Ok(child)
 }
 
-impl ResourceContext {
-    /// A 404 for a kind that discovery found: its CRD went away or changed; look it up again.
-    fn forget_on_404(&self, e: &crate::cluster::Error, selector: &pb::ResourceSelector) {
-        if e.code() == Some(404) {
-            self.kinds.forget(selector);
-        }
+/// A 404 for a kind that discovery found: its CRD went away or changed; look it up again.
+fn forget_on_404(kinds: &Kinds, e: &crate::cluster::Error, selector: &pb::ResourceSelector) {
+    if e.code() == Some(404) {
+        kinds.forget(selector);
     }
+}
 
-    /// Creates or applies the owned objects; returns their UIDs, or why it failed.
-    pub async fn adopt(&self, owner: &Value, owned: &[pb::OwnedObject]) -> Result<Vec<String>, AdoptError> {
-        let mut uids = Vec::new();
-        let mut per_kind: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-        for o in owned {
-            let raw: Value = serde_json::from_slice(&o.object)?;
-            let kind_key = format!("{}/{}", raw["apiVersion"].as_str().unwrap_or(""), raw["kind"].as_str().unwrap_or(""));
-            let index = *per_kind.entry(kind_key).and_modify(|n| *n += 1).or_insert(0);
-            let child = prepare(owner, raw, index, o.copy_labels)?;
-            let api_version = child["apiVersion"].as_str().unwrap_or_default();
-            let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-            let kind = child["kind"].as_str().unwrap_or_default();
-            let selector = pb::ResourceSelector { group: group.into(), version: version.into(), name: kind.into() };
-            let resource = self
-                .kinds
-                .resolve(&*self.api, &selector)
-                .await?
-                .ok_or_else(|| AdoptError::NotServed { kind: kind.into(), api_version: api_version.into() })?;
-            let (ns, name) = (object::meta_str(&child, "namespace").to_string(), object::meta_str(&child, "name").to_string());
-            let path = resource.object_path(&ns, &name);
-            let created = if o.apply {
-                let apply_path = format!("{path}?fieldManager=bosun&force=true");
-                self.api.patch(&apply_path, content::APPLY, &child).await.inspect_err(|e| self.forget_on_404(e, &selector))?
-            } else {
-                match self.api.create(&resource.collection_path(Some(&ns)), &child).await {
-                    Ok(v) => v,
-                    Err(e) if e.code() == Some(409) => {
-                        let existing = self.api.get(&path).await?;
-                        let ours = existing["metadata"]["ownerReferences"]
-                            .as_array()
-                            .is_some_and(|refs| refs.iter().any(|r| r["uid"].as_str() == Some(object::meta_str(owner, "uid"))));
-                        if !ours {
-                            return Err(AdoptError::NotOurs { kind: kind.into(), namespace: ns, name });
-                        }
-                        existing
+/// Creates or applies the objects `owner` owns, each of a kind resolved with `kinds`; returns
+/// their UIDs, or why it failed.
+pub async fn adopt(api: &dyn Api, kinds: &Kinds, owner: &Value, owned: &[pb::OwnedObject]) -> Result<Vec<String>, AdoptError> {
+    let mut uids = Vec::new();
+    let mut per_kind: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for o in owned {
+        let raw: Value = serde_json::from_slice(&o.object)?;
+        let kind_key = format!("{}/{}", raw["apiVersion"].as_str().unwrap_or(""), raw["kind"].as_str().unwrap_or(""));
+        let index = *per_kind.entry(kind_key).and_modify(|n| *n += 1).or_insert(0);
+        let child = prepare(owner, raw, index, o.copy_labels)?;
+        let api_version = child["apiVersion"].as_str().unwrap_or_default();
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let kind = child["kind"].as_str().unwrap_or_default();
+        let selector = pb::ResourceSelector { group: group.into(), version: version.into(), name: kind.into() };
+        let resource = kinds
+            .resolve(api, &selector)
+            .await?
+            .ok_or_else(|| AdoptError::NotServed { kind: kind.into(), api_version: api_version.into() })?;
+        let (ns, name) = (object::meta_str(&child, "namespace").to_string(), object::meta_str(&child, "name").to_string());
+        let path = resource.object_path(&ns, &name);
+        let created = if o.apply {
+            let apply_path = format!("{path}?fieldManager=bosun&force=true");
+            api.patch(&apply_path, content::APPLY, &child).await.inspect_err(|e| forget_on_404(kinds, e, &selector))?
+        } else {
+            match api.create(&resource.collection_path(Some(&ns)), &child).await {
+                Ok(v) => v,
+                Err(e) if e.code() == Some(409) => {
+                    let existing = api.get(&path).await?;
+                    let ours = existing["metadata"]["ownerReferences"]
+                        .as_array()
+                        .is_some_and(|refs| refs.iter().any(|r| r["uid"].as_str() == Some(object::meta_str(owner, "uid"))));
+                    if !ours {
+                        return Err(AdoptError::NotOurs { kind: kind.into(), namespace: ns, name });
                     }
-                    Err(e) => {
-                        self.forget_on_404(&e, &selector);
-                        return Err(e.into());
-                    }
+                    existing
                 }
-            };
-            uids.push(object::meta_str(&created, "uid").to_string());
-        }
-        Ok(uids)
+                Err(e) => {
+                    forget_on_404(kinds, &e, &selector);
+                    return Err(e.into());
+                }
+            }
+        };
+        uids.push(object::meta_str(&created, "uid").to_string());
     }
+    Ok(uids)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use tokio_util::task::TaskTracker;
 
 use super::background::Background;
 use super::context::ResourceContext;
+use super::cycle;
 use super::queues::{IDLE, Mailbox, Mailboxes};
 use super::worker_state::{AfterCycle, Ended, Finished, Woken, WorkerState, completed_deletion, keep_newest};
 use crate::cluster::watching::Seen;
@@ -153,7 +154,7 @@ impl Router {
             // Boxed: a worker that waits holds only its own few variables, not the space of
             // a whole cycle (which would be most of a worker's memory, times every object).
             let running = crate::metrics::Up::new(m.cycles_in_flight.get_or_create(&label).clone());
-            let cycle = Box::pin(self.ctx.process(&self.background, body, deleted, turn.as_ref()));
+            let cycle = Box::pin(cycle::process(&self.ctx, &self.background, body, deleted, turn.as_ref()));
             // A revocation abandons the cycle at once: its future is dropped, so the handler
             // call in flight is cancelled and nothing is written after it.
             let end = match &turn {

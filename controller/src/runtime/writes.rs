@@ -8,8 +8,8 @@
 
 use serde_json::{Value, json};
 
-use super::context::ResourceContext;
-use crate::cluster::{self, content};
+use crate::cluster::discovery::ResolvedResource;
+use crate::cluster::{self, Api, content};
 use crate::object;
 use crate::state::patches::compose;
 use crate::state::plan::{CallOutcome, Writes};
@@ -43,77 +43,75 @@ impl From<cluster::Error> for WriteError {
     }
 }
 
-impl ResourceContext {
-    /// The object's path on the API server.
-    pub(super) fn path_of(&self, body: &Value) -> String {
-        self.resource.object_path(object::meta_str(body, "namespace"), object::meta_str(body, "name"))
-    }
+/// The path on the API server of `body`, an object of `resource`.
+pub fn path_of(resource: &ResolvedResource, body: &Value) -> String {
+    resource.object_path(object::meta_str(body, "namespace"), object::meta_str(body, "name"))
+}
 
-    /// Writes the status patch, then the main patch (with the finalizer change, guarded by the
-    /// resourceVersion), then handlers' JSON patches. Returns the last written body.
-    #[tracing::instrument(name = "write", skip_all, fields(otel.kind = "client"))]
-    pub async fn write(&self, body: &Value, w: &Writes) -> Result<Option<Value>, WriteError> {
-        let path = self.path_of(body);
-        let mut written = None;
-        if !is_empty_patch(&w.status) {
-            written = Some(self.api.patch(&format!("{path}/status"), content::MERGE, &w.status).await?);
-        }
-        // The body the finalizer change is made against: the status write's answer (its
-        // resourceVersion is the object's now), re-read after a conflict.
-        let mut current = std::borrow::Cow::Borrowed(written.as_ref().unwrap_or(body));
-        for attempt in 0..3 {
-            let mut main = w.main.clone();
-            if let Some(want) = w.finalizer {
-                let mut list: Vec<Value> = object::meta(&current, "finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
-                list.retain(|f| f.as_str() != Some(self.storage.finalizer.as_str()));
-                if want {
-                    list.push(Value::String(self.storage.finalizer.clone()));
-                }
-                compose(
-                    &mut main,
-                    &json!({"metadata": {"finalizers": list, "resourceVersion": object::meta_str(&current, "resourceVersion")}}),
-                );
+/// Writes the status patch, then the main patch (with the change of `finalizer`, guarded by the
+/// resourceVersion), then handlers' JSON patches to `body` at `path`. Returns the last written
+/// body.
+#[tracing::instrument(name = "write", skip_all, fields(otel.kind = "client"))]
+pub async fn write(api: &dyn Api, path: &str, finalizer: &str, body: &Value, w: &Writes) -> Result<Option<Value>, WriteError> {
+    let mut written = None;
+    if !is_empty_patch(&w.status) {
+        written = Some(api.patch(&format!("{path}/status"), content::MERGE, &w.status).await?);
+    }
+    // The body the finalizer change is made against: the status write's answer (its
+    // resourceVersion is the object's now), re-read after a conflict.
+    let mut current = std::borrow::Cow::Borrowed(written.as_ref().unwrap_or(body));
+    for attempt in 0..3 {
+        let mut main = w.main.clone();
+        if let Some(want) = w.finalizer {
+            let mut list: Vec<Value> = object::meta(&current, "finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
+            list.retain(|f| f.as_str() != Some(finalizer));
+            if want {
+                list.push(Value::String(finalizer.to_string()));
             }
-            if is_empty_patch(&main) {
+            compose(
+                &mut main,
+                &json!({"metadata": {"finalizers": list, "resourceVersion": object::meta_str(&current, "resourceVersion")}}),
+            );
+        }
+        if is_empty_patch(&main) {
+            break;
+        }
+        match api.patch(path, content::MERGE, &main).await {
+            Ok(v) => {
+                written = Some(v);
                 break;
             }
-            match self.api.patch(&path, content::MERGE, &main).await {
-                Ok(v) => {
-                    written = Some(v);
-                    break;
-                }
-                Err(e) if e.code() == Some(409) && w.finalizer.is_some() && attempt < 2 => {
-                    current = std::borrow::Cow::Owned(self.api.get(&path).await?);
-                }
-                Err(e) => return Err(e.into()),
+            Err(e) if e.code() == Some(409) && w.finalizer.is_some() && attempt < 2 => {
+                current = std::borrow::Cow::Owned(api.get(path).await?);
             }
+            Err(e) => return Err(e.into()),
         }
-        for (_, p) in &w.json_patches {
-            written = Some(self.api.patch(&path, content::JSON_PATCH, p).await?);
-        }
-        Ok(written)
     }
+    for (_, p) in &w.json_patches {
+        written = Some(api.patch(path, content::JSON_PATCH, p).await?);
+    }
+    Ok(written)
+}
 
-    /// The calls whose patches the API server refuses, each tried alone as a dry run.
-    pub async fn culprits(&self, body: &Value, calls: &[CallOutcome]) -> Vec<String> {
-        let path = self.path_of(body);
-        let mut out = Vec::new();
-        for c in calls.iter().filter(|c| c.patches()) {
-            let tries = [
-                (c.main_patch.as_ref(), format!("{path}?dryRun=All"), content::MERGE),
-                (c.status_patch.as_ref(), format!("{path}/status?dryRun=All"), content::MERGE),
-                (c.json_patch.as_ref(), format!("{path}?dryRun=All"), content::JSON_PATCH),
-            ];
-            for (patch, at, kind) in tries {
-                let Some(patch) = patch else { continue };
-                if let Err(e) = self.api.patch(&at, kind, patch).await
-                    && matches!(WriteError::from(e), WriteError::Rejected(_))
-                {
-                    out.push(c.id.clone());
-                    break;
-                }
+/// The calls whose patches the API server refuses for the object at `path`, each tried alone
+/// as a dry run.
+pub async fn culprits(api: &dyn Api, path: &str, calls: &[CallOutcome]) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in calls.iter().filter(|c| c.patches()) {
+        let tries = [
+            (c.main_patch.as_ref(), format!("{path}?dryRun=All"), content::MERGE),
+            (c.status_patch.as_ref(), format!("{path}/status?dryRun=All"), content::MERGE),
+            (c.json_patch.as_ref(), format!("{path}?dryRun=All"), content::JSON_PATCH),
+        ];
+        for (patch, at, kind) in tries {
+            let Some(patch) = patch else { continue };
+            if let Err(e) = api.patch(&at, kind, patch).await
+                && matches!(WriteError::from(e), WriteError::Rejected(_))
+            {
+                out.push(c.id.clone());
+                break;
             }
         }
-        out
     }
+    out
 }
