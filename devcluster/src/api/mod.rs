@@ -27,7 +27,7 @@ use crate::cluster::Cluster;
 use crate::metrics::Key;
 use crate::status::ApiError;
 use request::decode;
-pub use request::{Ctx, Target};
+pub use request::{Ctx, Target, Verb};
 use respond::warn_first;
 pub use respond::{bytes_response, error, json_response, text};
 
@@ -178,15 +178,7 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
             // the CRD handler's answer for a subresource the CRD does not define
             return error(&ApiError::not_found(&info, name.as_deref().unwrap_or("")));
         };
-        let wanted = match method {
-            Method::GET => "get",
-            Method::PUT => "update",
-            Method::PATCH => "patch",
-            Method::POST => "create",
-            Method::DELETE => "delete",
-            _ => "",
-        };
-        if !served.verbs.contains(&wanted) {
+        if !served.verbs.contains(&request::subresource_verb(&method)) {
             return error(&ApiError::method_not_allowed(method.as_str(), &info));
         }
     }
@@ -226,37 +218,19 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
     } else {
         raw
     };
-    let watching = ctx.flag("watch");
-    let verb: &'static str = match (&method, target.name.is_some()) {
-        (&Method::GET, true) => "GET",
-        (&Method::GET, false) if watching => "WATCH",
-        (&Method::GET, false) => "LIST",
-        (&Method::POST, _) => "POST",
-        (&Method::PUT, _) => "PUT",
-        (&Method::PATCH, _) => {
-            if ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|c| c.starts_with("application/apply-patch"))
-            {
-                "APPLY"
-            } else {
-                "PATCH"
-            }
-        }
-        (&Method::DELETE, true) => "DELETE",
-        (&Method::DELETE, false) => "DELETECOLLECTION",
-        _ => "OTHER",
-    };
+    let verb = Verb::of(&method, target.name.is_some(), ctx.flag("watch"), &content_type);
     let mut response = match target.sub.as_deref() {
         Some("scale") => scale::handle(cluster, &target, &ctx, &method, &raw),
         Some("eviction" | "binding" | "token") => actions::handle(cluster, &target, &ctx, &raw),
         _ => match verb {
-            "GET" => read::get(cluster, &target, &ctx),
-            "LIST" => read::list(cluster, &target, &ctx),
-            "WATCH" => read::watch(cluster, &target, &ctx),
-            "POST" if target.name.is_none() => write::create(cluster, &target, &ctx, &raw),
-            "PUT" if target.name.is_some() => write::update(cluster, &target, &ctx, &raw),
-            "PATCH" | "APPLY" if target.name.is_some() => write::patch(cluster, &target, &ctx, &raw),
-            "DELETE" => write::delete(cluster, &target, &ctx, &raw),
-            "DELETECOLLECTION" => write::delete_collection(cluster, &target, &ctx, &raw),
+            Verb::Get => read::get(cluster, &target, &ctx),
+            Verb::List => read::list(cluster, &target, &ctx),
+            Verb::Watch => read::watch(cluster, &target, &ctx),
+            Verb::Create if target.name.is_none() => write::create(cluster, &target, &ctx, &raw),
+            Verb::Update if target.name.is_some() => write::update(cluster, &target, &ctx, &raw),
+            Verb::Patch | Verb::Apply if target.name.is_some() => write::patch(cluster, &target, &ctx, &raw),
+            Verb::Delete => write::delete(cluster, &target, &ctx, &raw),
+            Verb::DeleteCollection => write::delete_collection(cluster, &target, &ctx, &raw),
             _ => error(&ApiError::method_not_allowed(method.as_str(), &info)),
         },
     };
@@ -264,7 +238,7 @@ fn resource(cluster: &Arc<Cluster>, group: &str, version: &str, rest: &[&str], m
         warn_first(&mut response, text);
     }
     cluster.metrics.count(Key {
-        verb,
+        verb: verb.metric(),
         group: info.group.clone(),
         version: info.version.clone(),
         resource: info.plural.clone(),

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use http::{HeaderMap, header};
+use http::{HeaderMap, Method, header};
 
 use super::negotiate::{Shape, shape};
 use crate::registry::ResourceInfo;
@@ -19,6 +19,80 @@ pub struct Target {
     pub name: Option<String>,
     /// Subresource (`status`).
     pub sub: Option<String>,
+}
+
+/// What a resource request asks, decided once from its method, whether it names an object,
+/// `watch` and its patch type: the verb it is routed by and counted under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    /// GET of one object.
+    Get,
+    /// GET of a collection.
+    List,
+    /// GET of a collection with `watch`.
+    Watch,
+    /// POST.
+    Create,
+    /// PUT.
+    Update,
+    /// PATCH of any other type (merge, strategic, JSON patch).
+    Patch,
+    /// A patch of type `application/apply-patch+yaml`: server-side apply.
+    Apply,
+    /// DELETE of one object.
+    Delete,
+    /// DELETE of a collection.
+    DeleteCollection,
+    /// A method no resource endpoint serves (405).
+    Other,
+}
+
+impl Verb {
+    /// The verb of a request with this method, object name (or none: the collection), `watch`
+    /// flag and `Content-Type`.
+    pub fn of(method: &Method, named: bool, watching: bool, content_type: &str) -> Verb {
+        match (method, named) {
+            (&Method::GET, true) => Verb::Get,
+            (&Method::GET, false) if watching => Verb::Watch,
+            (&Method::GET, false) => Verb::List,
+            (&Method::POST, _) => Verb::Create,
+            (&Method::PUT, _) => Verb::Update,
+            (&Method::PATCH, _) if content_type.starts_with("application/apply-patch") => Verb::Apply,
+            (&Method::PATCH, _) => Verb::Patch,
+            (&Method::DELETE, true) => Verb::Delete,
+            (&Method::DELETE, false) => Verb::DeleteCollection,
+            _ => Verb::Other,
+        }
+    }
+
+    /// The `verb` label of `apiserver_request_total`, as the real server sets it.
+    pub fn metric(self) -> &'static str {
+        match self {
+            Verb::Get => "GET",
+            Verb::List => "LIST",
+            Verb::Watch => "WATCH",
+            Verb::Create => "POST",
+            Verb::Update => "PUT",
+            Verb::Patch => "PATCH",
+            Verb::Apply => "APPLY",
+            Verb::Delete => "DELETE",
+            Verb::DeleteCollection => "DELETECOLLECTION",
+            Verb::Other => "OTHER",
+        }
+    }
+}
+
+/// The verb a subresource's discovery entry lists for a request with this method (`get`,
+/// `update`, `patch`, `create`, `delete`; empty for any other).
+pub fn subresource_verb(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "get",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::POST => "create",
+        Method::DELETE => "delete",
+        _ => "",
+    }
 }
 
 /// Request context handed to the verb handlers.
@@ -136,4 +210,32 @@ pub(super) fn decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod verb_tests {
+    use super::*;
+
+    #[test]
+    fn each_request_has_the_verb_the_real_server_counts_it_under() {
+        let apply = "application/apply-patch+yaml";
+        let merge = "application/merge-patch+json";
+        let cases = [
+            (Method::GET, true, false, "", Verb::Get, "GET"),
+            (Method::GET, true, true, "", Verb::Get, "GET"),
+            (Method::GET, false, false, "", Verb::List, "LIST"),
+            (Method::GET, false, true, "", Verb::Watch, "WATCH"),
+            (Method::POST, false, false, "application/json", Verb::Create, "POST"),
+            (Method::PUT, true, false, "application/json", Verb::Update, "PUT"),
+            (Method::PATCH, true, false, merge, Verb::Patch, "PATCH"),
+            (Method::PATCH, true, false, apply, Verb::Apply, "APPLY"),
+            (Method::DELETE, true, false, "", Verb::Delete, "DELETE"),
+            (Method::DELETE, false, false, "", Verb::DeleteCollection, "DELETECOLLECTION"),
+            (Method::OPTIONS, true, false, "", Verb::Other, "OTHER"),
+        ];
+        for (method, named, watching, content_type, verb, metric) in cases {
+            let got = Verb::of(&method, named, watching, content_type);
+            assert_eq!((got, got.metric()), (verb, metric), "{method} named={named} watch={watching} {content_type}");
+        }
+    }
 }
