@@ -10,7 +10,7 @@ use crate::cluster::Cluster;
 use crate::managed;
 use crate::meta::{meta_mut, now};
 use crate::ops::commit::{Fields, commit};
-use crate::ops::{Reply, Subresource, WriteOpts, check_type, create};
+use crate::ops::{Object, Reply, Subresource, WriteOpts, check_type, create};
 use crate::registry::ResourceInfo;
 use crate::status::{ApiError, ApiResult, Cause};
 
@@ -51,7 +51,7 @@ pub fn apply(
     }
     let force = opts.force;
     let update_opts = WriteOpts { manager: None, ..opts.clone() };
-    commit(cluster, info, ns, name, sub, &update_opts, Fields::Applied, move |current| {
+    commit(cluster, Object { info, ns, name, sub }, &update_opts, Fields::Applied, move |current| {
         let mut target = current.clone();
         let applied = managed::apply_set(&config);
         let entries = current.get("metadata").and_then(|v| v.get("managedFields")).and_then(Value::as_array).cloned().unwrap_or_default();

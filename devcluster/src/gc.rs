@@ -177,7 +177,7 @@ fn merge(
     opts: &WriteOpts,
 ) -> Result<(), crate::status::ApiError> {
     let raw = serde_json::to_vec(patch).unwrap_or_default();
-    ops::patch(cluster, info, ns, name, Subresource::Main, crate::patch::Format::Merge, &raw, opts).map(|_| ())
+    ops::patch(cluster, ops::Object { info, ns, name, sub: Subresource::Main }, crate::patch::Format::Merge, &raw, opts).map(|_| ())
 }
 
 fn remove_finalizer(cluster: &Cluster, e: &Entry, f: &str, opts: &WriteOpts) {
@@ -234,7 +234,13 @@ fn namespace(cluster: &Cluster, e: &Entry, opts: &WriteOpts) -> bool {
         let status = json!({"status": {"phase": "Terminating", "conditions": conditions}});
         if e.obj.value.get("status") != status.get("status") {
             let raw = serde_json::to_vec(&status).unwrap_or_default();
-            let _ = ops::patch(cluster, &info, "", &ns, Subresource::Status, crate::patch::Format::Merge, &raw, opts);
+            let _ = ops::patch(
+                cluster,
+                ops::Object { info: &info, ns: "", name: &ns, sub: Subresource::Status },
+                crate::patch::Format::Merge,
+                &raw,
+                opts,
+            );
         }
         return true;
     }

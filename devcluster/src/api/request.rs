@@ -21,6 +21,13 @@ pub struct Target {
     pub sub: Option<String>,
 }
 
+impl Target {
+    /// The object the verbs write for this request: its `sub` part.
+    pub fn object(&self, sub: crate::ops::Subresource) -> crate::ops::Object<'_> {
+        crate::ops::Object { info: &self.info, ns: self.namespace.as_deref().unwrap_or(""), name: self.name.as_deref().unwrap_or(""), sub }
+    }
+}
+
 /// What a resource request asks, decided once from its method, whether it names an object,
 /// `watch` and its patch type: the verb it is routed by and counted under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

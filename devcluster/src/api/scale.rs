@@ -13,7 +13,7 @@ use super::respond::{error, json_response};
 use super::write::write_opts;
 use crate::cluster::Cluster;
 use crate::ops::commit::{Fields, commit};
-use crate::ops::{self, Subresource};
+use crate::ops::{self, Object, Subresource};
 use crate::patch::{self, Format};
 use crate::registry::{ResourceInfo, ScalePaths, ScaleSelector};
 use crate::selector::selector_string;
@@ -64,7 +64,7 @@ fn write(cluster: &Cluster, t: &Target, paths: &ScalePaths, ctx: &Ctx, method: &
         }
         Change::Patch(format, patch::parse(format, raw)?)
     };
-    let reply = commit(cluster, info, ns, name, Subresource::Scale, &opts, Fields::Recorded, |current| {
+    let reply = commit(cluster, Object { info, ns, name, sub: Subresource::Scale }, &opts, Fields::Recorded, |current| {
         let (mut scale, found) = scale_of(info, paths, current).map_err(ApiError::unknown)?;
         if !found {
             scale["spec"]["replicas"] = json!(NOT_SET);

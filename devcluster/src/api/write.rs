@@ -112,7 +112,7 @@ pub fn patch(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response {
         let ct = ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
         let format = Format::from_content_type(ct).ok_or_else(ApiError::unsupported_media_type)?;
         let opts = write_opts(ctx, "PatchOptions")?;
-        ops::patch(cluster, &t.info, t.namespace.as_deref().unwrap_or(""), t.name.as_deref().unwrap_or(""), sub(t), format, raw, &opts)
+        ops::patch(cluster, t.object(sub(t)), format, raw, &opts)
     })();
     reply(&t.info, r)
 }

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::common::{check_type, custom_causes, has_generation, normalize_order, prune_unknown, record_update, spec_part};
-use super::types::{Body, Reply, Subresource, WriteOpts};
+use super::types::{Body, Object, Reply, Subresource, WriteOpts};
 use crate::cluster::Cluster;
 use crate::meta::{finalizers, meta_mut};
 use crate::registry::ResourceInfo;
@@ -28,17 +28,14 @@ pub(crate) enum Fields {
 
 /// The shared read-modify-write of update, patch and apply: `compute` turns the current
 /// object into the object the client wants.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn commit(
     cluster: &Cluster,
-    info: &ResourceInfo,
-    ns: &str,
-    name: &str,
-    sub: Subresource,
+    at: Object<'_>,
     opts: &WriteOpts,
     fields: Fields,
     compute: impl Fn(&Value) -> ApiResult<Value>,
 ) -> ApiResult<Reply> {
+    let Object { info, ns, name, sub } = at;
     let table = cluster.table(info);
     let mut warnings = Vec::new();
     let mut changed = false;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::commit::{Fields, commit};
 use super::common::created_success;
 use super::delete::{DeleteOpts, check_preconditions, delete};
-use super::types::{Body, Subresource, WriteOpts};
+use super::types::{Body, Object, Subresource, WriteOpts};
 use crate::builtin::{set_condition, set_pod_condition};
 use crate::cluster::Cluster;
 use crate::meta::now;
@@ -100,7 +100,9 @@ fn check_budgets(cluster: &Cluster, ns: &str, pod: &Value, dry_run: bool) -> Api
         return Ok(Verdict::Allowed);
     }
     let opts = WriteOpts { manager: Some("kube-apiserver".into()), ..Default::default() };
-    commit(cluster, &info, ns, &name, Subresource::Status, &opts, Fields::Recorded, |current| spend(current, &pod_name))?;
+    commit(cluster, Object { info: &info, ns, name: &name, sub: Subresource::Status }, &opts, Fields::Recorded, |current| {
+        spend(current, &pod_name)
+    })?;
     Ok(Verdict::Allowed)
 }
 
@@ -184,7 +186,7 @@ fn disrupt_and_delete(
     if !opts.dry_run {
         let write = WriteOpts { manager, ..Default::default() };
         let label = pods.kind_label();
-        let reply = commit(cluster, pods, ns, name, Subresource::Status, &write, Fields::Recorded, |current| {
+        let reply = commit(cluster, Object { info: pods, ns, name, sub: Subresource::Status }, &write, Fields::Recorded, |current| {
             check_preconditions(pods, &label, name, current, &opts)?;
             let mut pod = current.clone();
             set_pod_condition(&mut pod, "DisruptionTarget", "EvictionByEvictionAPI", "Eviction API: evicting");

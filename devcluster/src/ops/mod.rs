@@ -27,7 +27,7 @@ pub use common::{
 pub use create::create;
 pub use delete::{DeleteOpts, Propagation, delete, delete_collection, delete_namespace_finally};
 pub use eviction::evict;
-pub use types::{Body, Reply, Subresource, Validation, WriteOpts};
+pub use types::{Body, Object, Reply, Subresource, Validation, WriteOpts};
 pub use update::{PatchKind, patch, update};
 
 /// The metadata helpers and the clock, whose home is the ground floor (`meta.rs`); also

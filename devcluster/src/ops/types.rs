@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::registry::ResourceInfo;
 use crate::status::{ApiError, ApiResult};
 use crate::store::Obj;
 use crate::webhook::Context;
@@ -99,4 +100,18 @@ impl Subresource {
             Subresource::EphemeralContainers => Some("ephemeralcontainers"),
         }
     }
+}
+
+/// The object a write goes to: its resource, namespace (empty at cluster scope), name, and the
+/// part written (the object, its status, its scale).
+#[derive(Clone, Copy)]
+pub struct Object<'a> {
+    /// The resource.
+    pub info: &'a ResourceInfo,
+    /// The namespace; empty for a cluster-scoped object.
+    pub ns: &'a str,
+    /// The object's name.
+    pub name: &'a str,
+    /// The part written.
+    pub sub: Subresource,
 }

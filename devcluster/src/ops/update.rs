@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::commit::{Fields, commit};
 use super::common::{check_patched_shape, check_shape, check_type, prune_unknown};
-use super::types::{Reply, Subresource, WriteOpts};
+use super::types::{Object, Reply, Subresource, WriteOpts};
 use crate::cluster::Cluster;
 use crate::patch::{self, Format};
 use crate::registry::ResourceInfo;
@@ -36,7 +36,7 @@ pub fn update(
     }
     let rv_missing = body.get("metadata").and_then(|v| v.get("resourceVersion")).and_then(Value::as_str).is_none_or(str::is_empty);
     let builtin = info.builtin;
-    commit(cluster, info, ns, name, sub, opts, Fields::Recorded, move |_| {
+    commit(cluster, Object { info, ns, name, sub }, opts, Fields::Recorded, move |_| {
         if rv_missing && !builtin {
             let causes =
                 vec![Cause::new("FieldValueInvalid", "Invalid value: 0: must be specified for an update", "metadata.resourceVersion")];
@@ -46,18 +46,9 @@ pub fn update(
     })
 }
 
-/// PATCH: apply a patch of `format` to the object `name`.
-#[allow(clippy::too_many_arguments)]
-pub fn patch(
-    cluster: &Cluster,
-    info: &ResourceInfo,
-    ns: &str,
-    name: &str,
-    sub: Subresource,
-    format: Format,
-    raw: &[u8],
-    opts: &WriteOpts,
-) -> ApiResult<Reply> {
+/// PATCH: apply a patch of `format` to the object `at`.
+pub fn patch(cluster: &Cluster, at: Object<'_>, format: Format, raw: &[u8], opts: &WriteOpts) -> ApiResult<Reply> {
+    let Object { info, ns, name, sub } = at;
     if format == Format::Strategic && !info.builtin {
         return Err(ApiError::unsupported_media_type());
     }
@@ -66,7 +57,7 @@ pub fn patch(
         return apply::apply(cluster, info, ns, name, sub, parsed, opts);
     }
     let events_v1 = info.is_events_v1();
-    commit(cluster, info, ns, name, sub, opts, Fields::Recorded, move |current| {
+    commit(cluster, Object { info, ns, name, sub }, opts, Fields::Recorded, move |current| {
         let mut target = if events_v1 { builtin::event_from_core(current) } else { current.clone() };
         patch::apply(format, &mut target, &parsed)?;
         check_patched_shape(info, &target)?;
