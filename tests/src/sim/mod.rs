@@ -226,10 +226,10 @@ pub fn run_seeds(mode: Mode, seeds: &[u64], threads: usize) -> Vec<Failure> {
     failures
 }
 
-/// Runs the seeds the environment asks for (500 by default) and panics, with every failing
+/// Runs the seeds the environment asks for (300 by default) and panics, with every failing
 /// seed and the journal around the first one's violation, if any seed broke an invariant.
 pub fn check(mode: Mode) {
-    let seeds = seeds(500);
+    let seeds = seeds(300);
     let threads = std::env::var("BOSUN_SIM_THREADS").ok().and_then(|s| s.parse().ok()).unwrap_or(2);
     let started = std::time::Instant::now();
     let failures = run_seeds(mode, &seeds, threads);
