@@ -99,9 +99,9 @@ pub fn update(cluster: &Cluster, t: &Target, ctx: &Ctx, raw: &[u8]) -> Response 
         let body = ops::parse_body(&t.info, raw)?;
         ops::check_duplicates(&t.info, raw, opts.validation)?;
         if t.sub.as_deref() == Some("finalize") {
-            return ops::update(cluster, &t.info, "", t.name.as_deref().unwrap_or(""), Subresource::Main, body, &opts);
+            return ops::update(cluster, ops::Object { ns: "", ..t.object(Subresource::Main) }, body, &opts);
         }
-        ops::update(cluster, &t.info, t.namespace.as_deref().unwrap_or(""), t.name.as_deref().unwrap_or(""), sub(t), body, &opts)
+        ops::update(cluster, t.object(sub(t)), body, &opts)
     })();
     reply(&t.info, r)
 }

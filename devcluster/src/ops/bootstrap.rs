@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use serde_json::{Value, json};
 
 use super::create::create;
-use super::types::{Subresource, WriteOpts};
+use super::types::{Object, Subresource, WriteOpts};
 use super::update::update;
 use crate::cluster::Cluster;
 use crate::registry::{ResourceInfo, terminating};
@@ -124,7 +124,7 @@ impl Cluster {
         let opts = WriteOpts { manager: Some("kube-apiserver".into()), ..Default::default() };
         let written = match self.table(info).get(ns, name) {
             None => create(self, info, ns, body, &opts),
-            Some(_) => update(self, info, ns, name, Subresource::Main, body, &opts),
+            Some(_) => update(self, Object { info, ns, name, sub: Subresource::Main }, body, &opts),
         };
         if let Err(e) = written {
             tracing::error!("cannot write {} {ns}/{name}: {}", info.plural, e.message);

@@ -7,26 +7,18 @@ use serde_json::Value;
 
 use super::commit::{Fields, commit};
 use super::common::{check_patched_shape, check_shape, check_type, prune_unknown};
-use super::types::{Object, Reply, Subresource, WriteOpts};
+use super::types::{Object, Reply, WriteOpts};
 use crate::cluster::Cluster;
 use crate::patch::{self, Format};
-use crate::registry::ResourceInfo;
 use crate::status::{ApiError, ApiResult, Cause};
 use crate::{apply, builtin};
 
 /// The patch format of a PATCH request.
 pub type PatchKind = Format;
 
-/// PUT: replace the object `name` with `body`.
-pub fn update(
-    cluster: &Cluster,
-    info: &ResourceInfo,
-    ns: &str,
-    name: &str,
-    sub: Subresource,
-    mut body: Value,
-    opts: &WriteOpts,
-) -> ApiResult<Reply> {
+/// PUT: replace the object `at` with `body`.
+pub fn update(cluster: &Cluster, at: Object<'_>, mut body: Value, opts: &WriteOpts) -> ApiResult<Reply> {
+    let Object { info, ns, name, sub } = at;
     check_type(info, &mut body)?;
     check_shape(info, &body)?;
     if info.is_events_v1() {
