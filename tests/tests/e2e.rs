@@ -25,5 +25,7 @@ mod servers;
 mod spellings;
 #[path = "startup_settings.rs"]
 mod startup_settings;
+#[path = "versions.rs"]
+mod versions;
 #[path = "watching.rs"]
 mod watching;

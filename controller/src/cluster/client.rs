@@ -70,8 +70,26 @@ pub fn build(config: kube::Config, networking: &Networking) -> Result<kube::Clie
     connector.set_keepalive_interval(Some(networking.keepalive / 3));
     connector.set_keepalive_retries(Some(3));
     connector.set_nodelay(true);
+    // A cluster over plain HTTP (`kubectl proxy`, the dev cluster) is reached without TLS: the
+    // TLS connector would load the system's trust store, and the image (`scratch`) has none.
+    if config.cluster_url.scheme() == Some(&http::uri::Scheme::HTTP) {
+        let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(connector);
+        return layered(config, networking, http);
+    }
     let https = config.rustls_https_connector_with_connector(connector)?;
     let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https);
+    layered(config, networking, http)
+}
+
+/// The controller's layers over a hyper client.
+fn layered<C>(
+    config: kube::Config,
+    networking: &Networking,
+    http: hyper_util::client::legacy::Client<C, kube::client::Body>,
+) -> Result<kube::Client, Error>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
+{
     let service = ServiceBuilder::new()
         .layer(metered::Layer)
         .layer(deadline::Layer::new(networking.request_timeout))

@@ -29,17 +29,15 @@ impl Bosun {
 
     /// Starts bosun with these environment variables besides (over its `RUST_LOG=info`).
     pub fn start_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Bosun {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bosun"))
-            .args(args)
-            .current_dir(dir)
-            .env("RUST_LOG", "info")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("bosun starts");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_bosun"));
+        command.args(args).current_dir(dir).env("RUST_LOG", "info").envs(env.iter().copied());
+        Bosun::spawn(command)
+    }
+
+    /// Runs `command` (bosun, or a container running it) with its output lines collected.
+    pub fn spawn(mut command: Command) -> Bosun {
+        let mut child =
+            command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).spawn().expect("bosun starts");
         let (tx, lines) = mpsc::unbounded_channel();
         for stream in
             [Box::new(child.stdout.take().unwrap()) as Box<dyn tokio::io::AsyncRead + Unpin + Send>, Box::new(child.stderr.take().unwrap())]
