@@ -195,12 +195,17 @@ async fn handler_files_that_cannot_be_served_are_a_clear_error_at_start() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("handlers.py"), "import bosun\n").unwrap();
     std::fs::write(dir.path().join("handlers.js"), "").unwrap();
-    // A Python without the SDK: `false` stands in for one whose `import bosun` fails.
-    let cases: [(&[&str], &str); 4] = [
-        (&["dev", "handlers.js"], "handlers.js: a handler file must be a Python file (.py)"),
+    std::fs::write(dir.path().join("handlers.go"), "").unwrap();
+    // A Python without the SDK: `false` stands in for one whose `import bosun` fails; `true`
+    // for a Node.js (no node_modules with the TypeScript SDK is anywhere above the folder).
+    let cases: [(&[&str], &str); 7] = [
+        (&["dev", "handlers.go"], "handlers.go: a handler file must be Python (.py) or TypeScript/JavaScript"),
+        (&["dev", "handlers.py", "handlers.js"], "handlers.js: handler files of one language at a time"),
+        (&["dev", "--node", "true", "handlers.js"], "Bosun's TypeScript SDK is not installed next to"),
+        (&["dev", "--node", "/nonexistent/node", "handlers.js"], "cannot start Node.js (/nonexistent/node)"),
         (&["run", "missing.py"], "missing.py: no such handler file"),
         (&["dev", "--python", "false", "handlers.py"], "cannot import Bosun's Python SDK"),
-        (&["dev", "handlers.py", "--", "sh", "-c", "true"], "either handler files (FILE.py, -m MODULE) or a handler server command"),
+        (&["dev", "handlers.py", "--", "sh", "-c", "true"], "either handler files (FILE, -m MODULE) or a handler server command"),
     ];
     for (args, error) in cases {
         let out =

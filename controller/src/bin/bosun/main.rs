@@ -8,6 +8,7 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod args;
 mod dev;
+mod handler_files;
 mod inspect;
 mod logging;
 mod peers;

@@ -1,5 +1,5 @@
-//! The handler server command under `bosun run` and `bosun dev` (Python files served by the
-//! Python SDK, or a command in any language), supervised: restarted with backoff when it
+//! The handler server command under `bosun run` and `bosun dev` (handler files served by the
+//! Python or TypeScript SDK, or a command in any language), supervised: restarted with backoff when it
 //! exits, its output prefixed `[handler]`. It runs in a process group of its own, because the
 //! command is often a wrapper (`npm start`, `cargo run`, `sh -c`) whose server is a grandchild:
 //! ending only the direct child would leave the server running and its port taken. When bosun
@@ -18,13 +18,18 @@ use rustix::process::{Pid, Signal};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
-/// The handler server that `run` and `dev` start themselves: Python files or modules (served
-/// by Bosun's Python SDK, `python -m bosun`), or any command after `--`.
+use crate::handler_files::{self, Sdk};
+
+/// The handler server that `run` and `dev` start themselves: handler files (Python's served by
+/// Bosun's Python SDK, `python -m bosun`; TypeScript's and JavaScript's by its TypeScript SDK),
+/// Python modules, or any command after `--`.
 #[derive(Debug, Args, Clone)]
 pub struct HandlerServerArgs {
-    /// Python files with handlers, served by Bosun's Python SDK as a child (`bosun dev
-    /// handlers.py`), as `kopf run handlers.py` does.
-    #[arg(value_name = "FILE.py")]
+    /// Handler files, served by Bosun's SDK for their language as a child (`bosun dev
+    /// handlers.py`, as `kopf run handlers.py` does; `bosun dev handlers.ts`): Python (.py) or
+    /// TypeScript/JavaScript (.ts, .mts, .cts, .js, .mjs, .cjs: the `bosun-operator` npm
+    /// package, installed in a node_modules next to the file or above it).
+    #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Python modules with handlers, as `kopf run -m MODULE` (repeatable).
     #[arg(short = 'm', long = "module", value_name = "MODULE")]
@@ -33,6 +38,9 @@ pub struct HandlerServerArgs {
     /// this `bosun` binary, as in a virtualenv where `pip install` put both, else `python3`).
     #[arg(long, env = "BOSUN_PYTHON", value_name = "PATH")]
     pub python: Option<PathBuf>,
+    /// The Node.js for FILE.ts and FILE.js (default: `node`).
+    #[arg(long, env = "BOSUN_NODE", value_name = "PATH")]
+    pub node: Option<PathBuf>,
     /// The handler server command to start (and restart) as a child; it must listen where
     /// $BOSUN_LISTEN says.
     #[arg(last = true)]
@@ -46,21 +54,23 @@ impl HandlerServerArgs {
             return Ok((!self.command.is_empty()).then(|| self.command.clone()));
         }
         if !self.command.is_empty() {
-            anyhow::bail!("give either handler files (FILE.py, -m MODULE) or a handler server command after --, not both");
+            anyhow::bail!("give either handler files (FILE, -m MODULE) or a handler server command after --, not both");
         }
+        let sdk = handler_files::sdk_for(&self.files, !self.modules.is_empty()).map_err(anyhow::Error::msg)?;
         let mut files = Vec::new();
         for file in &self.files {
-            if file.extension().and_then(|e| e.to_str()) != Some("py") {
-                anyhow::bail!(
-                    "{}: a handler file must be a Python file (.py), served by Bosun's Python SDK; for a server in another language give its command after --",
-                    file.display()
-                );
-            }
             if !file.is_file() {
                 anyhow::bail!("{}: no such handler file", file.display());
             }
-            files.push(std::path::absolute(file)?.display().to_string());
+            files.push(std::path::absolute(file)?);
         }
+        match sdk {
+            Sdk::Python => self.python_command(files, verbose).map(Some),
+            Sdk::Node => self.node_command(files).map(Some),
+        }
+    }
+
+    fn python_command(&self, files: Vec<PathBuf>, verbose: bool) -> anyhow::Result<Vec<String>> {
         let python = self.interpreter();
         // Checked once here: a missing SDK would otherwise be a restart loop of the child.
         let probe = std::process::Command::new(&python)
@@ -77,14 +87,35 @@ impl HandlerServerArgs {
             );
         }
         let mut command = vec![python.display().to_string(), "-m".into(), "bosun".into()];
-        command.extend(files);
+        command.extend(files.iter().map(|f| f.display().to_string()));
         for module in &self.modules {
             command.extend(["-m".to_string(), module.clone()]);
         }
         if verbose {
             command.push("--verbose".into());
         }
-        Ok(Some(command))
+        Ok(command)
+    }
+
+    fn node_command(&self, files: Vec<PathBuf>) -> anyhow::Result<Vec<String>> {
+        let node = self.node.clone().unwrap_or_else(|| PathBuf::from("node"));
+        // Checked once here, as the Python SDK is: a missing one would be a restart loop.
+        std::process::Command::new(&node)
+            .arg("--version")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .with_context(|| format!("cannot start Node.js ({}): install it, or point --node / BOSUN_NODE at it", node.display()))?;
+        let cwd = std::env::current_dir()?;
+        let cli = handler_files::node_cli(&files[0], &cwd, Path::is_file).with_context(|| {
+            format!(
+                "Bosun's TypeScript SDK is not installed next to {} (no {} in its folder, the working folder or above them):                  `npm install bosun-operator` there (from Bosun's repository: `npm install <repository>/sdk-typescript`)",
+                files[0].display(),
+                handler_files::NODE_CLI
+            )
+        })?;
+        let mut command = vec![node.display().to_string(), cli.display().to_string()];
+        command.extend(files.iter().map(|f| f.display().to_string()));
+        Ok(command)
     }
 
     fn interpreter(&self) -> PathBuf {
