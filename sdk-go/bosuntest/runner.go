@@ -54,6 +54,8 @@ func BosunBinary() string {
 // Runner runs `bosun ARGS…` (Kopf's KopfRunner for Bosun) in the background of a test and
 // collects what it prints, the handler server's lines included.
 type Runner struct {
+	// Dir is the dev cluster's folder (--dir) for Dev, where its `kubeconfig` is.
+	Dir     string
 	t       testing.TB
 	cmd     *exec.Cmd
 	mu      sync.Mutex
@@ -71,7 +73,9 @@ func Dev(t testing.TB, args ...string) *Runner {
 	binary := BosunBinary()
 	RequireTool(t, "the bosun binary (BOSUN_BINARY, target/debug/bosun: cargo build -p bosun-controller --features cli --bin bosun)", binary != "")
 	dir := t.TempDir()
-	return Start(t, binary, append([]string{"dev", "--dir", dir}, args...)...)
+	r := Start(t, binary, append([]string{"dev", "--dir", dir}, args...)...)
+	r.Dir = dir
+	return r
 }
 
 // Start runs a command as a Runner; the test's cleanup stops it.
