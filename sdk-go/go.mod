@@ -1,6 +1,6 @@
 module example.invalid/bosun/sdk-go
 
-go 1.26.8
+go 1.26.0
 
 require (
 	google.golang.org/grpc v1.85.0

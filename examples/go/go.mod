@@ -1,6 +1,6 @@
 module example.invalid/bosun/examples/go
 
-go 1.26.8
+go 1.26.0
 
 require example.invalid/bosun/sdk-go v0.0.0
 
