@@ -90,12 +90,12 @@ func (s *Server) Handle(ctx context.Context, request *pb.HandleRequest) (*pb.Han
 	}
 	// A parent's When decided whether its sub-handlers were declared: they are not re-checked.
 	if h.when != nil && child == "" {
-		holds := call(func() (any, error) { return h.when(cause), nil })
-		if holds.outcome != pb.Outcome_OUTCOME_SUCCESS {
-			response.Outcome, response.Message = holds.outcome, "the When predicate failed: "+holds.message
+		holds, panicked := evaluate(h.when, cause)
+		if panicked != "" {
+			response.Outcome, response.Message = pb.Outcome_OUTCOME_UNEXPECTED_ERROR, "the When predicate panicked: "+panicked
 			return response, nil
 		}
-		if string(holds.result) != "true" {
+		if !holds {
 			if index != nil {
 				index.forget(object)
 			}
@@ -151,6 +151,16 @@ func (s *Server) Admit(ctx context.Context, request *pb.AdmitRequest) (*pb.Admit
 	response.Warnings = cause.out.warnings
 	cause.out.mu.Unlock()
 	return response, nil
+}
+
+// evaluate runs a When predicate; a panic is reported, not raised.
+func evaluate(when func(*Cause) bool, cause *Cause) (holds bool, panicked string) {
+	defer func() {
+		if p := recover(); p != nil {
+			holds, panicked = false, fmt.Sprint(p)
+		}
+	}()
+	return when(cause), ""
 }
 
 // objectKey names an object in an index: its uid, else namespace/name.

@@ -24,7 +24,8 @@ type Index struct {
 	until    map[string]time.Time      // object → left out until (zero: for good)
 }
 
-// Cause.Index reads the index filled by the index handler id; nil when there is none.
+// Index is the index filled by the index handler id (Kopf's indices kwargs); nil when this
+// server has no such index handler.
 func (c *Cause) Index(id string) *Index { return c.indices.get(id) }
 
 // Get returns the values under key, in the order of their objects.

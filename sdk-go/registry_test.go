@@ -150,3 +150,28 @@ func TestCallsRouteToTheHandlerOrToTheLongestRegisteredParent(t *testing.T) {
 		}
 	}
 }
+
+func TestAWhenPredicateSkipsAndItsPanicIsAnUnexpectedError(t *testing.T) {
+	op := New()
+	op.OnCreate(kex, noop, ID("only_a"), When(func(c *Cause) bool { return c.Name() == "a" }))
+	op.OnCreate(kex, noop, ID("panics"), When(func(c *Cause) bool { panic("no") }))
+	s, err := op.NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := []struct {
+		id, name string
+		outcome  pb.Outcome
+	}{
+		{"only_a", "a", pb.Outcome_OUTCOME_SUCCESS},
+		{"only_a", "b", pb.Outcome_OUTCOME_SKIPPED},
+		{"panics", "a", pb.Outcome_OUTCOME_UNEXPECTED_ERROR},
+	}
+	for _, row := range table {
+		object := []byte(`{"metadata":{"name":"` + row.name + `"}}`)
+		r, err := s.Handle(context.Background(), &pb.HandleRequest{HandlerId: row.id, Object: object})
+		if err != nil || r.Outcome != row.outcome {
+			t.Errorf("%s for %s: %v %v", row.id, row.name, r, err)
+		}
+	}
+}

@@ -19,7 +19,8 @@ const kex = "kopf.dev/v1/kopfexamples"
 
 // authhook says who is asking, as a warning the client prints.
 func authhook(_ context.Context, c *bosun.Cause) (any, error) {
-	user, _ := c.Admission["userInfo"].(map[string]any)["username"].(string)
+	userInfo, _ := c.Admission["userInfo"].(map[string]any)
+	user, _ := userInfo["username"].(string)
 	if user == "" {
 		user = "(unidentified)"
 	}
