@@ -97,6 +97,9 @@ type Cause struct {
 	Admission map[string]any
 	// Headers are, for admission handlers, the webhook request's HTTP headers (lower case).
 	Headers map[string]string
+	// Settings are, for startup handlers, the operator settings the handler may change (Kopf's
+	// `settings` kwarg): unset fields leave the controller's own values. Nil for other handlers.
+	Settings *pb.OperatorSettings
 	// Logger writes lines that go back to the controller, which prints them prefixed with
 	// `[namespace/name]`; attributes are appended as key=value.
 	Logger *slog.Logger

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	pb "example.invalid/bosun/sdk-go/proto/bosunv1"
 )
@@ -125,9 +126,15 @@ func (s *Server) Activity(ctx context.Context, request *pb.ActivityRequest) (*pb
 	}
 	cause := NewCause(nil)
 	cause.HandlerID, cause.Retry, cause.indices = h.id, int(request.GetRetry()), s.indices
+	if h.kind == pb.HandlerKind_HANDLER_KIND_STARTUP {
+		cause.Settings = &pb.OperatorSettings{}
+	}
 	r := call(func() (any, error) { return h.fn(ctx, cause) })
 	response := &pb.ActivityResponse{Outcome: r.outcome, Message: r.message, DelaySeconds: r.delay, Result: r.result}
 	response.Logs = logLines(cause.Logs())
+	if cause.Settings != nil && proto.Size(cause.Settings) > 0 {
+		response.Settings = cause.Settings
+	}
 	return response, nil
 }
 

@@ -33,6 +33,7 @@ type Operator struct {
 	handlers []*handler
 	ignored  []resourcePaths
 	owns     []resourcePaths
+	settings *pb.OperatorSettings
 }
 
 type resourcePaths struct {
@@ -45,6 +46,15 @@ func New() *Operator { return &Operator{} }
 
 // ServerName names this server in the controller's logs (default: the executable's name).
 func (op *Operator) ServerName(name string) { op.mu.Lock(); op.name = name; op.mu.Unlock() }
+
+// Settings gives the controller operator settings when it describes this server (Kopf's
+// `settings` given to kopf.operator): applied before those of the startup handlers, which win.
+// Unset fields leave the controller's own values.
+func (op *Operator) Settings(settings *pb.OperatorSettings) {
+	op.mu.Lock()
+	op.settings = settings
+	op.mu.Unlock()
+}
 
 // IgnoredFields leaves these dotted paths of a resource out of change detection (for
 // example `spec.replicas` when an autoscaler owns it).
@@ -196,7 +206,11 @@ func (op *Operator) Validate() error {
 func (op *Operator) build() (*registry, error) {
 	op.mu.Lock()
 	defer op.mu.Unlock()
-	return newRegistry(op.name, op.handlers, op.ignored, op.owns)
+	reg, err := newRegistry(op.name, op.handlers, op.ignored, op.owns)
+	if reg != nil {
+		reg.settings = op.settings
+	}
+	return reg, err
 }
 
 var closureName = regexp.MustCompile(`^func\d+$`)

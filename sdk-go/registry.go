@@ -34,6 +34,7 @@ type registry struct {
 	handlers   []*handler
 	byID       map[string]*handler
 	resources  []*pb.ResourceSettings
+	settings   *pb.OperatorSettings
 }
 
 func isActivity(kind pb.HandlerKind) bool {
@@ -189,7 +190,7 @@ func (r *registry) ids(rpc string) string {
 
 // describe is the Describe answer.
 func (r *registry) describe() *pb.DescribeResponse {
-	response := &pb.DescribeResponse{ServerName: r.serverName, Resources: r.resources}
+	response := &pb.DescribeResponse{ServerName: r.serverName, Resources: r.resources, Settings: r.settings}
 	for _, h := range r.handlers {
 		spec := &pb.HandlerSpec{
 			Id:        h.id,

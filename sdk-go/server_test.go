@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	pb "example.invalid/bosun/sdk-go/proto/bosunv1"
 )
@@ -63,6 +64,11 @@ func TestAServerAnswersHealthDescribeAndHandleOverGRPC(t *testing.T) {
 	op.OnCreate(kex, func(_ context.Context, c *Cause) (any, error) { panic("boom") }, ID("panics"))
 	op.OnCreate(kex, noop, ID("only_a"), When(func(c *Cause) bool { return c.Name() == "a" }))
 	op.OnProbe(func(context.Context, *Cause) (any, error) { return map[string]any{"alive": true}, nil }, ID("probe"))
+	op.OnStartup(func(_ context.Context, c *Cause) (any, error) {
+		c.Settings.PostingEnabled = proto.Bool(false)
+		return nil, nil
+	}, ID("startup"))
+	op.Settings(&pb.OperatorSettings{MaxWorkers: proto.Uint32(3)})
 	client, conn := serve(t, op)
 	ctx := callContext(t)
 
@@ -71,7 +77,8 @@ func TestAServerAnswersHealthDescribeAndHandleOverGRPC(t *testing.T) {
 		t.Fatalf("health: %v %v", health, err)
 	}
 	described, err := client.Describe(ctx, &pb.DescribeRequest{ControllerVersion: "test"})
-	if err != nil || described.ServerName != "grpc-test" || len(described.Handlers) != 5 || described.Handlers[0].Id != "create" {
+	if err != nil || described.ServerName != "grpc-test" || len(described.Handlers) != 6 || described.Handlers[0].Id != "create" ||
+		described.Settings.GetMaxWorkers() != 3 {
 		t.Fatalf("describe: %v %v", described, err)
 	}
 	object := []byte(`{"metadata":{"name":"kex","namespace":"default"},"spec":{"field":"value"}}`)
@@ -98,8 +105,12 @@ func TestAServerAnswersHealthDescribeAndHandleOverGRPC(t *testing.T) {
 		t.Errorf("only_a: %v", skipped)
 	}
 	probed, err := client.Activity(ctx, &pb.ActivityRequest{HandlerId: "probe", Kind: pb.HandlerKind_HANDLER_KIND_PROBE})
-	if err != nil || string(probed.Result) != `{"alive":true}` {
+	if err != nil || string(probed.Result) != `{"alive":true}` || probed.Settings != nil {
 		t.Errorf("probe: %v %v", probed, err)
+	}
+	started, err := client.Activity(ctx, &pb.ActivityRequest{HandlerId: "startup", Kind: pb.HandlerKind_HANDLER_KIND_STARTUP})
+	if err != nil || started.Settings == nil || started.Settings.PostingEnabled == nil || *started.Settings.PostingEnabled {
+		t.Errorf("startup: %v %v", started, err)
 	}
 
 	_, err = client.Handle(ctx, &pb.HandleRequest{HandlerId: "no-such-handler", Object: object})
@@ -188,5 +199,47 @@ func TestAdmissionHandlersAllowDenyAndPatch(t *testing.T) {
 	mutated, err := client.Admit(ctx, &pb.AdmitRequest{HandlerId: "mutate", Request: review("x")})
 	if err != nil || !mutated.Allowed || string(mutated.MergePatch) != `{"spec":{"mutated":true}}` {
 		t.Errorf("mutated: %v %v", mutated, err)
+	}
+}
+
+func TestServeListensWhereBosunListenSaysAndStopsWhenCancelled(t *testing.T) {
+	socket := t.TempDir() + "/bosun.sock"
+	t.Setenv(ListenEnv, "unix://"+socket)
+	op := New()
+	op.OnCreate(kex, noop, ID("create"))
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- op.Serve(ctx) }()
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// WaitForReady: the call waits (within its deadline) until the server listens.
+	health, err := healthpb.NewHealthClient(conn).Check(callContext(t), &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	if err != nil || health.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", health, err)
+	}
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("a cancelled Serve returns nil, not %v", err)
+		}
+	case <-callContext(t).Done():
+		t.Fatal("Serve did not return after its context was cancelled")
+	}
+}
+
+func TestServeReportsRegistrationMistakesAndBadAddresses(t *testing.T) {
+	t.Setenv(ListenEnv, "nowhere")
+	op := New()
+	op.OnCreate(kex, noop)
+	if err := op.Serve(context.Background()); err == nil || !strings.Contains(err.Error(), `invalid listen address "nowhere"`) {
+		t.Errorf("a bad address: %v", err)
+	}
+	t.Setenv(ListenEnv, "127.0.0.1:0")
+	if err := New().Serve(context.Background()); err == nil || !strings.Contains(err.Error(), "no handlers are registered") {
+		t.Errorf("no handlers: %v", err)
 	}
 }
