@@ -105,7 +105,8 @@ pub enum GoBuild {
 }
 
 /// The Go conformance server, built once per test process into `target/go/conformance-server`:
-/// `go generate ./...` in `sdk-go/` (the contract's code, with Debian's `protoc`), then
+/// `go generate ./...` in `sdk-go/` (the contract's code, with Debian's `protoc`; skipped while
+/// the generated files are newer than their sources), then
 /// `go build` in `tests/conformance/go/`. `BOSUN_GO_CONFORMANCE_SERVER` names a server built
 /// beforehand instead. The Go toolchain is `BOSUN_GO`, else `go` on the `PATH`, else
 /// `/usr/local/go/bin/go`. `Err` says what is missing.
@@ -128,19 +129,33 @@ pub fn go_server() -> &'static Result<PathBuf, GoBuild> {
         if !runs(std::process::Command::new(&go).arg("version")) {
             return Err(GoBuild::Missing("the Go toolchain (BOSUN_GO, `go` on the PATH or /usr/local/go/bin/go)".into()));
         }
-        if !runs(std::process::Command::new("protoc").arg("--version")) {
-            return Err(GoBuild::Missing("protoc, for the Go SDK's generated code (apt-get install protobuf-compiler)".into()));
-        }
         let root = workspace_dir();
         let server = root.join("target/go/conformance-server");
-        let mut generate = std::process::Command::new(&go);
-        generate.args(["generate", "./..."]).current_dir(root.join("sdk-go"));
-        succeeds("go generate ./... in sdk-go", &mut generate)?;
+        if !generated_is_fresh(&root) {
+            if !runs(std::process::Command::new("protoc").arg("--version")) {
+                return Err(GoBuild::Missing("protoc, for the Go SDK's generated code (apt-get install protobuf-compiler)".into()));
+            }
+            let mut generate = std::process::Command::new(&go);
+            generate.args(["generate", "./..."]).current_dir(root.join("sdk-go"));
+            succeeds("go generate ./... in sdk-go", &mut generate)?;
+        }
         let mut build = std::process::Command::new(&go);
         build.arg("build").arg("-o").arg(&server).arg(".").current_dir(root.join("tests/conformance/go"));
         succeeds("go build in tests/conformance/go", &mut build)?;
         Ok(server)
     })
+}
+
+/// Whether the Go SDK's generated code is newer than what it is generated from (the proto, the
+/// generate directives, the pinned plugins in go.mod): then `go generate` is not run again, so
+/// that a test process does not rewrite files another build may be reading.
+fn generated_is_fresh(root: &std::path::Path) -> bool {
+    let modified = |path: &str| std::fs::metadata(root.join(path)).and_then(|m| m.modified()).ok();
+    let generated = ["sdk-go/proto/bosunv1/handler.pb.go", "sdk-go/proto/bosunv1/handler_grpc.pb.go"].map(modified);
+    let sources = ["proto/bosun/v1/handler.proto", "sdk-go/proto/bosunv1/generate.go", "sdk-go/go.mod"].map(modified);
+    let oldest = generated.iter().copied().collect::<Option<Vec<_>>>().and_then(|g| g.into_iter().min());
+    let newest = sources.iter().copied().collect::<Option<Vec<_>>>().and_then(|s| s.into_iter().max());
+    matches!((oldest, newest), (Some(g), Some(s)) if g > s)
 }
 
 /// Runs one step of building the Go server; `Err` with its output when it fails.
