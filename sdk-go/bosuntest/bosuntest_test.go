@@ -88,3 +88,35 @@ func TestADaemonRunsInProcessUntilStopped(t *testing.T) {
 		t.Errorf("exit: %v", messages)
 	}
 }
+
+func TestADaemonStopsWhenItsCallIsCancelledAndAPanicEndsIt(t *testing.T) {
+	op := bosun.New()
+	op.OnDaemon(kex, func(ctx context.Context, c *bosun.Cause) (any, error) {
+		<-ctx.Done()
+		return nil, nil
+	}, bosun.ID("waits"))
+	op.OnDaemon(kex, func(context.Context, *bosun.Cause) (any, error) { panic("boom") }, bosun.ID("panics"))
+	h := bosuntest.New(t, op)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body := map[string]any{"metadata": map[string]any{"uid": "u-1"}}
+
+	waits := h.Daemon("waits", body)
+	waits.Cancel()
+	messages, err := waits.Wait(ctx)
+	if err != nil || len(messages) == 0 {
+		t.Fatalf("%v %v", messages, err)
+	}
+	if exit := messages[len(messages)-1].GetExit(); !exit.GetStopped() || exit.GetOutcome() != pb.Outcome_OUTCOME_SUCCESS {
+		t.Errorf("a cancelled call stops the daemon: %v", exit)
+	}
+
+	panics := h.Daemon("panics", body)
+	messages, err = panics.Wait(ctx)
+	if err != nil || len(messages) != 1 {
+		t.Fatalf("%v %v", messages, err)
+	}
+	if exit := messages[0].GetExit(); exit.GetStopped() || exit.GetOutcome() != pb.Outcome_OUTCOME_UNEXPECTED_ERROR {
+		t.Errorf("a panic is an unexpected error: %v", exit)
+	}
+}
