@@ -218,6 +218,7 @@ func TestWhatAHandlerRecordsGoesIntoTheAnswer(t *testing.T) {
 	c.InfoEvent("Reason", "message")
 	c.Adopt(map[string]any{"kind": "ConfigMap"})
 	c.Subhandler("a", "a")
+	c.Subhandler("b", 2, Retries(1), Backoff(time.Second))
 	c.SetMemo(map[string]any{"seen": true})
 	c.Patch.Status("x", 1)
 	response := &pb.HandleResponse{}
@@ -232,8 +233,11 @@ func TestWhatAHandlerRecordsGoesIntoTheAnswer(t *testing.T) {
 	if o := response.Owned[0]; string(o.Object) != `{"kind":"ConfigMap"}` || !o.CopyLabels || o.Apply {
 		t.Errorf("owned: %v", response.Owned)
 	}
-	if s := response.Subhandlers[0]; s.Id != "a" || string(s.Param) != `"a"` {
+	if s := response.Subhandlers[0]; s.Id != "a" || string(s.Param) != `"a"` || s.Options != nil {
 		t.Errorf("subhandlers: %v", response.Subhandlers)
+	}
+	if o := response.Subhandlers[1].Options; o.GetRetries() != 1 || o.GetBackoffSeconds() != 1 || o.TimeoutSeconds != nil {
+		t.Errorf("a child's own options: %v", o)
 	}
 	if string(response.Memo) != `{"seen":true}` || string(response.MergePatch) != `{"status":{"x":1}}` {
 		t.Errorf("memo %s, patch %s", response.Memo, response.MergePatch)

@@ -33,6 +33,9 @@ type OwnedRecord struct {
 type SubhandlerRecord struct {
 	ID    string
 	Param any
+	// Options are the child's own (Retries, Backoff, Timeout, CallTimeout, Errors); unset ones
+	// are the parent's. Nil when none was given.
+	Options *pb.HandlerOptions
 }
 
 // outputs is what a handler records besides its patch, moved into the answer when it ends.
@@ -94,9 +97,19 @@ func (c *Cause) Own(record OwnedRecord) {
 // kopf.subhandler and kopf.execute): the controller tracks, retries and reports it as
 // `<parent>/<id>` and calls the function given with the Subhandlers option, whose Cause has
 // SubhandlerID and Param set. The parent counts as finished when all its children are.
-func (c *Cause) Subhandler(id string, param any) {
+// Options (Retries, Backoff, Timeout, CallTimeout, Errors) are the child's own; the others
+// do not apply to sub-handlers and are ignored.
+func (c *Cause) Subhandler(id string, param any, opts ...Option) {
+	record := SubhandlerRecord{ID: id, Param: param}
+	if len(opts) > 0 {
+		scratch := &handler{filters: &pb.Filters{}, options: &pb.HandlerOptions{}}
+		for _, opt := range opts {
+			opt(scratch)
+		}
+		record.Options = scratch.options
+	}
 	c.out.mu.Lock()
-	c.out.subhandlers = append(c.out.subhandlers, SubhandlerRecord{ID: id, Param: param})
+	c.out.subhandlers = append(c.out.subhandlers, record)
 	c.out.mu.Unlock()
 }
 
@@ -157,7 +170,7 @@ func (c *Cause) fill(response *pb.HandleResponse) {
 		response.Owned = append(response.Owned, &pb.OwnedObject{Object: mustJSON(o.Object), Apply: o.Apply, CopyLabels: o.CopyLabels})
 	}
 	for _, s := range c.out.subhandlers {
-		response.Subhandlers = append(response.Subhandlers, &pb.SubHandler{Id: s.ID, Param: mustJSON(s.Param)})
+		response.Subhandlers = append(response.Subhandlers, &pb.SubHandler{Id: s.ID, Param: mustJSON(s.Param), Options: s.Options})
 	}
 	if c.out.memoSet {
 		response.Memo = mustJSON(c.out.memo)
