@@ -31,6 +31,8 @@ pub enum Sdk {
     Rust,
     /// `sdk-python/`, server `tests/conformance/python/server.py`.
     Python,
+    /// `sdk-go/`, server `tests/conformance/go/main.go`, built once per test process.
+    Go,
 }
 
 impl Sdk {
@@ -39,6 +41,7 @@ impl Sdk {
         match self {
             Sdk::Rust => "rust",
             Sdk::Python => "python",
+            Sdk::Go => "go",
         }
     }
 }
@@ -75,6 +78,98 @@ impl ServerCommand {
         let args = vec!["-m".into(), "bosun".into(), server.display().to_string()];
         Some(ServerCommand { program: found?.clone(), args })
     }
+}
+
+impl ServerCommand {
+    /// The Go SDK's server, built once per test process by [`go_server`]; `None` (after
+    /// [`tools::require_tool`]: a failure under CI, a skip elsewhere) when it cannot be built.
+    pub fn go() -> Option<ServerCommand> {
+        match go_server() {
+            Ok(server) => Some(ServerCommand::executable(server)),
+            Err(GoBuild::Missing(what)) => {
+                tools::require_tool(what, false);
+                None
+            }
+            Err(GoBuild::Failed(why)) => panic!("{why}"),
+        }
+    }
+}
+
+/// Why the Go conformance server is not there.
+#[derive(Debug)]
+pub enum GoBuild {
+    /// A tool it needs is missing (a skip locally, a failure under CI).
+    Missing(String),
+    /// Its build failed (always a failure).
+    Failed(String),
+}
+
+/// The Go conformance server, built once per test process into `target/go/conformance-server`:
+/// `go generate ./...` in `sdk-go/` (the contract's code, with Debian's `protoc`; skipped while
+/// the generated files are newer than their sources), then
+/// `go build` in `tests/conformance/go/`. `BOSUN_GO_CONFORMANCE_SERVER` names a server built
+/// beforehand instead. The Go toolchain is `BOSUN_GO`, else `go` on the `PATH`, else
+/// `/usr/local/go/bin/go`. `Err` says what is missing.
+pub fn go_server() -> &'static Result<PathBuf, GoBuild> {
+    static BUILT: OnceLock<Result<PathBuf, GoBuild>> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        if let Some(server) = std::env::var_os("BOSUN_GO_CONFORMANCE_SERVER").filter(|v| !v.is_empty()) {
+            let server = PathBuf::from(server);
+            return if server.is_file() {
+                Ok(server)
+            } else {
+                Err(GoBuild::Missing(format!("the Go conformance server {} (BOSUN_GO_CONFORMANCE_SERVER)", server.display())))
+            };
+        }
+        let go = match std::env::var_os("BOSUN_GO").filter(|v| !v.is_empty()) {
+            Some(go) => PathBuf::from(go),
+            None if runs(std::process::Command::new("go").arg("version")) => PathBuf::from("go"),
+            None => PathBuf::from("/usr/local/go/bin/go"),
+        };
+        if !runs(std::process::Command::new(&go).arg("version")) {
+            return Err(GoBuild::Missing("the Go toolchain (BOSUN_GO, `go` on the PATH or /usr/local/go/bin/go)".into()));
+        }
+        let root = workspace_dir();
+        let server = root.join("target/go/conformance-server");
+        if !generated_is_fresh(&root) {
+            if !runs(std::process::Command::new("protoc").arg("--version")) {
+                return Err(GoBuild::Missing("protoc, for the Go SDK's generated code (apt-get install protobuf-compiler)".into()));
+            }
+            let mut generate = std::process::Command::new(&go);
+            generate.args(["generate", "./..."]).current_dir(root.join("sdk-go"));
+            succeeds("go generate ./... in sdk-go", &mut generate)?;
+        }
+        let mut build = std::process::Command::new(&go);
+        build.arg("build").arg("-o").arg(&server).arg(".").current_dir(root.join("tests/conformance/go"));
+        succeeds("go build in tests/conformance/go", &mut build)?;
+        Ok(server)
+    })
+}
+
+/// Whether the Go SDK's generated code is newer than what it is generated from (the proto, the
+/// generate directives, the pinned plugins in go.mod): then `go generate` is not run again, so
+/// that a test process does not rewrite files another build may be reading.
+fn generated_is_fresh(root: &std::path::Path) -> bool {
+    let modified = |path: &str| std::fs::metadata(root.join(path)).and_then(|m| m.modified()).ok();
+    let generated = ["sdk-go/proto/bosunv1/handler.pb.go", "sdk-go/proto/bosunv1/handler_grpc.pb.go"].map(modified);
+    let sources = ["proto/bosun/v1/handler.proto", "sdk-go/proto/bosunv1/generate.go", "sdk-go/go.mod"].map(modified);
+    let oldest = generated.iter().copied().collect::<Option<Vec<_>>>().and_then(|g| g.into_iter().min());
+    let newest = sources.iter().copied().collect::<Option<Vec<_>>>().and_then(|s| s.into_iter().max());
+    matches!((oldest, newest), (Some(g), Some(s)) if g > s)
+}
+
+/// Runs one step of building the Go server; `Err` with its output when it fails.
+fn succeeds(step: &str, command: &mut std::process::Command) -> Result<(), GoBuild> {
+    match command.output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(GoBuild::Failed(format!("the Go conformance server: {step} failed:\n{}", String::from_utf8_lossy(&o.stderr)))),
+        Err(e) => Err(GoBuild::Failed(format!("the Go conformance server: {step} did not run: {e}"))),
+    }
+}
+
+/// Whether a command runs and succeeds (its output discarded).
+fn runs(command: &mut std::process::Command) -> bool {
+    command.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
 
 /// The Python that has the SDK installed: `BOSUN_SDK_PYTHON`, else the workspace's

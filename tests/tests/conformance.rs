@@ -1,5 +1,5 @@
 //! The contract conformance suite: the scenarios of `tests/conformance/README.md`, written once
-//! and run against every SDK's conformance server (`rust::*` and `python::*` tests). Each test
+//! and run against every SDK's conformance server (`rust::*`, `python::*` and `go::*` tests). Each test
 //! has a dev cluster of its own (in-process, over HTTP), starts the SDK's server as a process
 //! (gRPC on loopback) and runs the real controller between them; it applies objects and checks
 //! what ends up on them: results, patches, progress records, finalizers, events, children.
@@ -19,6 +19,7 @@ fn server(sdk: Sdk) -> Option<ServerCommand> {
     match sdk {
         Sdk::Rust => Some(ServerCommand::executable(env!("CARGO_BIN_EXE_conformance-server"))),
         Sdk::Python => ServerCommand::python(),
+        Sdk::Go => ServerCommand::go(),
     }
 }
 
@@ -31,7 +32,7 @@ async fn start_with(sdk: Sdk, settings: Settings) -> Option<Env> {
     Some(Env::start(sdk, &server(sdk)?, settings).await)
 }
 
-/// One `#[tokio::test]` per scenario and SDK: `rust::<scenario>`, `python::<scenario>`.
+/// One `#[tokio::test]` per scenario and SDK: `rust::<scenario>`, `python::<scenario>`, `go::<scenario>`.
 macro_rules! conformance {
     ($($scenario:ident),* $(,)?) => {
         mod rust {
@@ -39,6 +40,9 @@ macro_rules! conformance {
         }
         mod python {
             $(#[tokio::test] async fn $scenario() { super::$scenario(super::Sdk::Python).await })*
+        }
+        mod go {
+            $(#[tokio::test] async fn $scenario() { super::$scenario(super::Sdk::Go).await })*
         }
     };
 }
