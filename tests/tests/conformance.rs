@@ -1,5 +1,5 @@
 //! The contract conformance suite: the scenarios of `tests/conformance/README.md`, written once
-//! and run against every SDK's conformance server (`rust::*` and `python::*` tests). Each test
+//! and run against every SDK's conformance server (`rust::*`, `python::*` and `typescript::*` tests). Each test
 //! has a dev cluster of its own (in-process, over HTTP), starts the SDK's server as a process
 //! (gRPC on loopback) and runs the real controller between them; it applies objects and checks
 //! what ends up on them: results, patches, progress records, finalizers, events, children.
@@ -19,6 +19,7 @@ fn server(sdk: Sdk) -> Option<ServerCommand> {
     match sdk {
         Sdk::Rust => Some(ServerCommand::executable(env!("CARGO_BIN_EXE_conformance-server"))),
         Sdk::Python => ServerCommand::python(),
+        Sdk::TypeScript => ServerCommand::typescript(),
     }
 }
 
@@ -31,7 +32,8 @@ async fn start_with(sdk: Sdk, settings: Settings) -> Option<Env> {
     Some(Env::start(sdk, &server(sdk)?, settings).await)
 }
 
-/// One `#[tokio::test]` per scenario and SDK: `rust::<scenario>`, `python::<scenario>`.
+/// One `#[tokio::test]` per scenario and SDK: `rust::<scenario>`, `python::<scenario>`,
+/// `typescript::<scenario>`.
 macro_rules! conformance {
     ($($scenario:ident),* $(,)?) => {
         mod rust {
@@ -39,6 +41,9 @@ macro_rules! conformance {
         }
         mod python {
             $(#[tokio::test] async fn $scenario() { super::$scenario(super::Sdk::Python).await })*
+        }
+        mod typescript {
+            $(#[tokio::test] async fn $scenario() { super::$scenario(super::Sdk::TypeScript).await })*
         }
     };
 }
@@ -213,6 +218,9 @@ async fn unexpected_errors_are_retried_after_the_backoff_by_default(sdk: Sdk) {
     assert!(message.contains("conformance: unexpected failure at retry 0"), "the error's text: {obj:#}");
     if sdk == Sdk::Python {
         assert!(message.contains("Traceback (most recent call last)"), "Python sends the traceback: {obj:#}");
+    }
+    if sdk == Sdk::TypeScript {
+        assert!(message.contains("Error: conformance: unexpected failure at retry 0\n    at "), "TypeScript sends the stack: {obj:#}");
     }
     let obj = env.wait_object("obj", "the success after one retry", |o| processed(o) && o["status"]["errors"].is_object()).await;
     assert_eq!(obj["status"]["errors"], json!({"retry": 1}), "{obj:#}");
