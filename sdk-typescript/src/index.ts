@@ -28,3 +28,4 @@ export { serve, listenAddress, LISTEN_ENV, DEFAULT_LISTEN } from "./serve";
 export type { Running, ServeOptions } from "./serve";
 export { Servicer } from "./servicer";
 export { sleep } from "./sleep";
+export type { OperatorSettings, StorageSettings, WebhookServerSettings } from "./settings";

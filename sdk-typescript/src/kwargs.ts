@@ -100,6 +100,8 @@ export interface ActivityKwargs {
   param: any;
   activity: "startup" | "cleanup" | "probe";
   indices: Record<string, Index>;
+  /** Startup handlers: operator settings to change (sent to the controller on success). */
+  settings: import("./settings").OperatorSettings;
 }
 
 /** What validating and mutating admission handlers get. */

@@ -11,6 +11,7 @@ import { brandOf, failureOf, type Failure } from "./errors";
 import { Index } from "./indices";
 import { dateOf, diffOf, objectParts, parseBody, parseJson, secondsOf, type Body, type Memo } from "./kwargs";
 import { newPatch, prune } from "./patch";
+import { newSettings, toContract } from "./settings";
 import { handlerSpec, optionsSpec, type Handler, type Kind, type Registry } from "./registry";
 import type { HandleRequest__Output as HandleRequest } from "./generated/bosun/v1/HandleRequest";
 import type { HandleResponse } from "./generated/bosun/v1/HandleResponse";
@@ -282,13 +283,15 @@ export class Servicer {
     const collector = new Collector();
     const kwargs = {
       logger: loggerFor(collector), retry: request.retry ?? 0, memo: this.operatorMemo, param: handler.options.param,
-      activity: handler.kind, indices: this.indices,
+      activity: handler.kind, indices: this.indices, settings: newSettings(),
     };
     let response: ActivityResponse;
     try {
       const result = await inCall({ collector, body: {} }, () => handler.fn(kwargs));
       response = { outcome: "OUTCOME_SUCCESS" };
       if (result !== undefined && result !== null) response.result = jsonBytes(result, "return value");
+      const settings = handler.kind === "startup" ? toContract(kwargs.settings) : undefined;
+      if (settings) response.settings = settings;
     } catch (e) {
       response = { ...(e instanceof Unusable ? { outcome: "OUTCOME_UNEXPECTED_ERROR", message: e.message } : failureOf(e)) } as Failure;
     }
