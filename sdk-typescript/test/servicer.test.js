@@ -143,3 +143,23 @@ test("admission handlers allow, deny with AdmissionError, and mutate with their 
   const mutated = await servicer.admit({ ...review({}), handler_id: "m" });
   assert.deepEqual(json(mutated.merge_patch), { spec: { injected: 123 } });
 });
+
+test("startup handlers send the settings they changed, and only those", async () => {
+  const servicer = servicerWith((r) => {
+    r.register("startup", undefined, ({ settings }) => {
+      settings.admission.server = {};
+      settings.admission.managed = "auto.kopf.dev";
+      settings.posting.level = "warning";
+      settings.persistence.progressStorage = { kind: "status", field: "status.kopf.progress" };
+    }, { id: "config" });
+    r.register("startup", undefined, () => {}, { id: "nothing" });
+  });
+  const response = await servicer.activity({ handler_id: "config", kind: "HANDLER_KIND_STARTUP", retry: 0, handler_key: "" });
+  assert.deepEqual(response.settings, {
+    admission_managed: "auto.kopf.dev", posting_level: "LEVEL_WARNING",
+    progress_storage: { kind: "KIND_STATUS", field: "status.kopf.progress" },
+    admission_server: { listen: "", host: "", certfile: "", pkeyfile: "", cafile: "" },
+  });
+  const nothing = await servicer.activity({ handler_id: "nothing", kind: "HANDLER_KIND_STARTUP", retry: 0, handler_key: "" });
+  assert.equal(nothing.settings, undefined);
+});
