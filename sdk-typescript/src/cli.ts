@@ -30,8 +30,8 @@ async function main(argv: string[]): Promise<number> {
   }
   for (const file of files) await importHandlers(file);
   const running = await serve();
-  process.stdout.write(`Serving ${running.servicer.registry.handlers.length} handler(s) on ${running.address}.\n`);
-  await new Promise<void>((resolve) => {
+  // The signal handlers first: whoever reads the line below may signal at once.
+  const stopped = new Promise<void>((resolve) => {
     const stop = (signal: string) => {
       process.stdout.write(`Stopping (${signal}).\n`);
       running.stop().then(resolve, resolve);
@@ -39,6 +39,8 @@ async function main(argv: string[]): Promise<number> {
     process.once("SIGTERM", () => stop("SIGTERM"));
     process.once("SIGINT", () => stop("SIGINT"));
   });
+  process.stdout.write(`Serving ${running.servicer.registry.handlers.length} handler(s) on ${running.address}.\n`);
+  await stopped;
   return 0;
 }
 
