@@ -28,6 +28,10 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write("usage: bosun-node FILE...   (serves the handlers the files register on $BOSUN_LISTEN)\n");
     return files.length === 0 ? 2 : 0;
   }
+  // A promise a handler left behind that fails is that handler's bug, not the server's end.
+  process.on("unhandledRejection", (reason) => {
+    process.stderr.write(`bosun-node: a promise no handler awaited failed: ${reason instanceof Error ? reason.stack ?? reason.message : String(reason)}\n`);
+  });
   for (const file of files) await importHandlers(file);
   const running = await serve();
   // The signal handlers first: whoever reads the line below may signal at once.
