@@ -42,3 +42,44 @@ test("listen addresses are read as the contract says", () => {
   assert.equal(bosun.listenAddress("unix:///tmp/s.sock"), "unix:///tmp/s.sock");
   assert.throws(() => bosun.listenAddress("nohost"), /invalid listen address/);
 });
+
+test("a daemon streams over gRPC, and StopDaemon or the call's cancellation stops it", { timeout: 30_000 }, async (t) => {
+  const registry = new bosun.Registry();
+  const ended = [];
+  let bEnded;
+  const bEnds = new Promise((resolve) => (bEnded = resolve));
+  registry.register("daemon", "kopfexamples", async ({ stopped, logger, name }) => {
+    logger.info(`started ${name}`);
+    while (!(await bosun.sleep(30, stopped)));
+    ended.push(name);
+    if (name === "b") bEnded();
+  }, { id: "daemon" });
+  const running = await bosun.serve({ registry, listen: "127.0.0.1:0" });
+  t.after(() => running.stop(1));
+  const { bosun: pb } = contract();
+  const client = new pb.v1.HandlerServer(`127.0.0.1:${running.port}`, grpc.credentials.createInsecure());
+  t.after(() => client.close());
+
+  const open = (name, uid) => {
+    const call = client.Daemon({ handler_id: "daemon", object: bytes(kex(undefined, { metadata: { name, uid } })) });
+    const messages = [];
+    const started = new Promise((resolve) => call.on("data", (m) => { messages.push(m); if (m.log) resolve(); }));
+    const ended = new Promise((resolve) => { call.on("end", resolve); call.on("error", resolve); });
+    return { call, messages, started, ended };
+  };
+
+  const stoppedOne = open("a", "uid-a");
+  await stoppedOne.started;
+  assert.deepEqual(await call(client, "StopDaemon", { handler_id: "daemon", uid: "uid-a" }), { stopping: true });
+  await stoppedOne.ended;
+  assert.deepEqual(stoppedOne.messages.map((m) => m.message), ["log", "exit"]);
+  assert.equal(stoppedOne.messages[0].log.message, "started a");
+  assert.equal(stoppedOne.messages[1].exit.stopped, true);
+
+  const cancelledOne = open("b", "uid-b");
+  await cancelledOne.started;
+  cancelledOne.call.cancel();
+  await cancelledOne.ended;
+  await bEnds; // the test's own deadline applies
+  assert.deepEqual(ended, ["a", "b"], "the cancellation aborted `stopped`");
+});

@@ -163,3 +163,24 @@ test("startup handlers send the settings they changed, and only those", async ()
   const nothing = await servicer.activity({ handler_id: "nothing", kind: "HANDLER_KIND_STARTUP", retry: 0, handler_key: "" });
   assert.equal(nothing.settings, undefined);
 });
+
+test("index handlers fill their index, which other handlers get; DELETED drops the object", async () => {
+  const servicer = servicerWith((r) => {
+    r.register("index", "kex", ({ name, labels }) => ({ [labels.app]: name }), { id: "by_app" });
+    r.register("create", "kex", ({ indices }) => ({ apps: indices.by_app.get("x") }), { id: "create" });
+  });
+  const index = (event_type, name) => servicer.handle(handleRequest({ handler_id: "by_app", reason: "REASON_INDEX", event_type, object: bytes(kex(undefined, { metadata: { name, uid: name } })) }));
+  await assert.rejects(servicer.handle(handleRequest({ handler_id: "create", object: bytes(kex()) })), (e) => e.constructor.name === "Unavailable");
+  servicer.describe();
+  await index("", "one");
+  await index("ADDED", "two");
+  assert.deepEqual(json((await servicer.handle(handleRequest({ handler_id: "create", object: bytes(kex()) }))).result), { apps: ["one", "two"] });
+  await index("DELETED", "one");
+  assert.deepEqual(json((await servicer.handle(handleRequest({ handler_id: "create", object: bytes(kex()) }))).result), { apps: ["two"] });
+});
+
+test("event handlers get the watch event's type", async () => {
+  const servicer = servicerWith((r) => r.register("event", "kex", ({ type, event }) => ({ type, same: event.type === type }), { id: "ev" }));
+  const response = await servicer.handle(handleRequest({ handler_id: "ev", reason: "REASON_EVENT", event_type: "MODIFIED", object: bytes(kex()) }));
+  assert.deepEqual(json(response.result), { type: "MODIFIED", same: true });
+});
