@@ -33,6 +33,8 @@ pub enum Sdk {
     Python,
     /// `sdk-go/`, server `tests/conformance/go/main.go`, built once per test process.
     Go,
+    /// `sdk-typescript/`, server `tests/conformance/typescript/server.ts`.
+    TypeScript,
 }
 
 impl Sdk {
@@ -42,6 +44,7 @@ impl Sdk {
             Sdk::Rust => "rust",
             Sdk::Python => "python",
             Sdk::Go => "go",
+            Sdk::TypeScript => "typescript",
         }
     }
 }
@@ -78,6 +81,46 @@ impl ServerCommand {
         let args = vec!["-m".into(), "bosun".into(), server.display().to_string()];
         Some(ServerCommand { program: found?.clone(), args })
     }
+
+    /// The TypeScript SDK's server, `node sdk-typescript/dist/cli.js
+    /// tests/conformance/typescript/server.ts`, with the node of [`sdk_node`]; `None` (after
+    /// [`tools::require_tool`]) when node, the built SDK or the server's `node_modules` is missing.
+    pub fn typescript() -> Option<ServerCommand> {
+        let root = workspace_dir();
+        let cli = root.join("sdk-typescript/dist/cli.js");
+        let installed = root.join("tests/conformance/typescript/node_modules/bosun-operator/package.json");
+        let found = sdk_node().filter(|_| cli.is_file() && installed.is_file());
+        let what = "node (BOSUN_NODE, or node on PATH) with the TypeScript SDK built and the conformance \
+                    server's dependencies installed (cd sdk-typescript && npm ci && npm run build; \
+                    cd tests/conformance/typescript && npm ci)";
+        if !tools::require_tool(what, found.is_some()) {
+            return None;
+        }
+        let server = root.join("tests/conformance/typescript/server.ts");
+        let args = vec![cli.display().to_string(), server.display().to_string()];
+        Some(ServerCommand { program: found?.clone(), args })
+    }
+}
+
+/// The node that runs the TypeScript SDK: `BOSUN_NODE`, else `node` on `PATH`; only if
+/// `node --version` runs.
+pub fn sdk_node() -> Option<&'static PathBuf> {
+    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let candidate = match std::env::var_os("BOSUN_NODE").filter(|v| !v.is_empty()) {
+                Some(node) => PathBuf::from(node),
+                None => PathBuf::from("node"),
+            };
+            let runs = std::process::Command::new(&candidate)
+                .arg("--version")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            runs.then_some(candidate)
+        })
+        .as_ref()
 }
 
 impl ServerCommand {

@@ -1,5 +1,6 @@
 //! The contract conformance suite: the scenarios of `tests/conformance/README.md`, written once
-//! and run against every SDK's conformance server (`rust::*`, `python::*` and `go::*` tests). Each test
+//! and run against every SDK's conformance server (`rust::*`, `python::*`, `typescript::*` and
+//! `go::*` tests). Each test
 //! has a dev cluster of its own (in-process, over HTTP), starts the SDK's server as a process
 //! (gRPC on loopback) and runs the real controller between them; it applies objects and checks
 //! what ends up on them: results, patches, progress records, finalizers, events, children.
@@ -20,6 +21,7 @@ fn server(sdk: Sdk) -> Option<ServerCommand> {
         Sdk::Rust => Some(ServerCommand::executable(env!("CARGO_BIN_EXE_conformance-server"))),
         Sdk::Python => ServerCommand::python(),
         Sdk::Go => ServerCommand::go(),
+        Sdk::TypeScript => ServerCommand::typescript(),
     }
 }
 
@@ -32,7 +34,8 @@ async fn start_with(sdk: Sdk, settings: Settings) -> Option<Env> {
     Some(Env::start(sdk, &server(sdk)?, settings).await)
 }
 
-/// One `#[tokio::test]` per scenario and SDK: `rust::<scenario>`, `python::<scenario>`, `go::<scenario>`.
+/// One `#[tokio::test]` per scenario and SDK: `rust::<scenario>`, `python::<scenario>`,
+/// `typescript::<scenario>`, `go::<scenario>`.
 macro_rules! conformance {
     ($($scenario:ident),* $(,)?) => {
         mod rust {
@@ -43,6 +46,9 @@ macro_rules! conformance {
         }
         mod go {
             $(#[tokio::test] async fn $scenario() { super::$scenario(super::Sdk::Go).await })*
+        }
+        mod typescript {
+            $(#[tokio::test] async fn $scenario() { super::$scenario(super::Sdk::TypeScript).await })*
         }
     };
 }
@@ -217,6 +223,9 @@ async fn unexpected_errors_are_retried_after_the_backoff_by_default(sdk: Sdk) {
     assert!(message.contains("conformance: unexpected failure at retry 0"), "the error's text: {obj:#}");
     if sdk == Sdk::Python {
         assert!(message.contains("Traceback (most recent call last)"), "Python sends the traceback: {obj:#}");
+    }
+    if sdk == Sdk::TypeScript {
+        assert!(message.contains("Error: conformance: unexpected failure at retry 0\n    at "), "TypeScript sends the stack: {obj:#}");
     }
     let obj = env.wait_object("obj", "the success after one retry", |o| processed(o) && o["status"]["errors"].is_object()).await;
     assert_eq!(obj["status"]["errors"], json!({"retry": 1}), "{obj:#}");
