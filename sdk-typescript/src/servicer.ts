@@ -6,7 +6,7 @@
  * id this server does not have and UNAVAILABLE while its indices wait to be filled.
  */
 import * as os from "node:os";
-import { Collector, inCall, loggerFor, subhandler, type SubhandlerDecl } from "./context";
+import { Collector, inCall, loggerFor, subhandler, type EventSpec, type SubhandlerDecl } from "./context";
 import { brandOf, failureOf, type Failure } from "./errors";
 import { Index } from "./indices";
 import { dateOf, diffOf, objectParts, parseBody, parseJson, secondsOf, type Body, type Memo } from "./kwargs";
@@ -56,7 +56,7 @@ function jsonBytes(value: unknown, what: string): Buffer {
 /** A handler's return value or patch that cannot be sent. */
 class Unusable extends Error {}
 
-function eventMessage(e: ReturnType<Collector["events"]["at"]> & object): Event {
+function eventMessage(e: EventSpec): Event {
   const event: Event = { type: e.type, reason: e.reason, message: e.message };
   if (e.regarding) event.regarding = e.regarding;
   return event;
