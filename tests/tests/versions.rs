@@ -1,6 +1,7 @@
 //! The version is written once, in the workspace's Cargo.toml: every crate takes it from
 //! there, the Python wheel reads it (sdk-python/setup.py), the image's label gets it from
-//! deploy/build-image, and CHANGELOG.md's newest release section names it.
+//! deploy/build-image, and CHANGELOG.md's newest release section names it. The npm package
+//! must write it out (package.json): it is checked to be the same.
 
 use std::path::{Path, PathBuf};
 
@@ -58,6 +59,16 @@ fn the_wheel_and_the_image_read_the_workspace_version() {
     let dockerfile = read("Dockerfile");
     assert!(dockerfile.contains("org.opencontainers.image.version=\"$VERSION\""), "the image labels its version");
     assert!(read("deploy/build-image").contains("--build-arg \"VERSION=$version\""), "build-image passes the workspace's");
+}
+
+#[test]
+fn the_npm_package_has_the_workspace_version() {
+    // package.json must hold a literal version: it is kept equal to the workspace's here.
+    let package: serde_json::Value = serde_json::from_str(&read("sdk-typescript/package.json")).unwrap();
+    assert_eq!(package["name"], "bosun-operator");
+    assert_eq!(package["version"], env!("CARGO_PKG_VERSION"), "sdk-typescript/package.json's version is the workspace's");
+    let examples = read("examples/typescript/package.json");
+    assert!(!examples.contains(env!("CARGO_PKG_VERSION")), "the examples install the SDK's tarball by a pattern, not a version");
 }
 
 #[test]

@@ -1,4 +1,4 @@
-// Runs one TypeScript example under `bosun dev` (the real controller, the embedded dev cluster,
+// Runs one TypeScript example under `bosun dev example.ts` (the real controller, the embedded dev cluster,
 // the SDK's server from the npm pack tarball installed here) and waits on its output with
 // deadlines. Needs the bosun binary (BOSUN_BINARY, else target/debug/bosun, built by
 // `cargo build -p bosun-controller --bin bosun`) and `npm install --no-save ./bosun-operator-*.tgz`
@@ -41,7 +41,8 @@ export class Dev {
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), "bosun-ts-example-"));
     const args = ["dev", "--dir", this.dir, "--apply", path.join(ROOT, "examples", "crd.yaml")];
     if (applyObject) args.push("--apply", path.join(ROOT, "examples", "obj.yaml"));
-    args.push("--", process.execPath, CLI, path.join(EXAMPLES, example, "example.ts"));
+    // The file alone, as users run it: bosun starts the SDK's CLI from the node_modules next to it.
+    args.push("--node", process.execPath, path.join(EXAMPLES, example, "example.ts"));
     this.output = "";
     this.waiters = new Set();
     this.process = spawn(bosunBinary(), args, { cwd: ROOT, env: { ...process.env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
