@@ -28,4 +28,6 @@ export { serve, listenAddress, LISTEN_ENV, DEFAULT_LISTEN } from "./serve";
 export type { Running, ServeOptions } from "./serve";
 export { Servicer } from "./servicer";
 export { sleep } from "./sleep";
+/** Testing helpers (also the subpath `bosun-operator/testing`): `testing.call`, `testing.Runner`… */
+export * as testing from "./testing";
 export type { OperatorSettings, StorageSettings, WebhookServerSettings } from "./settings";
