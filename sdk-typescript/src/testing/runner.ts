@@ -156,7 +156,7 @@ export class Runner {
     if (this.child) throw new Error("bosun testing: this Runner was started already");
     const binary = bosunBinary({ bosun: this.options.bosun, cwd: this.options.cwd, env: this.options.env });
     const env: NodeJS.ProcessEnv = { ...(this.options.env ?? process.env), NO_COLOR: "1" };
-    env.BOSUN_NODE ??= process.execPath;
+    if (!env.BOSUN_NODE) env.BOSUN_NODE = process.execPath;
     const child = spawn(binary, this.args, { cwd: this.options.cwd, env, stdio: ["ignore", "pipe", "pipe"] });
     this.child = child;
     for (const stream of [child.stdout!, child.stderr!]) {
