@@ -118,6 +118,16 @@ test("predicate filters skip; sub-handlers are declared, then called as parent/c
   assert.deepEqual((await testing.call("parent/b", { body, param: "b" }, { registry })).result, { done: "b" });
 });
 
+test("one function under several kinds: the reason picks the handler", async () => {
+  const both = ({ reason }) => reason;
+  const registry = registryWith((r) => {
+    r.register("create", "kex", both, { id: "both" });
+    r.register("update", "kex", both, { id: "both" });
+  });
+  assert.equal((await testing.call(both, {}, { registry })).result, "create");
+  assert.equal((await testing.call("both", { reason: "update" }, { registry })).result, "update");
+});
+
 test("a Harness keeps each object's memo between calls", async () => {
   const registry = registryWith((r) => r.register("create", "kex", ({ memo }) => (memo.n = (memo.n ?? 0) + 1), { id: "count" }));
   const harness = new testing.Harness(registry);

@@ -53,6 +53,12 @@ const DEFAULT_REASON: Partial<Record<Kind, CallReason>> = {
   event: "event", timer: "timer", index: "index",
 };
 
+/** The kinds each reason calls (as the servicer routes a call without a handler key). */
+const KINDS_OF_REASON: Record<CallReason, readonly Kind[]> = {
+  create: ["create", "field"], update: ["update", "field"], delete: ["delete"], resume: ["resume"],
+  event: ["event"], timer: ["timer"], index: ["index"],
+};
+
 const ACTIVITIES: readonly Kind[] = ["startup", "cleanup", "probe"];
 const ADMISSION: readonly Kind[] = ["validate", "mutate"];
 
@@ -187,7 +193,7 @@ export class Harness {
    * (startup/probe/cleanup) are run as `activity` does. Admission handlers and daemons have
    * `admit` and `daemon`. */
   async call(ref: HandlerRef, input: CallInput = {}): Promise<CallResult> {
-    const [handler, parent, child] = this.resolve(ref);
+    const [handler, parent, child] = this.resolve(ref, input.reason);
     if (ACTIVITIES.includes(handler.kind)) return this.activity(handler.fn, { retry: input.retry });
     if (ADMISSION.includes(handler.kind)) throw new Error(`bosun testing: "${handler.id}" is a ${handler.kind} handler: use testing.admit()`);
     if (handler.kind === "daemon") throw new Error(`bosun testing: "${handler.id}" is a daemon: use testing.daemon()`);
@@ -225,13 +231,16 @@ export class Harness {
   }
 
   /** The handler, and for `parent/child` ids of sub-handlers the parent's id and the child's. */
-  private resolve(ref: HandlerRef): [Handler, string?, string?] {
+  private resolve(ref: HandlerRef, reason?: CallReason): [Handler, string?, string?] {
     if (typeof ref === "string" && !this.registry.handlers.some((h) => h.id === ref) && ref.includes("/")) {
       const at = ref.lastIndexOf("/");
       const routed = this.registry.route("", ref.slice(0, at));
       if (routed) return [routed[0], ref.slice(0, at), ref.slice(at + 1)];
     }
-    return [this.find(ref)];
+    // One id (or function) under several kinds: the one the reason calls, else the first.
+    const kinds = reason ? KINDS_OF_REASON[reason] : undefined;
+    const byReason = kinds && this.registry.handlers.find((h) => (typeof ref === "string" ? h.id === ref : h.fn === ref) && kinds.includes(h.kind));
+    return [byReason || this.find(ref)];
   }
 
   /** One attempt of a startup, cleanup or probe handler. */
