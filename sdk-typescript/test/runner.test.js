@@ -43,6 +43,8 @@ test("waitFor fails with the output when bosun exits first, or at its deadline",
   assert.equal(exiting.dir, undefined, "only dev has a --dir");
   const running = await new testing.Runner(["run"], { bosun: binary }).start();
   t.after(() => running.stop());
+  // Its first line first (a loaded machine may start it slower than the 200 ms below).
+  await running.waitFor("args:", { timeoutMs: 10_000 });
   await assert.rejects(running.waitFor("never printed", { timeoutMs: 200 }), /never printed did not appear within 200 ms; bosun's output:\nargs:/);
   await assert.rejects(running.waitFor("Handler", { count: 2, timeoutMs: 200 }), /did not appear within 200 ms/);
 });
