@@ -112,13 +112,7 @@ pub fn sdk_node() -> Option<&'static PathBuf> {
                 Some(node) => PathBuf::from(node),
                 None => PathBuf::from("node"),
             };
-            let runs = std::process::Command::new(&candidate)
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            runs.then_some(candidate)
+            runs(std::process::Command::new(&candidate).arg("--version")).then_some(candidate)
         })
         .as_ref()
 }
@@ -225,13 +219,7 @@ pub fn sdk_python() -> Option<&'static PathBuf> {
                 Some(python) => PathBuf::from(python),
                 None => workspace_dir().join(".venv/bin/python"),
             };
-            let imports = std::process::Command::new(&candidate)
-                .args(["-c", "import bosun.v1.handler_pb2"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            imports.then_some(candidate)
+            runs(std::process::Command::new(&candidate).args(["-c", "import bosun.v1.handler_pb2"])).then_some(candidate)
         })
         .as_ref()
 }
