@@ -6,6 +6,7 @@ a spec is 1). Also the type names of raw API data (`RawBody`, `RawEvent`, `BodyE
 
 from __future__ import annotations
 
+from collections.abc import Mapping as _AbcMapping
 from typing import Any, Dict, Iterator, List, Literal, Mapping, Optional, Tuple, TypedDict, TypeVar, Union
 
 _K = TypeVar("_K")
@@ -26,10 +27,20 @@ Annotations = Mapping[str, str]
 RawEventType = Literal[None, "ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 
 
+_PARSED: Dict[str, FieldPath] = {}
+
+
 def parse_field(field: FieldSpec) -> FieldPath:
     """A field as users give it → a tuple of keys."""
     if field is None:
         return ()
+    if type(field) is str:  # the views' own paths, on every call: parsed once
+        parsed = _PARSED.get(field)
+        if parsed is None:
+            parsed = tuple(field.split("."))
+            if len(_PARSED) < 4096:
+                _PARSED[field] = parsed
+        return parsed
     if isinstance(field, str):
         return tuple(field.split("."))
     if isinstance(field, (list, tuple)):
@@ -40,7 +51,8 @@ def parse_field(field: FieldSpec) -> FieldPath:
 def _resolve(source: Any, path: FieldPath, default: Any) -> Any:
     node = source
     for key in path:
-        if not isinstance(node, Mapping) or key not in node:
+        # A dict first: `isinstance` against an ABC costs more than the rest of a lookup.
+        if (type(node) is not dict and not isinstance(node, _AbcMapping)) or key not in node:
             return default
         node = node[key]
     return node
@@ -56,7 +68,7 @@ class MappingView(Mapping[_K, _V]):
 
     def _target(self) -> Mapping[Any, Any]:
         target = _resolve(self._source, self._path, None)
-        return target if isinstance(target, Mapping) else {}
+        return target if type(target) is dict or isinstance(target, _AbcMapping) else {}
 
     def __getitem__(self, key: _K) -> _V:
         return self._target()[key]

@@ -78,28 +78,51 @@ _LEVELS: Tuple[Tuple[int, str], ...] = (
 
 
 class _ToCall(logging.Handler):
-    """Sends the object logger's records to the call's answer as LogLines."""
+    """Sends each record of a call's logger to that call's answer as a LogLine (the record
+    carries where to, `bosun_send`)."""
 
-    def __init__(self, send: Callable[[str, str], None]):
+    def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self._send = send
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
+            send = getattr(record, "bosun_send", None)
+            if send is None:
+                return
             message = record.getMessage()
             if record.exc_info:
                 message += "\n" + logging.Formatter().formatException(record.exc_info)
             level = next(name for floor, name in _LEVELS if record.levelno >= floor)
-            self._send(level, message)
+            send(level, message)
         except Exception:  # a logger must never break the handler
             self.handleError(record)
 
 
-def object_logger(namespace: Optional[str], name: Optional[str], send: Callable[[str, str], None]) -> logging.Logger:
-    """A `logging.Logger` for one object whose lines travel to the controller's log, which
-    prefixes them with `[namespace/name]`. It is not registered in `logging`'s manager (no
-    leak per object) and does not propagate (no second copy in the server's own output)."""
-    logger = logging.Logger(f"bosun.objects.{namespace or ''}/{name or ''}", logging.DEBUG)
-    logger.propagate = False
-    logger.addHandler(_ToCall(send))
-    return logger
+#: The one logger behind every call's `logger` kwarg: its lines travel to the controller's log,
+#: which prefixes them with `[namespace/name]`; it does not propagate (no second copy in the
+#: server's own output).
+_CALLS = logging.Logger("bosun.calls", logging.DEBUG)
+_CALLS.propagate = False
+_CALLS.addHandler(_ToCall())
+
+
+class CallLogger(logging.LoggerAdapter):
+    """The `logger` kwarg of one call (as Kopf's is an adapter, `kopf.ObjectLogger`): made per
+    call for the cost of one small object; its lines go to the call's answer."""
+
+    def __init__(self, name: str, send: Callable[[str, str], None]) -> None:
+        super().__init__(_CALLS, {"bosun_send": send})
+        self._name = name
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self._name
+
+    def process(self, msg: Any, kwargs: Any) -> Tuple[Any, Any]:
+        kwargs["extra"] = {**(kwargs.get("extra") or {}), **self.extra}  # type: ignore[dict-item]
+        return msg, kwargs
+
+
+def object_logger(namespace: Optional[str], name: Optional[str], send: Callable[[str, str], None]) -> CallLogger:
+    """The `logger` of a call about one object: its lines travel to the controller's log."""
+    return CallLogger(f"bosun.objects.{namespace or ''}/{name or ''}", send)

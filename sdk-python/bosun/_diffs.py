@@ -6,7 +6,7 @@ equal to any sequence of the same four values."""
 from __future__ import annotations
 
 import enum
-from typing import Any, Iterable, Iterator, NamedTuple, Sequence, Tuple, Union, overload
+from typing import Any, Iterable, Iterator, NamedTuple, Optional, Sequence, Tuple, Union, overload
 
 from ._bodies import FieldPath
 
@@ -92,3 +92,20 @@ class Diff(Sequence[DiffItem]):
 
     __eq__ = _equal_as_sequences
     __ne__ = _unequal_as_sequences
+
+
+class WireDiff(Diff):
+    """A `Diff` as it came from the controller (the contract's DiffItems), decoded on first use:
+    most handlers never look at their `diff`."""
+
+    def __init__(self, wire: Any, decode: Any) -> None:  # noqa: super().__init__ is the decoding
+        self._wire = wire
+        self._decode = decode
+        self._decoded: Optional[Tuple[DiffItem, ...]] = None
+
+    @property  # type: ignore[override]
+    def _items(self) -> Tuple[DiffItem, ...]:
+        if self._decoded is None:
+            self._decoded = tuple(DiffItem(*self._decode(item)) for item in self._wire)
+            self._wire = ()
+        return self._decoded

@@ -8,13 +8,15 @@ The object's kwargs are Kopf's read-only views (`bosun._bodies`); `patch` is Kop
 from __future__ import annotations
 
 import asyncio
+import collections
+import concurrent.futures
 import contextvars
 import datetime
 import enum
 import functools
 import inspect
 import threading
-from typing import Any, Callable, Dict, NewType, Optional
+from typing import Any, Callable, Dict, NewType, Optional, Tuple
 
 from ._bodies import Body
 # Also the names the handler server reads through this module.
@@ -136,23 +138,41 @@ def object_kwargs(body: Dict[str, Any]) -> Dict[str, Any]:
     its uid, name and namespace."""
     view = Body(body)
     meta = view.meta
+    raw = body.get("metadata") if type(body) is dict else None
+    raw = raw if type(raw) is dict else meta  # what the view reads, without its lookups
     return {
         "body": view,
         "spec": view.spec,
         "meta": meta,
         "status": view.status,
-        "uid": meta.uid,
-        "name": meta.name,
-        "namespace": meta.namespace,
+        "uid": raw.get("uid"),
+        "name": raw.get("name"),
+        "namespace": raw.get("namespace"),
         "labels": meta.labels,
         "annotations": meta.annotations,
     }
 
 
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
 def timestamp(ts) -> Optional[datetime.datetime]:
+    """A protobuf Timestamp as a naive UTC datetime (Kopf's `started`); None when unset."""
     if ts is None or (ts.seconds == 0 and ts.nanos == 0):
         return None
-    return ts.ToDatetime(tzinfo=datetime.timezone.utc).replace(tzinfo=None)
+    try:
+        return _EPOCH + datetime.timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)
+    except OverflowError:  # beyond datetime's years 1-9999: as protobuf's own conversion fails
+        return ts.ToDatetime(tzinfo=datetime.timezone.utc).replace(tzinfo=None)
+
+
+def duration(d) -> datetime.timedelta:
+    """A protobuf Duration as a timedelta (Kopf's `runtime`)."""
+    try:
+        micros = abs(d.nanos) // 1000  # toward zero, as protobuf's ToTimedelta
+        return datetime.timedelta(seconds=d.seconds, microseconds=-micros if d.nanos < 0 else micros)
+    except OverflowError:
+        return d.ToTimedelta()
 
 
 @functools.lru_cache(maxsize=None)
@@ -179,6 +199,14 @@ def accepted(fn: Callable[..., Any], kwargs: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def is_async(fn: Callable[..., Any]) -> bool:
+    try:
+        return _is_async(fn)
+    except TypeError:  # unhashable callables
+        return _is_async.__wrapped__(fn)
+
+
+@functools.lru_cache(maxsize=None)
+def _is_async(fn: Callable[..., Any]) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
@@ -197,10 +225,111 @@ async def invoke(fn: Callable[..., Any], kwargs: Dict[str, Any]) -> Any:
     if getattr(executor, "_shutdown", False):  # shut down by someone else: the loop's own pool
         executor = None
     context = contextvars.copy_context()
-    result = await asyncio.get_running_loop().run_in_executor(executor, functools.partial(context.run, fn, **kwargs))
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+    finished = _finished(loop)
+
+    def run() -> None:
+        try:
+            value = context.run(fn, **kwargs)
+        except BaseException as e:
+            finished.put(future, False, e)
+        else:
+            finished.put(future, True, value)
+
+    if not submit(executor, run, lambda: finished.put(future, None, None)):
+        future = loop.run_in_executor(executor, functools.partial(context.run, fn, **kwargs))
+    result = await future
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+class _Finished:
+    """Results of sync handlers on their way back to one loop: the threads queue them, and the
+    loop is woken once for all that finish while it has not run yet (`run_in_executor` wakes it
+    once per call, and makes two futures per call)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.items: "collections.deque[Tuple[asyncio.Future, Optional[bool], Any]]" = collections.deque()
+        self.scheduled = False
+
+    def put(self, future: asyncio.Future, ok: Optional[bool], value: Any) -> None:
+        """From any thread: `ok` True (a result), False (an exception), None (cancelled)."""
+        self.items.append((future, ok, value))
+        if not self.scheduled:
+            self.scheduled = True
+            try:
+                self.loop.call_soon_threadsafe(self.drain)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                pass
+
+    def drain(self) -> None:
+        self.scheduled = False
+        while self.items:
+            future, ok, value = self.items.popleft()
+            if future.done():
+                continue
+            if ok is None:
+                future.cancel()
+            elif ok:
+                future.set_result(value)
+            else:
+                if isinstance(value, StopIteration):  # a future refuses it (as a coroutine would)
+                    value = RuntimeError(f"the handler raised {value!r}")
+                future.set_exception(value)
+
+
+class _Job:
+    """A work item of a `ThreadPoolExecutor` (what its workers run: `run()`, and
+    `future.cancel()` when the pool is shut down with its queue cancelled)."""
+
+    __slots__ = ("run_job", "cancel_job")
+
+    def __init__(self, run: Callable[[], None], cancel: Callable[[], None]) -> None:
+        self.run_job, self.cancel_job = run, cancel
+
+    def run(self, *_: Any) -> None:
+        self.run_job()
+
+    @property
+    def future(self) -> "_Job":
+        return self
+
+    def cancel(self) -> bool:
+        self.cancel_job()
+        return True
+
+
+_FINISHED: Dict[int, _Finished] = {}
+
+
+def _finished(loop: asyncio.AbstractEventLoop) -> _Finished:
+    finished = _FINISHED.get(id(loop))
+    if finished is None or finished.loop is not loop:
+        if len(_FINISHED) > 64:
+            _FINISHED.clear()
+        finished = _FINISHED[id(loop)] = _Finished(loop)
+    return finished
+
+
+def submit(executor: Any, run: Callable[[], None], cancel: Callable[[], None]) -> bool:
+    """Queues `run` in `executor` as its `submit()` would, without its per-call Future (`cancel`
+    runs instead if the pool drops it at shutdown); False for any executor but an open
+    `ThreadPoolExecutor` (then the caller takes the executor's own way). It reads the pool's
+    internals, the same from Python 3.8 to 3.14; a pool without them is not used this way."""
+    if type(executor) is not concurrent.futures.ThreadPoolExecutor:
+        return False
+    queue, lock, adjust = (getattr(executor, name, None) for name in ("_work_queue", "_shutdown_lock", "_adjust_thread_count"))
+    if queue is None or lock is None or adjust is None:
+        return False
+    with lock:
+        if getattr(executor, "_broken", False) or getattr(executor, "_shutdown", True):
+            return False
+        queue.put(_Job(run, cancel))
+        adjust()
+    return True
 
 
 def call_sync(fn: Callable[..., Any], kwargs: Dict[str, Any]) -> Any:

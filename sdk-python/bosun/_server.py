@@ -12,19 +12,19 @@ import logging
 import os
 import signal
 import socket
-import sys
 import traceback
 from typing import Any, Dict, List, Optional, Tuple
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from . import (_bodies, _context, _index, _kwargs, _login, _matching, _resources, _reviews, _settings, _settings_contract,
-               _tracing)
+from . import (_context, _index, _kwargs, _login, _matching, _resources, _reviews, _settings, _settings_contract,
+               _streaming, _tracing)
 from ._errors import AdmissionError, PermanentError, TemporaryError
 from ._registry import Handler, Registry, default_backoff, get_default_registry, handler_spec, options_spec
 from ._collector import Collector, _event
 from ._subhandlers import SubhandlersDeclared
+from ._wire import Unusable as _Unusable, diff as _diff, dumps as _dumps, json_value as _json, resource as _resource
 
 LISTEN_ENV = "BOSUN_LISTEN"
 DEFAULT_LISTEN = "127.0.0.1:50051"
@@ -37,13 +37,18 @@ _KINDS_OF_REASON = {1: ("create", "field"), 2: ("update", "field"), 3: ("delete"
                     5: ("event",), 6: ("timer",), 7: ("index",)}
 #: Handlers the controller never calls: login runs in this server when it starts.
 _LOCAL_KINDS = ("login",)
-_DIFF_OPS = {1: "add", 2: "change", 3: "remove"}
+
+
+_PB = None
 
 
 def _pb():
-    from .v1 import handler_pb2  # generated at build time
+    global _PB
+    if _PB is None:
+        from .v1 import handler_pb2  # generated at build time
 
-    return handler_pb2
+        _PB = handler_pb2
+    return _PB
 
 
 def _grpc():
@@ -52,24 +57,9 @@ def _grpc():
     return handler_pb2_grpc
 
 
-def _json(data: bytes, default: Any = None) -> Any:
-    return json.loads(data) if data else default
-
-
-def _dumps(value: Any, what: str) -> bytes:
-    try:
-        return json.dumps(value, separators=(",", ":"), default=_bodies.json_default).encode()
-    except (TypeError, ValueError) as e:
-        raise _Unusable(f"the handler's {what} is not JSON-serialisable: {e}") from None
-
-
 class _NoSuchHandler(Exception):
     """The controller asked for a handler this server does not have: gRPC's NOT_FOUND, as the
     Rust SDK answers."""
-
-
-class _Unusable(Exception):
-    """A handler's return value or patch that cannot be sent."""
 
 
 def _fail(pb, answer, exc: BaseException) -> None:
@@ -91,24 +81,8 @@ def _fail(pb, answer, exc: BaseException) -> None:
         answer.message = _traceback(exc)
 
 
-def _diff(items) -> Tuple[_kwargs.DiffItem, ...]:
-    from ._diffs import Diff, DiffOperation
-
-    return Diff(  # type: ignore[return-value]
-        (DiffOperation(_DIFF_OPS.get(item.operation, "change")), tuple(item.path), _json(item.old), _json(item.new))
-        for item in items
-    )
-
-
 def _traceback(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
-
-
-def _resource(resource) -> Dict[str, Any]:
-    from ._resources import Resource
-
-    return Resource(group=resource.group, version=resource.version, plural=resource.plural,  # type: ignore[return-value]
-                    kind=resource.kind or None, namespaced=resource.namespaced)
 
 
 class Servicer:
@@ -142,7 +116,7 @@ class Servicer:
         settings = _settings_contract.to_contract(pb, _settings.changes(_settings.current()))
         return pb.DescribeResponse(handlers=[handler_spec(pb, h) for h in self.registry.handlers if h.kind not in _LOCAL_KINDS],
                                    server_name=self.server_name, resources=self.registry.resource_settings(pb),
-                                   finishes_parents=True, settings=settings)
+                                   finishes_parents=True, settings=settings, handle_stream=True)
 
     # ---- Handle --------------------------------------------------------------------------
 
@@ -151,11 +125,12 @@ class Servicer:
         at first."""
         import copy
 
-        if not uid:
-            return copy.copy(self.operator_memo)
-        memo = self.memos.get(uid)
+        memo = self.memos.get(uid) if uid else None
         if memo is None:
-            memo = self.memos[uid] = copy.copy(self.operator_memo)
+            operator = self.operator_memo
+            memo = _kwargs.Memo(operator) if type(operator) is _kwargs.Memo else copy.copy(operator)
+            if uid:
+                self.memos[uid] = memo
         return memo
 
     def _object_kwargs(self, request, body, collector: Collector, reason: str) -> Dict[str, Any]:
@@ -180,7 +155,16 @@ class Servicer:
         with _tracing.call_span("Handle", request.handler_id, context):
             return await self._handle_call(request, context)
 
-    async def _handle_call(self, request, context):
+    # ---- HandleStream ----------------------------------------------------------------------
+
+    async def HandleStream(self, request_iterator, context):
+        """Handle calls on one stream (see `bosun._streaming`)."""
+        async for batch in _streaming.serve(self, request_iterator, context):
+            yield batch
+
+    async def _handle_call(self, request, context, invoke=_kwargs.invoke):
+        """One Handle call. `invoke` calls the handler's function (the stream's worker threads
+        call sync handlers directly: then nothing here suspends)."""
         pb = _pb()
         if self.indices and not self.described and request.reason != pb.REASON_INDEX:
             await context.abort(grpc.StatusCode.UNAVAILABLE,
@@ -197,13 +181,13 @@ class Servicer:
             kwargs.update(
                 old=_json(request.old), new=_json(request.new), diff=_diff(request.diff),
                 started=_kwargs.timestamp(request.started) if request.HasField("started") else None,
-                runtime=request.runtime.ToTimedelta() if request.HasField("runtime") else datetime.timedelta(0),
+                runtime=_kwargs.duration(request.runtime) if request.HasField("runtime") else datetime.timedelta(0),
                 param=_json(request.param),
             )
             if request.reason == 5:  # EVENT
                 kwargs["type"] = request.event_type or None
                 kwargs["event"] = {"type": request.event_type or None, "object": body}
-            await self._handle(request, self._with_indices(kwargs), body, collector, response)
+            await self._handle(request, self._with_indices(kwargs), body, collector, response, invoke)
         except _NoSuchHandler as e:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(e))
         except _Unusable as e:
@@ -217,7 +201,13 @@ class Servicer:
         collector.fill(pb, response)
         return response
 
-    async def _handle(self, request, kwargs, body, collector: Collector, response) -> None:
+    def top_handler(self, request) -> Optional[Handler]:
+        """The registered handler a top-level call names (None for a sub-handler's call)."""
+        if request.parent_id:
+            return None
+        return self.registry.find(request.handler_key, request.handler_id, _KINDS_OF_REASON.get(request.reason, ()))
+
+    async def _handle(self, request, kwargs, body, collector: Collector, response, invoke=_kwargs.invoke) -> None:
         pb = _pb()
         handler_id = request.handler_id
         if request.parent_id:
@@ -227,7 +217,7 @@ class Servicer:
             top, chain = routed
             chain = chain + [request.subhandler_id]
         else:
-            top, chain = self.registry.find(request.handler_key, handler_id, _KINDS_OF_REASON.get(request.reason, ())), []
+            top, chain = self.top_handler(request), []
             if top is None:
                 known = ", ".join(h.id for h in self.registry.handlers)
                 raise _NoSuchHandler(f"handler server {json.dumps(self.server_name)} has no handler {json.dumps(handler_id)}; it has: {known}")
@@ -258,7 +248,7 @@ class Servicer:
 
         with _context.calling(body, collector.emit, kwargs=kwargs, finished=request.finished_subhandlers) as call:
             try:
-                result = await _kwargs.invoke(fn, kwargs)
+                result = await invoke(fn, kwargs)
                 # Kopf's implicit `execute()` when the handler returns: its sub-handlers first.
                 waiting = not set(call.subhandlers) <= call.finished
             except SubhandlersDeclared:

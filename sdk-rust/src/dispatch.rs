@@ -265,6 +265,12 @@ impl HandlerServer for Dispatcher {
     }
 
     type DaemonStream = DaemonStream;
+    type HandleStreamStream = futures::stream::Empty<Result<pb::HandleAnswers, Status>>;
+
+    /// Not served: the controller calls Handle one by one (unary tonic calls are cheap).
+    async fn handle_stream(&self, _: Request<tonic::Streaming<pb::HandleCalls>>) -> Result<Response<Self::HandleStreamStream>, Status> {
+        Err(Status::unimplemented("this server answers Handle calls one by one"))
+    }
 
     async fn daemon(&self, request: Request<pb::DaemonRequest>) -> Result<Response<Self::DaemonStream>, Status> {
         // The daemon's task runs in this span, a child of the controller's `daemon` span.

@@ -206,6 +206,7 @@ impl Registry {
             resources: self.resources.clone(),
             finishes_parents: false,
             settings: None,
+            handle_stream: false,
         }
     }
 }

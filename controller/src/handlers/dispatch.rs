@@ -21,6 +21,7 @@ use futures::future::BoxFuture;
 pub use super::failures::{CallFailure, classify, code_name};
 use super::outages::server_up;
 pub use super::outages::{Outages, Revival};
+use super::stream::HandleStream;
 
 /// How long making a TCP connection to a handler server may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -84,6 +85,9 @@ pub struct Server {
     pub addr: String,
     channel: Channel,
     connections: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
+    /// Its Handle calls go on `HandleStream` (the server said so when last described).
+    streams: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stream: std::sync::Arc<HandleStream>,
 }
 
 /// A lazily connecting channel to `addr` whose connector counts the connections it opens
@@ -148,7 +152,9 @@ impl Server {
     /// Prepares a lazily connecting channel to `addr`.
     pub fn new(addr: &str) -> Result<Server, Error> {
         let connections = std::sync::Arc::new(tokio::sync::watch::Sender::new(0));
-        Ok(Server { addr: addr.to_string(), channel: endpoint(addr, connections.clone())?, connections })
+        let channel = endpoint(addr, connections.clone())?;
+        let stream = std::sync::Arc::new(HandleStream::new(channel.clone()));
+        Ok(Server { addr: addr.to_string(), channel, connections, streams: Default::default(), stream })
     }
 
     /// Changes each time a new connection to the server is opened.
@@ -199,7 +205,31 @@ impl Server {
     pub async fn describe(&self) -> Result<pb::DescribeResponse, Error> {
         let mut client = HandlerServerClient::new(self.channel.clone());
         let req = pb::DescribeRequest { controller_version: env!("CARGO_PKG_VERSION").into() };
-        client.describe(req).await.map(tonic::Response::into_inner).map_err(|status| Error::Describe { addr: self.addr.clone(), status })
+        let described = client
+            .describe(req)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|status| Error::Describe { addr: self.addr.clone(), status })?;
+        self.streams.store(described.handle_stream, std::sync::atomic::Ordering::Relaxed);
+        Ok(described)
+    }
+
+    /// One Handle call, on the server's `HandleStream` when it serves one, else unary. A
+    /// server that no longer has the stream (it was replaced by one without it and not
+    /// described again yet) gets the call unary.
+    async fn handle_once(&self, req: pb::HandleRequest, deadline: Duration) -> Result<pb::HandleResponse, CallFailure> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.streams.load(Relaxed) {
+            let answer = self.stream.call(req.clone(), deadline, super::trace_context::traceparent()).await;
+            if !matches!(answer, Err(CallFailure::Failed { code: tonic::Code::Unimplemented, .. })) {
+                return answer;
+            }
+            self.streams.store(false, Relaxed);
+        }
+        let mut client = HandlerServerClient::new(self.channel.clone())
+            .max_decoding_message_size(64 * 1024 * 1024)
+            .max_encoding_message_size(64 * 1024 * 1024);
+        with_deadline(deadline, |r| client.handle(r), req).await
     }
 }
 
@@ -210,9 +240,6 @@ impl HandlerClient for Server {
 
     fn handle(&self, req: pb::HandleRequest, deadline: Duration) -> BoxFuture<'_, Result<pb::HandleResponse, CallFailure>> {
         Box::pin(async move {
-            let mut client = HandlerServerClient::new(self.channel.clone())
-                .max_decoding_message_size(64 * 1024 * 1024)
-                .max_encoding_message_size(64 * 1024 * 1024);
             let resource = req.resource.as_ref().map(|r| crate::metrics::resource_label(&r.group, &r.plural)).unwrap_or_default();
             let id = req.handler_id.clone();
             if req.retry > 0 {
@@ -220,7 +247,7 @@ impl HandlerClient for Server {
                 crate::metrics::global().handler_retries.get_or_create(&labels).inc();
             }
             let started = std::time::Instant::now();
-            let answer = with_deadline(deadline, |r| client.handle(r), req).await;
+            let answer = self.handle_once(req, deadline).await;
             let outcome = metrics_outcome(answer.as_ref().map(|a| a.outcome));
             crate::metrics::global().handler_call(resource, &id, outcome, started.elapsed());
             answer

@@ -26,6 +26,13 @@ pub fn inject(metadata: &mut MetadataMap) {
     TraceContextPropagator::new().inject_context(&cx, &mut Metadata(metadata));
 }
 
+/// The current span's `traceparent` (empty when it has none), for a call on a stream.
+pub fn traceparent() -> String {
+    let mut metadata = MetadataMap::new();
+    inject(&mut metadata);
+    metadata.get("traceparent").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string()
+}
+
 /// Records the span's trace id in its `trace_id` field (for log lines), when it has one.
 pub fn record_trace_id(span: &tracing::Span) {
     let id = span.context().span().span_context().trace_id();

@@ -44,9 +44,11 @@ pub fn held_settings(addrs: &[String], described: &[pb::DescribeResponse]) -> Ve
 
 /// Whether two answers of a server to Describe register the same handlers. Their settings
 /// aside (those apply at start only), and the server's name, which may name its process
-/// (the Python SDK's `python:<pid>@<host>`): a restarted server is not a new registry.
+/// (the Python SDK's `python:<pid>@<host>`), and how it takes Handle calls: a restarted server
+/// is not a new registry.
 pub fn same_handlers(before: &pb::DescribeResponse, now: &pb::DescribeResponse) -> bool {
-    let handlers = |d: &pb::DescribeResponse| pb::DescribeResponse { settings: None, server_name: String::new(), ..d.clone() };
+    let handlers =
+        |d: &pb::DescribeResponse| pb::DescribeResponse { settings: None, server_name: String::new(), handle_stream: false, ..d.clone() };
     handlers(before) == handlers(now)
 }
 

@@ -102,6 +102,37 @@ pub async fn create_all(clients: &[kube::Client], names: &[String], deadline: Du
     Ok(all.into_iter().flatten().collect())
 }
 
+/// Creates KopfExamples named `names` open-loop: the i-th is sent at `i / rate` seconds from the
+/// start whether or not the earlier ones were answered (each on its own task, the clients taken
+/// in turn), as requests reach a real API server; returns the time each create's response
+/// arrived.
+pub async fn create_at_rate(clients: &[kube::Client], names: &[String], rate: f64, deadline: Duration) -> Result<HashMap<String, u64>> {
+    anyhow::ensure!(rate > 0.0 && rate.is_finite(), "the arrival rate must be positive, not {rate}");
+    anyhow::ensure!(!clients.is_empty(), "no clients to create with");
+    let path = format!("/apis/kopf.dev/v1/namespaces/{NAMESPACE}/kopfexamples");
+    let start = tokio::time::Instant::now();
+    let mut creates = tokio::task::JoinSet::new();
+    for (i, name) in names.iter().enumerate() {
+        tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / rate)).await;
+        let cluster = Cluster::new(clients[i % clients.len()].clone());
+        let (name, path) = (name.clone(), path.clone());
+        creates.spawn(async move {
+            let body = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"field": "value"}});
+            cluster.create(&path, &body).await.with_context(|| format!("creating {name}"))?;
+            anyhow::Ok((name, now_ns()))
+        });
+    }
+    let all = tokio::time::timeout(deadline, async {
+        let mut done = HashMap::with_capacity(names.len());
+        while let Some(created) = creates.join_next().await {
+            let (name, at) = created??;
+            done.insert(name, at);
+        }
+        anyhow::Ok(done)
+    });
+    all.await.map_err(|_| anyhow::anyhow!("creating {} objects at {rate}/s took longer than {deadline:?}", names.len()))?
+}
+
 /// Watches KopfExamples and notes when each first shows `status.create_fn` (the handler's
 /// result stored by the operator), and when each first showed a finalizer.
 pub struct Handled {

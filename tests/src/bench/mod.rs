@@ -1,6 +1,7 @@
 //! The controller benchmark (`cargo run --release -p bosun-tests --bin bench`): see
 //! `tests/BENCHMARKS.md`.
 
+pub mod bars;
 pub mod cluster;
 pub mod ops;
 pub mod procs;

@@ -323,12 +323,27 @@ pub async fn ensure_kopf(venv: &Path) -> Result<String> {
 }
 
 /// Installs Bosun's Python SDK from this checkout into the venv (again on every run, so the
-/// bench measures the SDK as it is); returns its version.
-pub async fn ensure_python_sdk(venv: &Path) -> Result<String> {
+/// bench measures the SDK as it is), with the bench's `bosun` as its binary (nothing is
+/// compiled again); returns its version.
+pub async fn ensure_python_sdk(venv: &Path, bosun: &Path) -> Result<String> {
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk-python");
     ensure_venv(venv).await?;
     eprintln!("bench: installing Bosun's Python SDK into {}", venv.display());
-    let args: [&std::ffi::OsStr; 4] = ["install".as_ref(), "--quiet".as_ref(), "--disable-pip-version-check".as_ref(), sdk.as_os_str()];
-    run_checked(&venv.join("bin/pip"), &args).await?;
+    let out = tokio::process::Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .arg(&sdk)
+        .env("BOSUN_BINARY", bosun)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .context("cannot run pip")?;
+    if !out.status.success() {
+        bail!(
+            "installing the Python SDK failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     installed_version(venv, "bosun-operator").await
 }

@@ -13,6 +13,10 @@ pub struct Side {
     pub live: Result<Live, String>,
     /// The live run with a delete handler.
     pub live_delete: Result<Live, String>,
+    /// The open-loop run (arrivals at a fixed rate) without a delete handler.
+    pub open: Result<Live, String>,
+    /// The open-loop run with a delete handler.
+    pub open_delete: Result<Live, String>,
     /// The restart over handled objects.
     pub restart: Result<Restart, String>,
 }
@@ -24,6 +28,10 @@ pub struct Results {
     pub objects: usize,
     /// Parallel clients in the live workload.
     pub clients: usize,
+    /// Arrivals per second of the open-loop workload.
+    pub rate: f64,
+    /// Objects of the open-loop workload.
+    pub open_objects: usize,
     /// Objects of the restart workload.
     pub restart_objects: usize,
     /// The controller's `--max-workers`.
@@ -58,7 +66,7 @@ fn row(out: &mut String, label: &str, cells: &[String]) {
     out.push('\n');
 }
 
-const MIB: f64 = 1024.0 * 1024.0;
+pub(super) const MIB: f64 = 1024.0 * 1024.0;
 
 /// What a workload left out with `--only` says instead of its figures.
 pub const SKIPPED: &str = "not run (--only)";
@@ -164,74 +172,10 @@ impl Results {
             bar("Kopf / Bosun backlog time >= 5x", time_ratio, &|v| format!("{v:.1}x"), &|v| v >= 5.0),
         ]
         .into_iter()
+        .chain(self.open_loop_bars())
         .chain(self.kube_rs_bars())
         .chain(self.python_bars())
         .collect()
-    }
-
-    /// The bars against the bare kube-rs controller, on the restart workload: present
-    /// unless `--no-kube-rs`.
-    fn kube_rs_bars(&self) -> Vec<Bar> {
-        let Some(reference) = &self.kube_rs else { return Vec::new() };
-        let pair = |f: fn(&Restart) -> f64| self.bosun.restart.as_ref().ok().map(f).zip(reference.restart.as_ref().ok().map(f));
-        let judge = |name: &str, pair: Option<(f64, f64)>, fmt: &dyn Fn(f64) -> String| Bar {
-            name: name.into(),
-            value: pair.map(|(b, k)| format!("{} vs {}", fmt(b), fmt(k))).unwrap_or_else(|| "not measured".into()),
-            pass: pair.map(|(b, k)| b <= k),
-        };
-        vec![
-            judge("live creation: CPU/object (with handler srv) <= kube-rs", pair(Restart::live_cpu_ms_per_object), &|v| {
-                format!("{v:.3} ms")
-            }),
-            judge("restart: quiet no later than kube-rs", pair(|r| r.quiet_s), &|v| format!("{v:.3} s")),
-        ]
-    }
-
-    /// The bars of the Python SDK, against Kopf: present with `--python --kopf`.
-    fn python_bars(&self) -> Vec<Bar> {
-        let (Some(python), Some((_, kopf))) = (&self.python, &self.kopf) else { return Vec::new() };
-        let pairs = |f: &dyn Fn(&Side) -> Option<f64>| f(python).zip(f(kopf));
-        let judge = |name: &str, pair: Option<(f64, f64)>, fmt: &dyn Fn(f64, f64) -> String, ok: &dyn Fn(f64, f64) -> bool| Bar {
-            name: name.into(),
-            value: pair.map(|(p, k)| fmt(p, k)).unwrap_or_else(|| "not measured".into()),
-            pass: pair.map(|(p, k)| ok(p, k)),
-        };
-        let backlog = |f: fn(&Backlog) -> f64| move |s: &Side| s.backlog.as_ref().ok().map(f);
-        vec![
-            judge(
-                "Python: backlog handled >= 3x faster than Kopf",
-                pairs(&backlog(|b| b.seconds)),
-                &|p, k| format!("{:.1}x ({p:.3} s vs {k:.3} s)", k / p.max(1e-9)),
-                &|p, k| k / p.max(1e-9) >= 3.0,
-            ),
-            judge(
-                "Python: controller + server CPU/object <= 1/2 of Kopf's",
-                pairs(&backlog(Backlog::cpu_ms_per_object)),
-                &|p, k| format!("{p:.3} ms vs {k:.3} ms"),
-                &|p, k| p <= k / 2.0,
-            ),
-            {
-                // Each workload against Kopf's same workload; the worst ratio is shown.
-                let rss = [
-                    ("backlog", python.backlog.as_ref().ok().map(|b| b.peak_rss), kopf.backlog.as_ref().ok().map(|b| b.peak_rss)),
-                    ("live", python.live.as_ref().ok().map(|l| l.peak_rss), kopf.live.as_ref().ok().map(|l| l.peak_rss)),
-                    (
-                        "live-delete",
-                        python.live_delete.as_ref().ok().map(|l| l.peak_rss),
-                        kopf.live_delete.as_ref().ok().map(|l| l.peak_rss),
-                    ),
-                ];
-                let measured: Option<Vec<(&str, f64, f64)>> = rss.iter().map(|(n, p, k)| Some((*n, (*p)? as f64, (*k)? as f64))).collect();
-                let worst = measured.as_ref().and_then(|m| m.iter().copied().max_by(|a, b| (a.1 / a.2).total_cmp(&(b.1 / b.2))));
-                Bar {
-                    name: "Python: RSS of both processes < Kopf's, each workload".into(),
-                    value: worst
-                        .map(|(n, p, k)| format!("worst {n}: {:.1} MiB vs {:.1} MiB", p / MIB, k / MIB))
-                        .unwrap_or_else(|| "not measured".into()),
-                    pass: measured.map(|m| m.iter().all(|(_, p, k)| p < k)),
-                }
-            },
-        ]
     }
 
     /// Whether every judged bar passed and every run worked.
@@ -239,8 +183,14 @@ impl Results {
         let sides =
             std::iter::once(&self.bosun).chain(self.kopf.as_ref().map(|(_, s)| s)).chain(self.python.as_ref()).chain(self.kube_rs.as_ref());
         let ran = |r: Result<(), &String>| r.is_ok() || r == Err(&SKIPPED.to_string());
-        let runs_ok =
-            sides.into_iter().all(|s| s.backlog.is_ok() && s.live.is_ok() && s.live_delete.is_ok() && ran(s.restart.as_ref().map(|_| ())));
+        let runs_ok = sides.into_iter().all(|s| {
+            s.backlog.is_ok()
+                && s.live.is_ok()
+                && s.live_delete.is_ok()
+                && ran(s.open.as_ref().map(|_| ()))
+                && ran(s.open_delete.as_ref().map(|_| ()))
+                && ran(s.restart.as_ref().map(|_| ()))
+        });
         runs_ok && self.bars().iter().all(|b| b.pass != Some(false)) && self.bars().iter().take(7).all(|b| b.pass.is_some())
     }
 
@@ -310,11 +260,18 @@ impl Results {
             let shown = |side: &Side| pick(side).map(fmt).unwrap_or_else(|| "failed".into());
             row(&mut out, label, &cells(&pick, &shown, ratio));
         }
-        for (title, which) in [
-            ("live", (|s: &Side| &s.live) as fn(&Side) -> &Result<Live, String>),
-            ("live, with a delete handler", |s: &Side| &s.live_delete),
+        let burst = format!("{} objects created by {} parallel clients", self.objects, self.clients);
+        let open = format!("{} objects arriving at {}/s (open loop)", self.open_objects, self.rate);
+        for (title, how, which) in [
+            ("live", &burst, (|s: &Side| &s.live) as fn(&Side) -> &Result<Live, String>),
+            ("live, with a delete handler", &burst, |s: &Side| &s.live_delete),
+            ("open loop", &open, |s: &Side| &s.open),
+            ("open loop, with a delete handler", &open, |s: &Side| &s.open_delete),
         ] {
-            out.push_str(&format!("{title}: {} objects created by {} parallel clients\n", self.objects, self.clients));
+            if [&self.bosun].into_iter().chain(python).all(|s| which(s).as_ref().is_err_and(|e| e == SKIPPED)) {
+                continue;
+            }
+            out.push_str(&format!("{title}: {how}\n"));
             let live_rows: [Row<Live>; 16] = [
                 ("creates done after", |l| l.create_seconds, &s, false),
                 ("all handled after", |l| l.handled_seconds, &s, true),
@@ -335,7 +292,11 @@ impl Results {
             ];
             for (label, f, fmt, ratio) in live_rows {
                 let pick = |side: &Side| which(side).as_ref().ok().map(f);
-                let shown = |side: &Side| pick(side).map(fmt).unwrap_or_else(|| "failed".into());
+                let shown = |side: &Side| match which(side) {
+                    Ok(l) => fmt(f(l)),
+                    Err(e) if e == SKIPPED => "-".into(),
+                    Err(_) => "failed".into(),
+                };
                 row(&mut out, label, &cells(&pick, &shown, ratio));
             }
         }
@@ -372,7 +333,7 @@ impl Results {
                 Some(false) => "FAIL",
                 None => "n/a ",
             };
-            out.push_str(&format!("  {verdict}  {:<58} {}\n", bar.name, bar.value));
+            out.push_str(&format!("  {verdict}  {:<66} {}\n", bar.name, bar.value));
         }
         let mut errors = Vec::new();
         for (who, side) in std::iter::once(("Bosun", &self.bosun))
@@ -384,6 +345,8 @@ impl Results {
                 ("backlog", side.backlog.as_ref().err()),
                 ("live", side.live.as_ref().err()),
                 ("live with delete", side.live_delete.as_ref().err()),
+                ("open loop", side.open.as_ref().err().filter(|e| *e != SKIPPED)),
+                ("open loop with delete", side.open_delete.as_ref().err().filter(|e| *e != SKIPPED)),
                 ("restart", side.restart.as_ref().err().filter(|e| *e != SKIPPED)),
             ] {
                 if let Some(e) = e {
@@ -430,11 +393,16 @@ impl Results {
                 Err(e) => json!({"error": e}),
             }
         }
-        let side = |s: &Side| json!({"backlog": backlog(&s.backlog), "live": live(&s.live), "live_with_delete_handler": live(&s.live_delete), "restart": restart(&s.restart)});
+        let side = |s: &Side| {
+            json!({"backlog": backlog(&s.backlog), "live": live(&s.live), "live_with_delete_handler": live(&s.live_delete),
+            "open_loop": live(&s.open), "open_loop_with_delete_handler": live(&s.open_delete), "restart": restart(&s.restart)})
+        };
         let bars: Vec<Value> = self.bars().into_iter().map(|b| json!({"bar": b.name, "value": b.value, "pass": b.pass})).collect();
         json!({
             "objects": self.objects,
             "clients": self.clients,
+            "open_loop_rate": self.rate,
+            "open_loop_objects": self.open_objects,
             "restart_objects": self.restart_objects,
             "max_workers": self.max_workers,
             "bosun": side(&self.bosun),

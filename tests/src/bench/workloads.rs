@@ -15,9 +15,19 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use bosun_tests::record::now_ns;
 
-use super::cluster::{Counters, DevCluster, Handled, create_all, names};
+use super::cluster::{Counters, DevCluster, Handled, create_all, create_at_rate, names};
 use super::ops::{Flavor, Programs, UnderTest};
 use super::procs::{SocketSampler, machine_busy_s, usage};
+
+/// How the objects of a live workload arrive.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrivals {
+    /// Closed loop: the parallel clients each create their share one after the other (how
+    /// fast the machine goes: a burst).
+    Clients,
+    /// Open loop: one every `1 / rate` seconds whatever the answers (a latency bar's way).
+    Rate(f64),
+}
 
 /// What one workload asks.
 #[derive(Debug, Clone, Copy)]
@@ -379,8 +389,8 @@ pub async fn backlog(flavor: Flavor, programs: &Programs, params: Params, dir: &
     Ok(out)
 }
 
-/// The live workload.
-pub async fn live(flavor: Flavor, programs: &Programs, params: Params, with_delete: bool, dir: &Path) -> Result<Live> {
+/// The live workload: the objects arrive as `arrivals` says while the operator runs.
+pub async fn live(flavor: Flavor, programs: &Programs, params: Params, arrivals: Arrivals, with_delete: bool, dir: &Path) -> Result<Live> {
     let cluster = fresh_cluster(programs, dir).await?;
     let client = cluster.client()?;
     let clients = (0..params.clients).map(|_| cluster.client()).collect::<Result<Vec<_>>>()?;
@@ -399,7 +409,10 @@ pub async fn live(flavor: Flavor, programs: &Programs, params: Params, with_dele
     let machine_before = machine_busy_s();
 
     let names = names("live", params.objects);
-    let created = create_all(&clients, &names, params.deadline).await?;
+    let created = match arrivals {
+        Arrivals::Clients => create_all(&clients, &names, params.deadline).await?,
+        Arrivals::Rate(rate) => create_at_rate(&clients, &names, rate, params.deadline).await?,
+    };
     wait("the live objects to be handled", params.deadline, &cluster, &op, || progress(&handled, &op, &names)).await?;
     let cluster_cpu = cluster.proc.usage()?.cpu_s - cluster_before;
     let bench_cpu = usage(std::process::id())?.cpu_s - bench_before;

@@ -15,7 +15,7 @@ use clap::{Parser, ValueEnum};
 
 use bench::ops::{Flavor, Programs, ensure_kopf, ensure_python_sdk};
 use bench::report::{Results, Side};
-use bench::workloads::{self, Params};
+use bench::workloads::{self, Arrivals, Params};
 
 /// Benchmark Bosun's controller (and Kopf, with --kopf) on the dev cluster.
 #[derive(Debug, Parser)]
@@ -27,6 +27,13 @@ struct Args {
     /// Parallel clients creating the objects of the live workload.
     #[arg(long, default_value_t = 16)]
     clients: usize,
+    /// Arrivals per second of the open-loop workload (objects created one every 1/rate s,
+    /// whether or not the earlier ones were answered).
+    #[arg(long, default_value_t = 500.0)]
+    rate: f64,
+    /// Objects of the open-loop workload.
+    #[arg(long, default_value_t = 2000)]
+    open_objects: usize,
     /// Also run Kopf (from PyPI, in a venv under the target dir) on the same workloads.
     #[arg(long)]
     kopf: bool,
@@ -69,6 +76,8 @@ enum Workload {
     Backlog,
     Live,
     LiveDelete,
+    Open,
+    OpenDelete,
     Restart,
 }
 
@@ -128,26 +137,34 @@ async fn run(args: &Args) -> Result<bool> {
         }
     }
     let params = Params { objects: args.objects, clients: args.clients.max(1), deadline: Duration::from_secs(args.timeout) };
+    if !(args.rate > 0.0 && args.rate.is_finite()) {
+        bail!("--rate must be a positive number of objects per second, not {}", args.rate);
+    }
+    let open = Open { rate: args.rate, params: Params { objects: args.open_objects, ..params } };
     let work = target.join("bench");
     if let Some(n) = args.replicas {
         return replicas(&programs, params, usize::from(n), &work, args.json).await;
     }
     let kopf_version = if args.kopf { Some(ensure_kopf(&programs.venv).await?) } else { None };
     if args.python {
-        let version = ensure_python_sdk(&programs.venv).await?;
+        let version = ensure_python_sdk(&programs.venv, &programs.bosun).await?;
         eprintln!("bench: Bosun's Python SDK {version}");
     }
     let restart = Params { objects: args.restart_objects, ..params };
-    let bosun = side(Flavor::Bosun, &programs, params, restart, &work, &args.only).await;
-    let kube_rs = if args.no_kube_rs { None } else { Some(side(Flavor::KubeRs, &programs, params, restart, &work, &args.only).await) };
+    let bosun = side(Flavor::Bosun, &programs, params, open, restart, &work, &args.only).await;
+    let kube_rs =
+        if args.no_kube_rs { None } else { Some(side(Flavor::KubeRs, &programs, params, open, restart, &work, &args.only).await) };
     let kopf = match kopf_version {
-        Some(v) => Some((v, side(Flavor::Kopf, &programs, params, restart, &work, &args.only).await)),
+        Some(v) => Some((v, side(Flavor::Kopf, &programs, params, open, restart, &work, &args.only).await)),
         None => None,
     };
-    let python = if args.python { Some(side(Flavor::BosunPython, &programs, params, restart, &work, &args.only).await) } else { None };
+    let python =
+        if args.python { Some(side(Flavor::BosunPython, &programs, params, open, restart, &work, &args.only).await) } else { None };
     let results = Results {
         objects: args.objects,
         clients: params.clients,
+        rate: args.rate,
+        open_objects: args.open_objects,
         restart_objects: args.restart_objects,
         max_workers: args.max_workers,
         bosun,
@@ -230,8 +247,15 @@ fn build(release: bool) -> Result<()> {
 
 use bench::report::SKIPPED;
 
+/// The open-loop workload's arrivals.
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    rate: f64,
+    params: Params,
+}
+
 /// One operator's runs, each on a fresh dev cluster.
-async fn side(flavor: Flavor, programs: &Programs, params: Params, restart: Params, work: &Path, only: &[Workload]) -> Side {
+async fn side(flavor: Flavor, programs: &Programs, params: Params, open: Open, restart: Params, work: &Path, only: &[Workload]) -> Side {
     let want = |w| only.is_empty() || only.contains(&w);
     let dir = |name: &str| -> PathBuf {
         let d = work.join(format!("{}-{name}", flavor.name().to_lowercase()));
@@ -252,13 +276,22 @@ async fn side(flavor: Flavor, programs: &Programs, params: Params, restart: Para
         Err(SKIPPED.to_string())
     };
     let mut lives = Vec::new();
-    for (w, with_delete, name) in [(Workload::Live, false, "live"), (Workload::LiveDelete, true, "live-delete")] {
+    let runs = [
+        (Workload::Live, false, "live", Arrivals::Clients, params),
+        (Workload::LiveDelete, true, "live-delete", Arrivals::Clients, params),
+        (Workload::Open, false, "open-loop", Arrivals::Rate(open.rate), open.params),
+        (Workload::OpenDelete, true, "open-loop-delete", Arrivals::Rate(open.rate), open.params),
+    ];
+    for (w, with_delete, name, arrivals, params) in runs {
         if !want(w) {
             lives.push(Err(SKIPPED.to_string()));
             continue;
         }
-        eprintln!("bench: {who}: {name}: {n} objects from {} clients", params.clients);
-        let r = workloads::live(flavor, programs, params, with_delete, &dir(name)).await.map_err(|e| format!("{e:#}"));
+        match arrivals {
+            Arrivals::Clients => eprintln!("bench: {who}: {name}: {} objects from {} clients", params.objects, params.clients),
+            Arrivals::Rate(r) => eprintln!("bench: {who}: {name}: {} objects arriving at {r}/s", params.objects),
+        }
+        let r = workloads::live(flavor, programs, params, arrivals, with_delete, &dir(name)).await.map_err(|e| format!("{e:#}"));
         match &r {
             Ok(l) => eprintln!(
                 "bench: {who}: {name}: p50 {:.1} ms, p99 {:.1} ms, {:.2} writes per object",
@@ -268,8 +301,8 @@ async fn side(flavor: Flavor, programs: &Programs, params: Params, restart: Para
         }
         lives.push(r);
     }
-    let live_delete = lives.pop().unwrap();
-    let live = lives.pop().unwrap();
+    let [live, live_delete, open, open_delete]: [Result<workloads::Live, String>; 4] =
+        lives.try_into().unwrap_or_else(|_| unreachable!("four live runs"));
     let restart = if want(Workload::Restart) {
         eprintln!("bench: {who}: restart over {} handled objects", restart.objects);
         let r = workloads::restart(flavor, programs, restart, &dir("restart")).await.map_err(|e| format!("{e:#}"));
@@ -286,5 +319,5 @@ async fn side(flavor: Flavor, programs: &Programs, params: Params, restart: Para
     } else {
         Err(SKIPPED.to_string())
     };
-    Side { backlog, live, live_delete, restart }
+    Side { backlog, live, live_delete, open, open_delete, restart }
 }

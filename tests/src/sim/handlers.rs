@@ -129,6 +129,15 @@ impl HandlerServer for Script {
     }
 
     type DaemonStream = DaemonStream;
+    type HandleStreamStream = futures::stream::Empty<Result<pb::HandleAnswers, tonic::Status>>;
+
+    /// Not served: the controller calls Handle one by one (unary tonic calls are cheap).
+    async fn handle_stream(
+        &self,
+        _: tonic::Request<tonic::Streaming<pb::HandleCalls>>,
+    ) -> Result<tonic::Response<Self::HandleStreamStream>, tonic::Status> {
+        Err(tonic::Status::unimplemented("this server answers Handle calls one by one"))
+    }
 
     async fn daemon(&self, req: tonic::Request<pb::DaemonRequest>) -> Answer<Self::DaemonStream> {
         let req = req.into_inner();
