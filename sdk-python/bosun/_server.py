@@ -104,6 +104,17 @@ class Servicer:
         # so it answers other calls UNAVAILABLE: the controller then waits for it, describes
         # it again and fills the indices first.
         self.described = False
+        #: The open HandleStreams (each's wake-up), and whether the server is stopping: they
+        #: then end once their calls are answered, instead of holding the stop's grace.
+        self.streams: set = set()
+        self.stopping = False
+
+    def stop_streams(self) -> None:
+        """The server stops: open HandleStreams answer new calls UNAVAILABLE (the controller
+        retries them once a server is back) and end once their running calls are answered."""
+        self.stopping = True
+        for wake in list(self.streams):
+            wake.set()
 
     # ---- Describe ------------------------------------------------------------------------
 
@@ -546,7 +557,8 @@ async def serve(registry: Optional[Registry] = None, listen: Optional[str] = Non
     await _login.login(registry, _settings.current())
     tracing = _tracing.setup()
     server = grpc.aio.server()
-    _grpc().add_HandlerServerServicer_to_server(Servicer(registry, server_name, on_describe, memo), server)
+    servicer = Servicer(registry, server_name, on_describe, memo)
+    _grpc().add_HandlerServerServicer_to_server(servicer, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if server.add_insecure_port(address) == 0 and not address.startswith("unix:"):
@@ -572,6 +584,7 @@ async def serve(registry: Optional[Registry] = None, listen: Optional[str] = Non
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
+        servicer.stop_streams()
         await server.stop(grace=5)
         if tracing is not None:
             tracing.shutdown()  # exports what is left

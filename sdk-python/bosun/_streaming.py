@@ -158,10 +158,21 @@ async def serve(servicer: Any, request_iterator, context):
         if len(queue) > 1:
             loop.call_later(HELP_AFTER, spread, pool, queue)
 
+    def refuse(calls) -> None:
+        """The server is stopping: the controller is to retry these once a server is back."""
+        for call in calls:
+            answers.append(pb.HandleAnswer(id=call.id, error=pb.CallError(code=grpc.StatusCode.UNAVAILABLE.value[0],
+                                                                            message="the handler server is stopping")))
+        ready.set()
+
     async def read() -> None:
         try:
             async for batch in request_iterator:
-                start([call for call in batch.calls if not call.cancel])
+                calls = [call for call in batch.calls if not call.cancel]
+                if servicer.stopping:
+                    refuse(calls)
+                else:
+                    start(calls)
                 for call in batch.calls:
                     if not call.cancel:
                         continue
@@ -173,6 +184,7 @@ async def serve(servicer: Any, request_iterator, context):
             ready.set()
 
     reader = loop.create_task(read())
+    servicer.streams.add(ready)
     try:
         while reading[0] or running or answers:
             await ready.wait()
@@ -183,7 +195,10 @@ async def serve(servicer: Any, request_iterator, context):
                 while answers:
                     out.append(answers.popleft())
                 yield pb.HandleAnswers(answers=out)
+            if servicer.stopping and not running and not answers:
+                return  # the stream ends with OK; the controller opens another when it needs one
     finally:
+        servicer.streams.discard(ready)
         reader.cancel()
         for task in list(running.values()):
             if task is not _IN_THREAD:

@@ -178,3 +178,51 @@ def test_sync_handlers_on_the_stream_see_their_call(registry, stream):
     assert [line.message for line in answer.logs] == ["hello from a thread"]
     assert answer.merge_patch == b'{"status":{"seen":true}}'
     assert [e.reason for e in answer.events] == ["Seen"]
+
+
+def test_a_stopping_server_ends_its_open_stream_at_once_and_refuses_new_calls(registry, serve):
+    """`serve` stopping (SIGTERM under `bosun dev`) does not wait out its grace for an open
+    stream: the stream ends with OK once its calls are answered, and the server exits."""
+
+    @bosun.on.create("kex", registry=registry)
+    def create_fn(**_):
+        return 1
+
+    server = serve(registry)
+    s = Stream(server)
+    s.send(call(1, "create_fn"))
+    assert s.collect(1)[1].response.result == b"1"
+    started = time.monotonic()
+    server.loop.call_soon_threadsafe(server.stop_event.set)
+    server.thread.join(10)
+    assert not server.thread.is_alive() and time.monotonic() - started < 3, "the stop did not wait for the stream's grace"
+    s.reader.join(5)
+    assert not s.reader.is_alive(), "the stream ended"
+    assert s.call.code() == grpc.StatusCode.OK
+
+
+def test_a_call_that_comes_while_the_server_stops_is_refused_as_unavailable(registry, serve):
+    @bosun.on.create("kex", registry=registry)
+    def create_fn(**_):
+        return 1
+
+    from bosun import _server
+
+    servicer = _server.Servicer(registry)
+    servicer.stopping = True
+
+    class Context:
+        async def send_initial_metadata(self, _):
+            pass
+
+    async def calls():
+        yield pb.HandleCalls(calls=[call(7, "create_fn")])
+
+    async def run():
+        return [m async for m in _streaming.serve(servicer, calls(), Context())]
+
+    import asyncio
+
+    messages = asyncio.run(run())
+    answers = [a for m in messages for a in m.answers]
+    assert [(a.id, a.error.code) for a in answers] == [(7, grpc.StatusCode.UNAVAILABLE.value[0])]

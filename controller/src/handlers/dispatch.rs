@@ -153,7 +153,8 @@ impl Server {
     pub fn new(addr: &str) -> Result<Server, Error> {
         let connections = std::sync::Arc::new(tokio::sync::watch::Sender::new(0));
         let channel = endpoint(addr, connections.clone())?;
-        let stream = std::sync::Arc::new(HandleStream::new(channel.clone()));
+        // Connecting and the server's headers: twice the connect bound.
+        let stream = std::sync::Arc::new(HandleStream::new(channel.clone(), 2 * CONNECT_TIMEOUT));
         Ok(Server { addr: addr.to_string(), channel, connections, streams: Default::default(), stream })
     }
 

@@ -23,7 +23,6 @@ use pb::handler_server_client::HandlerServerClient;
 use tokio::sync::{mpsc, oneshot};
 use tonic::transport::Channel;
 
-use super::dispatch::CONNECT_TIMEOUT;
 use super::failures::{CallFailure, classify};
 
 /// The most calls one `HandleCalls` message carries.
@@ -121,6 +120,8 @@ impl Drop for Pending<'_> {
 #[derive(Debug)]
 pub struct HandleStream {
     channel: Channel,
+    /// How long opening the stream (connecting, and the server's headers) may take.
+    open_within: Duration,
     open: tokio::sync::Mutex<Option<Arc<Open>>>,
     ids: AtomicU64,
 }
@@ -132,9 +133,10 @@ impl std::fmt::Debug for Open {
 }
 
 impl HandleStream {
-    /// Calls go over `channel`, on a stream opened when the first one is made.
-    pub fn new(channel: Channel) -> HandleStream {
-        HandleStream { channel, open: tokio::sync::Mutex::new(None), ids: AtomicU64::new(1) }
+    /// Calls go over `channel`, on a stream opened (within `open_within`) when the first one
+    /// is made.
+    pub fn new(channel: Channel, open_within: Duration) -> HandleStream {
+        HandleStream { channel, open_within, open: tokio::sync::Mutex::new(None), ids: AtomicU64::new(1) }
     }
 
     /// Runs one handler attempt on the stream with `deadline` (from when it is sent).
@@ -172,9 +174,9 @@ impl HandleStream {
         let mut client = HandlerServerClient::new(self.channel.clone())
             .max_decoding_message_size(64 * 1024 * 1024)
             .max_encoding_message_size(64 * 1024 * 1024);
-        // The server sends its headers at once; a server that does not within the connect
-        // bound (twice) is unreachable as far as these calls go.
-        let opened = tokio::time::timeout(2 * CONNECT_TIMEOUT, client.handle_stream(outbound)).await;
+        // The server sends its headers at once; a server that does not within the bound is
+        // unreachable as far as these calls go.
+        let opened = tokio::time::timeout(self.open_within, client.handle_stream(outbound)).await;
         let mut answers = match opened {
             Err(_) => return Err(CallFailure::Unreachable("the handler stream was not opened in time".into())),
             Ok(Err(status)) => return Err(classify(&status, Duration::ZERO)),
