@@ -17,6 +17,7 @@ pub mod watching;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::TryFutureExt;
 use http::{Method, Request, StatusCode};
 use serde_json::Value;
 
@@ -81,6 +82,18 @@ pub trait Api: Send + Sync {
         content_type: Option<&'a str>,
         body: Option<Vec<u8>>,
     ) -> futures::future::BoxFuture<'a, Result<Value, Error>>;
+
+    /// [`Api::request`] for a caller that needs only whether it succeeded: an implementation
+    /// may skip decoding the answer (the whole object, for a write).
+    fn request_unread<'a>(
+        &'a self,
+        method: Method,
+        path: &'a str,
+        content_type: Option<&'a str>,
+        body: Option<Vec<u8>>,
+    ) -> futures::future::BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move { self.request(method, path, content_type, body).await.map(drop) })
+    }
 }
 
 impl dyn Api + '_ {
@@ -93,6 +106,12 @@ impl dyn Api + '_ {
     pub async fn patch(&self, path: &str, content_type: &str, patch: &Value) -> Result<Value, Error> {
         let body = serde_json::to_vec(patch).expect("JSON values serialize");
         self.request(Method::PATCH, path, Some(content_type), Some(body)).await
+    }
+
+    /// [`Self::patch`] without the written object: only whether it was written.
+    pub async fn patch_unread(&self, path: &str, content_type: &str, patch: &Value) -> Result<(), Error> {
+        let body = serde_json::to_vec(patch).expect("JSON values serialize");
+        self.request_unread(Method::PATCH, path, Some(content_type), Some(body)).await
     }
 
     /// POSTs an object to a collection path.
@@ -111,6 +130,16 @@ impl Api for Cluster {
         body: Option<Vec<u8>>,
     ) -> futures::future::BoxFuture<'a, Result<Value, Error>> {
         Box::pin(self.call(method, path, content_type, body))
+    }
+
+    fn request_unread<'a>(
+        &'a self,
+        method: Method,
+        path: &'a str,
+        content_type: Option<&'a str>,
+        body: Option<Vec<u8>>,
+    ) -> futures::future::BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.send(method, path, content_type, body).map_ok(drop))
     }
 }
 
@@ -178,6 +207,12 @@ impl Cluster {
     /// the JSON answer. Each attempt holds one permit of the requests in flight while it runs
     /// (not while it waits to be retried) and is counted in the metrics.
     pub async fn call(&self, method: Method, path: &str, content_type: Option<&str>, body: Option<Vec<u8>>) -> Result<Value, Error> {
+        let bytes = self.send(method.clone(), path, content_type, body).await?;
+        crate::json::from_slice(&bytes).map_err(|source| Error::Decode { method, path: path.into(), source })
+    }
+
+    /// [`Self::call`] up to the answer's body, undecoded.
+    async fn send(&self, method: Method, path: &str, content_type: Option<&str>, body: Option<Vec<u8>>) -> Result<Bytes, Error> {
         // Shared by the attempts: a retry re-sends it without a copy.
         let body = Bytes::from(body.unwrap_or_default());
         let mut attempt = 0;
@@ -191,9 +226,7 @@ impl Cluster {
             let outcome = self.attempt(req).await;
             drop(permit);
             let (failure, err) = match outcome {
-                Ok((status, _, bytes)) if status.is_success() => {
-                    return crate::json::from_slice(&bytes).map_err(|source| Error::Decode { method, path: path.into(), source });
-                }
+                Ok((status, _, bytes)) if status.is_success() => return Ok(bytes),
                 Ok((status, retry_after, bytes)) => (retry::Failure::Status(status, retry_after), api_error(&method, path, status, &bytes)),
                 Err(message) => (retry::Failure::NoAnswer, Error::Transport { method: method.clone(), path: path.into(), message }),
             };
@@ -246,3 +279,7 @@ fn api_error(method: &Method, path: &str, status: StatusCode, body: &Bytes) -> E
         message: field("message").unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string()),
     }
 }
+
+#[cfg(test)]
+#[path = "unread_tests.rs"]
+mod unread_tests;

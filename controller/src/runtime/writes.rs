@@ -55,7 +55,15 @@ pub fn path_of(resource: &ResolvedResource, body: &Value) -> String {
 pub async fn write(api: &dyn Api, path: &str, finalizer: &str, body: &Value, w: &Writes) -> Result<Option<Value>, WriteError> {
     let mut written = None;
     if !is_empty_patch(&w.status) {
-        written = Some(api.patch(&format!("{path}/status"), content::MERGE, &w.status).await?);
+        let status_path = format!("{path}/status");
+        // Its answer is read only when nothing is written after it, or when the finalizer
+        // change is made against it: otherwise a later write's answer replaces it unread.
+        let replaced = w.finalizer.is_none() && (!is_empty_patch(&w.main) || !w.json_patches.is_empty());
+        if replaced {
+            api.patch_unread(&status_path, content::MERGE, &w.status).await?;
+        } else {
+            written = Some(api.patch(&status_path, content::MERGE, &w.status).await?);
+        }
     }
     // The body the finalizer change is made against: the status write's answer (its
     // resourceVersion is the object's now), re-read after a conflict.
@@ -115,3 +123,7 @@ pub async fn culprits(api: &dyn Api, path: &str, calls: &[CallOutcome]) -> Vec<S
     }
     out
 }
+
+#[cfg(test)]
+#[path = "writes_tests.rs"]
+mod tests;
