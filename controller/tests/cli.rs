@@ -161,6 +161,88 @@ async fn bosun_dev_kills_a_handler_command_that_ignores_sigterm_after_a_grace_pe
     wait_gone(server).await;
 }
 
+/// Kills `bosun dev` with SIGKILL (no handler of its own runs) and waits for the handler
+/// command's whole group to end: its guard reads the end of its lifeline (`guard.rs`).
+async fn killed_bosun_dev_leaves_nothing(script: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut bosun, server) = bosun_dev_with_a_grandchild(dir.path(), script).await;
+    assert!(running(server), "the grandchild runs before bosun is killed");
+    let killed = std::time::Instant::now();
+    bosun.send("KILL");
+    let status = bosun.wait_exit().await;
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "{status:?}");
+    wait_gone(server).await;
+    // Within seconds: the guard's grace after SIGTERM is 3 s.
+    assert!(killed.elapsed() < Duration::from_secs(10), "the server ended {:?} after bosun was killed", killed.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bosun_dev_killed_with_sigkill_leaves_no_handler_server_running() {
+    killed_bosun_dev_leaves_nothing("sleep 1000 & echo server pid $!; wait").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bosun_dev_killed_with_sigkill_leaves_no_handler_server_that_ignores_sigterm() {
+    killed_bosun_dev_leaves_nothing("trap '' TERM; sleep 1000 & echo server pid $!; wait").await;
+}
+
+/// A handler server in this process whose fail-closed `check` denies every object named
+/// `odd-*`; its address.
+async fn validating_server() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = format!("http://{}", listener.local_addr().unwrap());
+    let op = Operator::new()
+        .on_validate("kopf.dev/v1/kopfexamples", |cause: Cause| async move {
+            if cause.name().starts_with("odd-") {
+                return Err(HandlerError::Permanent(bosun_sdk::PermanentError::new("no odd names")));
+            }
+            Ok(serde_json::Value::Null)
+        })
+        .id("check")
+        .fail_closed();
+    tokio::spawn(op.serve_with_listener(listener, std::future::pending()));
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bosun_dev_on_a_shared_cluster_killed_with_sigkill_leaves_no_webhook_that_blocks_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    // The cluster others use: another process's API server, as far as `bosun dev` can tell.
+    let (_shared, api, kubeconfig) = support::dev_cluster(dir.path(), &[examples().join("crd.yaml")]).await;
+    let handlers = validating_server().await;
+    let create = |name: &str| {
+        let body = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name, "namespace": "default"}});
+        let api = api.clone();
+        async move { api.create("/apis/kopf.dev/v1/namespaces/default/kopfexamples", &body).await }
+    };
+    let path = bosun_controller::state::admission::configuration_path("auto.bosun.dev", false);
+    let args = ["dev", "--kubeconfig", &kubeconfig, "--handler", &handlers];
+
+    let mut bosun = Bosun::start(dir.path(), &args);
+    bosun.wait_line("bosun dev on a cluster others use: the webhooks fail open").await;
+    bosun.wait_line("ValidatingWebhookConfiguration 'auto.bosun.dev' is created: 1 webhook(s).").await;
+    let stored = api.get(&path).await.unwrap();
+    assert_eq!(stored["webhooks"][0]["failurePolicy"], "Ignore", "{stored}");
+    assert!(bosun_controller::state::admission::is_dev_run(&stored), "{stored}");
+    // While it runs, its handler decides.
+    let denied = create("odd-1").await.expect_err("denied by the handler");
+    assert!(denied.to_string().contains("no odd names"), "{denied}");
+
+    bosun.send("KILL");
+    bosun.wait_exit().await;
+    // Nobody serves the webhook now: writes go through, nothing is locked.
+    create("odd-2").await.expect("a dead bosun dev's webhook blocks nothing");
+    assert!(api.get(&path).await.is_ok(), "SIGKILL gave it no time to remove the configuration");
+
+    // The next run removes what the dead one left, configures its own, and removes it at exit.
+    let mut again = Bosun::start(dir.path(), &args);
+    again.wait_line(&format!("Removed the admission webhook configuration left at {path}.")).await;
+    again.wait_line("ValidatingWebhookConfiguration 'auto.bosun.dev' is created: 1 webhook(s).").await;
+    assert!(again.interrupt().await.success(), "Ctrl-C exits cleanly");
+    let gone = api.get(&path).await.expect_err("removed at a clean exit");
+    assert_eq!(gone.code(), Some(404), "{gone}");
+}
+
 #[tokio::test]
 async fn bosun_run_with_bad_input_says_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();

@@ -175,6 +175,11 @@ pub struct Setup {
     /// Requests in this namespace (the controller's own) are not sent to the webhooks, so
     /// that a broken controller cannot lock itself out.
     pub own_namespace: Option<String>,
+    /// A developer's controller (`bosun dev`) on a cluster others use: the webhooks fail open
+    /// with a short timeout, so that a `bosun dev` that died without removing them cannot block
+    /// writes, and the configurations are labelled as a dev run's, so that the next one removes
+    /// them when it starts ([`decide::DEV_RUN_LABEL`]).
+    pub dev: bool,
 }
 
 impl Default for Setup {
@@ -189,6 +194,7 @@ impl Default for Setup {
             manage: true,
             cleanup: false,
             own_namespace: None,
+            dev: false,
         }
     }
 }
@@ -240,6 +246,14 @@ impl Admission {
             Endpoint::Service { namespace, name, port } => format!("service {namespace}/{name} port {port}"),
         };
         log.info(None, &format!("Serving admission webhooks on {local}, called at {at}."));
+        if setup.dev && setup.manage {
+            let line = format!(
+                "bosun dev on a cluster others use: the webhooks fail open (failurePolicy: Ignore, timeoutSeconds <= {}), \
+                 so that a bosun dev that dies cannot block writes; they are removed when it stops.",
+                decide::DEV_TIMEOUT_SECONDS
+            );
+            log.warn(None, &line);
+        }
         ca_bundle.mark_unchanged();
         let admission = Arc::new(Admission {
             reviewers,
@@ -274,7 +288,7 @@ impl Admission {
         let mut resolved: Vec<Resolved> = Vec::new();
         for h in handlers.iter().filter(|h| h.is_admission()) {
             match discovery::resolve(&self.cluster, &h.resource).await {
-                Ok(Some(r)) => resolved.push((h.clone(), (r.group, r.version, r.plural))),
+                Ok(Some(r)) => resolved.push((decide::for_setup(h, self.setup.dev), (r.group, r.version, r.plural))),
                 Ok(None) => self.log.error(
                     None,
                     &format!("Handler '{}' reviews `{}`, which the cluster does not serve; it gets no webhook.", h.id, h.resource.name),
@@ -299,7 +313,7 @@ impl Admission {
         for mutating in [false, true] {
             let hooks = decide::webhooks(&handlers, mutating, &self.endpoint, &ca_bundle, name, self.setup.own_namespace.as_deref());
             let count = hooks.len();
-            let desired = decide::configuration(name, mutating, hooks);
+            let desired = decide::configuration(name, mutating, hooks, self.setup.dev);
             let kind = desired["kind"].as_str().unwrap_or_default().to_string();
             let path = decide::configuration_path(name, mutating);
             let existing = match self.cluster.get(&path).await {

@@ -312,15 +312,48 @@ pub fn webhooks(
         .collect()
 }
 
-/// The whole webhook configuration object named `name`.
-pub fn configuration(name: &str, mutating: bool, webhooks: Vec<Value>) -> Value {
+/// The label of the webhook configurations a `bosun dev` made on a cluster others use.
+pub const DEV_RUN_LABEL: &str = "bosun.dev/dev-run";
+
+/// The longest `timeoutSeconds` of a `bosun dev`'s webhooks on a cluster others use.
+pub const DEV_TIMEOUT_SECONDS: u64 = 5;
+
+/// The whole webhook configuration object named `name`; `dev`: a `bosun dev`'s on a cluster
+/// others use, whose webhooks fail open whatever their handlers say ([`for_setup`] shortened
+/// their timeouts), labelled [`DEV_RUN_LABEL`].
+pub fn configuration(name: &str, mutating: bool, mut webhooks: Vec<Value>, dev: bool) -> Value {
     let kind = if mutating { "MutatingWebhookConfiguration" } else { "ValidatingWebhookConfiguration" };
+    let mut labels = json!({"app.kubernetes.io/managed-by": "bosun"});
+    if dev {
+        labels[DEV_RUN_LABEL] = json!("true");
+        for hook in &mut webhooks {
+            hook["failurePolicy"] = json!("Ignore");
+        }
+    }
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": kind,
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "bosun"}},
+        "metadata": {"name": name, "labels": labels},
         "webhooks": webhooks,
     })
+}
+
+/// The admission handler `h` as a controller set up so reviews it (`dev`: a `bosun dev`'s on a
+/// cluster others use): its call timeout, and so its webhook's, at most
+/// [`DEV_TIMEOUT_SECONDS`] in dev, so that a `bosun dev` stopped at a breakpoint holds
+/// others' writes for no longer.
+pub fn for_setup(h: &Handler, dev: bool) -> Handler {
+    let mut h = h.clone();
+    if dev {
+        h.call_timeout = h.call_timeout.min(std::time::Duration::from_secs(DEV_TIMEOUT_SECONDS));
+    }
+    h
+}
+
+/// Whether a stored webhook configuration is one a `bosun dev` made ([`DEV_RUN_LABEL`]): left
+/// by a run that is gone when the next run starts, removed then.
+pub fn is_dev_run(stored: &Value) -> bool {
+    stored.pointer("/metadata/labels").and_then(|l| l.get(DEV_RUN_LABEL)).and_then(Value::as_str) == Some("true")
 }
 
 /// The API path of the configuration named `name`.
@@ -351,9 +384,14 @@ pub fn write_for(existing: Option<&Value>, desired: Value) -> Write {
         (None, false) => Write::Create(desired),
         (Some(_), true) => Write::Delete,
         (Some(found), false) => {
-            let labels = desired.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({}));
+            let mut labels = desired.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({}));
             let stored_labels = found.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({}));
-            let has_labels = labels.as_object().into_iter().flatten().all(|(k, v)| stored_labels.get(k) == Some(v));
+            // A controller that is no dev run takes the label of one off: the next `bosun dev`
+            // would remove the configuration as a dead run's.
+            if is_dev_run(found) && !is_dev_run(&desired) {
+                labels[DEV_RUN_LABEL] = Value::Null;
+            }
+            let has_labels = labels.as_object().into_iter().flatten().all(|(k, v)| stored_labels.get(k).unwrap_or(&Value::Null) == v);
             // The API server fills defaults into what it stores: the same webhooks compare
             // equal when every field given is stored as given.
             let same_hooks = match (found.get("webhooks").and_then(Value::as_array), desired["webhooks"].as_array()) {

@@ -278,14 +278,47 @@ fn webhook_configurations_follow_the_handlers_options() {
     assert_eq!(mutating[0]["clientConfig"]["url"], "https://127.0.0.1:9443/defaults");
     assert_eq!(mutating[0]["namespaceSelector"], json!({}));
     assert_eq!(mutating[0]["reinvocationPolicy"], "Never");
-    let whole = configuration("bosun.dev", true, mutating);
+    let whole = configuration("bosun.dev", true, mutating, false);
     assert_eq!((whole["kind"].as_str(), whole["metadata"]["name"].as_str()), (Some("MutatingWebhookConfiguration"), Some("bosun.dev")));
+    assert!(!is_dev_run(&whole));
+}
+
+#[test]
+fn a_dev_runs_webhooks_fail_open_within_a_short_timeout_and_say_whose_they_are() {
+    let mut strict = handler("strict", pb::HandlerKind::Validate, Admission { fail_closed: true, ..Admission::default() });
+    strict.call_timeout = std::time::Duration::from_secs(20);
+    let quick = {
+        let mut h = handler("quick", pb::HandlerKind::Validate, Admission { fail_closed: true, ..Admission::default() });
+        h.call_timeout = std::time::Duration::from_secs(2);
+        h
+    };
+    let url = Endpoint::Url("https://127.0.0.1:9443".into());
+    let res = ("kopf.dev", "v1", "kopfexamples");
+    // (dev, the failure policies, the timeouts, labelled a dev run's)
+    let cases = [(false, ["Fail", "Fail"], [20, 2], false), (true, ["Ignore", "Ignore"], [DEV_TIMEOUT_SECONDS, 2], true)];
+    for (dev, policies, timeouts, labelled) in cases {
+        let (s, q) = (for_setup(&strict, dev), for_setup(&quick, dev));
+        // The controller's own answer comes before the API server's timeout, whatever it is.
+        assert!(call_deadline(&s) < std::time::Duration::from_secs(timeout_seconds(&s)), "dev {dev}");
+        // A fail-closed handler still denies when it fails: only the API server's policy changes.
+        assert!(s.admission.fail_closed, "dev {dev}");
+        let hooks = webhooks(&[(&s, res), (&q, res)], false, &url, "PEM", "bosun.dev", None);
+        let whole = configuration("bosun.dev", false, hooks, dev);
+        let got: Vec<(&str, u64)> = whole["webhooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| (h["failurePolicy"].as_str().unwrap(), h["timeoutSeconds"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(got, vec![(policies[0], timeouts[0]), (policies[1], timeouts[1])], "dev {dev}");
+        assert_eq!(is_dev_run(&whole), labelled, "dev {dev}");
+    }
 }
 
 #[test]
 fn configurations_are_created_patched_left_or_removed() {
     let hook = json!({"name": "v.auto.bosun.dev", "failurePolicy": "Fail", "rules": [{"operations": ["CREATE"]}]});
-    let desired = |hooks: Vec<Value>| configuration("auto.bosun.dev", false, hooks);
+    let desired = |hooks: Vec<Value>| configuration("auto.bosun.dev", false, hooks, false);
     // As stored: with the API server's defaults filled in.
     let stored = json!({
         "metadata": {"name": "auto.bosun.dev", "labels": {"app.kubernetes.io/managed-by": "bosun"}, "resourceVersion": "7"},
@@ -295,6 +328,9 @@ fn configurations_are_created_patched_left_or_removed() {
     let other_hook = json!({"name": "v.auto.bosun.dev", "failurePolicy": "Ignore", "rules": [{"operations": ["CREATE"]}]});
     let unlabelled = json!({"metadata": {"name": "auto.bosun.dev"}, "webhooks": stored["webhooks"]});
     let patch = |hooks: Value| json!({"metadata": {"labels": {"app.kubernetes.io/managed-by": "bosun"}}, "webhooks": hooks});
+    // Left by a `bosun dev` (fail open, labelled), taken back by a controller that is none.
+    let dev_stored = configuration("auto.bosun.dev", false, vec![hook.clone()], true);
+    let undev = json!({"metadata": {"labels": {"app.kubernetes.io/managed-by": "bosun", DEV_RUN_LABEL: null}}, "webhooks": [hook]});
     let cases = [
         ("absent, nothing to serve", None, desired(vec![]), Write::Nothing),
         ("absent", None, desired(vec![hook.clone()]), Write::Create(desired(vec![hook.clone()]))),
@@ -303,6 +339,13 @@ fn configurations_are_created_patched_left_or_removed() {
         ("one more webhook", Some(&stored), desired(vec![hook.clone(), hook.clone()]), Write::Patch(patch(json!([hook, hook])))),
         ("our label is gone", Some(&unlabelled), desired(vec![hook.clone()]), Write::Patch(patch(json!([hook])))),
         ("no handler left", Some(&stored), desired(vec![]), Write::Delete),
+        ("a dev run's, taken back", Some(&dev_stored), desired(vec![hook.clone()]), Write::Patch(undev)),
+        (
+            "a dev run's, again a dev run's",
+            Some(&dev_stored),
+            configuration("auto.bosun.dev", false, vec![hook.clone()], true),
+            Write::Nothing,
+        ),
     ];
     for (name, existing, desired, want) in cases {
         assert_eq!(write_for(existing, desired), want, "{name}");

@@ -362,6 +362,8 @@ impl ControllerArgs {
                     .as_ref()
                     .map(|(ns, _, _)| ns.clone())
                     .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|ns| !ns.trim().is_empty())),
+                // `bosun dev` on a cluster others use sets it.
+                dev: false,
             },
             posting: Posting { enabled: !self.no_posting, loggers: self.posting_loggers, level: self.posting_level.into() },
             persistence: Default::default(),

@@ -50,16 +50,13 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
     };
 
     let cluster = Cluster::new(client.clone());
-    if devcluster.is_some() {
-        // Left by a run that was killed: they name a port nobody serves now, and would refuse
-        // the manifests below. The controller configures them again once it serves.
-        for mutating in [false, true] {
-            let path = bosun_controller::state::admission::configuration_path(&settings.admission.configuration, mutating);
-            if cluster.call(http::Method::DELETE, &path, None, None).await.is_ok() {
-                log.info(None, &format!("Removed the admission webhook configuration left at {path}."));
-            }
-        }
+    if devcluster.is_none() {
+        // A cluster others use: a `bosun dev` killed before it removed its webhooks must not
+        // block their writes, so they fail open (`admission::Setup::dev`), and are removed on
+        // every exit this process sees and by the next run.
+        (settings.admission.dev, settings.admission.cleanup) = (true, true);
     }
+    remove_left_webhooks(&cluster, &settings.admission.configuration, devcluster.is_some(), &log).await;
     for path in &args.apply {
         for line in apply::apply_path(&cluster, path).await? {
             log.info(None, &format!("Applied {line}"));
@@ -99,4 +96,29 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         cluster.shutdown().await;
     }
     result.map_err(Into::into)
+}
+
+/// Removes the webhook configurations a `bosun dev` that was killed left: they name a port
+/// nobody serves now (and would refuse the manifests applied next, when fail-closed). The
+/// controller configures them again once it serves. On the embedded cluster every one of that
+/// name is a dev run's; on another, only those labelled so (not the deployed controller's).
+async fn remove_left_webhooks(cluster: &Cluster, name: &str, embedded: bool, log: &Logger) {
+    use bosun_controller::state::admission::{configuration_path, is_dev_run};
+    for mutating in [false, true] {
+        let path = configuration_path(name, mutating);
+        if !embedded {
+            match cluster.get(&path).await {
+                Ok(found) if is_dev_run(&found) => {}
+                Ok(_) => continue,
+                Err(e) if e.code() == Some(404) => continue,
+                Err(e) => {
+                    log.warn(None, &format!("Cannot tell whether {path} is an earlier bosun dev's: {e}"));
+                    continue;
+                }
+            }
+        }
+        if cluster.call(http::Method::DELETE, &path, None, None).await.is_ok() {
+            log.info(None, &format!("Removed the admission webhook configuration left at {path}."));
+        }
+    }
 }

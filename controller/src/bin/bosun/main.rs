@@ -8,6 +8,8 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod args;
 mod dev;
+mod group;
+mod guard;
 mod handler_files;
 mod inspect;
 mod logging;
@@ -66,6 +68,14 @@ pub enum Command {
     /// Print the least-privilege ClusterRole/Roles and bindings the controller needs for the
     /// handlers its servers register, run with the same flags as `bosun run`.
     Rbac(crate::rbac::RbacArgs),
+    /// What `run` and `dev` start their handler server command under, so that it never
+    /// outlives them (see `guard.rs`).
+    #[command(name = "__guard", hide = true)]
+    Guard {
+        /// The command.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 /// jemalloc: the controller allocates many small JSON values per object; glibc's malloc cost
@@ -109,5 +119,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Shards(args) => crate::peers::shards(args).await,
         Command::Inspect(args) => crate::inspect::inspect(args).await,
         Command::Rbac(args) => crate::rbac::rbac(args).await,
+        Command::Guard { command } => crate::guard::guard(command).await,
     }
 }

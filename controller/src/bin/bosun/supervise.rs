@@ -4,6 +4,8 @@
 //! command is often a wrapper (`npm start`, `cargo run`, `sh -c`) whose server is a grandchild:
 //! ending only the direct child would leave the server running and its port taken. When bosun
 //! stops or restarts the command, the whole group gets SIGTERM, then SIGKILL after [`GRACE`].
+//! The command runs under a guard (`bosun __guard`, [`guard`]) that ends the group when this
+//! process is gone without a word (SIGKILL, an abort).
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -13,11 +15,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use bosun_controller::logs::Logger;
 use clap::Args;
-use rustix::io::Errno;
 use rustix::process::{Pid, Signal};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
+use crate::group;
+use crate::guard;
 use crate::handler_files::{self, Sdk};
 
 /// The handler server that `run` and `dev` start themselves: handler files (Python's served by
@@ -175,21 +178,30 @@ async fn supervise(command: Vec<String>, listen: String, cluster: ChildCluster, 
     let mut delay = Duration::from_secs(1);
     loop {
         log.info(None, &format!("Starting the handler server: {} (BOSUN_LISTEN={listen})", command.join(" ")));
-        let mut cmd = tokio::process::Command::new(&command[0]);
+        // Under a guard, the command ends with this process however it ends (`guard.rs`).
+        let guarded = guard::guarded(&command);
+        if guarded.is_none() {
+            log.warn(None, "This bosun's binary cannot be found to guard the handler server: it is started bare, and would outlive a bosun killed with SIGKILL.");
+        }
+        let argv = guarded.as_ref().unwrap_or(&command);
+        let mut cmd = tokio::process::Command::new(&argv[0]);
         if let Some(k) = &cluster.kubeconfig {
             cmd.env("KUBECONFIG", k);
         }
         if let Some(c) = &cluster.context {
             cmd.env("BOSUN_CONTEXT", c);
         }
+        // The guard's standard input is its lifeline: held open below for as long as the
+        // command should run, closed by the kernel when this process is gone. It is not
+        // killed on drop (a dropped lifeline ends its group); a bare command is.
         let spawned = cmd
-            .args(&command[1..])
+            .args(&argv[1..])
             .env("BOSUN_LISTEN", &listen)
-            .stdin(Stdio::null())
+            .stdin(if guarded.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
-            .kill_on_drop(true)
+            .kill_on_drop(guarded.is_none())
             .spawn();
         let started = Instant::now();
         match spawned {
@@ -198,6 +210,7 @@ async fn supervise(command: Vec<String>, listen: String, cluster: ChildCluster, 
                 // The child leads its new group: the group's id is the child's pid, known only
                 // until the child is reaped.
                 let group = child.id().and_then(|id| i32::try_from(id).ok()).and_then(Pid::from_raw);
+                let _lifeline = child.stdin.take();
                 if let Some(out) = child.stdout.take() {
                     tokio::spawn(prefix_lines(out));
                 }
@@ -239,7 +252,7 @@ async fn end_group(child: &mut Child, group: Pid, log: &Logger) {
     let deadline = Instant::now() + GRACE;
     loop {
         let _ = child.try_wait(); // reaps the leader, so that it stops counting as running
-        if !group_runs(group) {
+        if !group::runs(group) {
             return;
         }
         if Instant::now() >= deadline {
@@ -253,45 +266,9 @@ async fn end_group(child: &mut Child, group: Pid, log: &Logger) {
 }
 
 fn signal_group(group: Pid, signal: Signal, log: &Logger) {
-    match rustix::process::kill_process_group(group, signal) {
-        Ok(()) | Err(Errno::SRCH) => {} // SRCH: every process of the group is gone already
-        Err(e) => log.warn(None, &format!("Cannot send {signal:?} to the handler server's process group {group:?}: {e}")),
+    if let Err(e) = group::signal(group, signal) {
+        log.warn(None, &format!("Cannot send {signal:?} to the handler server's process group {group:?}: {e}"));
     }
-}
-
-/// Whether a process of `group` still runs.
-fn group_runs(group: Pid) -> bool {
-    match rustix::process::test_kill_process_group(group) {
-        Err(Errno::SRCH) => false,
-        // Members that already exited but wait to be reaped count for kill(2). Orphans are
-        // reaped by init, which in some containers never does: they are dead all the same.
-        _ => live_member(group).unwrap_or(true),
-    }
-}
-
-/// Whether `/proc` shows a process of `group` that is not a zombie (`None`: cannot tell).
-#[cfg(target_os = "linux")]
-fn live_member(group: Pid) -> Option<bool> {
-    let group = group.as_raw_nonzero().to_string();
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        if !entry.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
-        let Some((_, fields)) = stat.rsplit_once(')') else { continue };
-        let mut fields = fields.split_whitespace();
-        let (state, pgrp) = (fields.next(), fields.nth(1));
-        if pgrp == Some(group.as_str()) && !matches!(state, Some("Z" | "X")) {
-            return Some(true);
-        }
-    }
-    Some(false)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn live_member(_: Pid) -> Option<bool> {
-    None
 }
 
 async fn prefix_lines(stream: impl tokio::io::AsyncRead + Unpin) {
