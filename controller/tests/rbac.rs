@@ -189,7 +189,57 @@ async fn the_printed_roles_are_deploys_and_all_the_controller_needs_run_as_its_s
     bosun
         .wait_line(r#"is forbidden: User "system:serviceaccount:bosun-system:bosun" cannot patch resource "kopfexamples/status" in API group "kopf.dev" in the namespace "default""#)
         .await;
+    // Said once, in RBAC's words, with what prints the rule.
+    let said = r#"Forbidden: the controller's account may not patch "kopfexamples/status" in API group "kopf.dev" in namespace "default"; `bosun rbac` with this run's flags and handler servers prints it."#;
+    bosun.wait_line(said).await;
     let denied = requests_answered(&metrics, "403").await;
     assert!(denied.iter().any(|k| k.contains(r#"verb="patch""#)), "the status patch counted as forbidden: {denied:?}");
+    assert_eq!(bosun.count("Forbidden: the controller's account may not"), 1, "{}", bosun.seen.join("\n"));
     assert!(bosun.interrupt().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bosun_rbac_prints_the_same_roles_offline_and_says_whom_they_bind() {
+    let dir = tempfile::tempdir().unwrap();
+    let example01 = support::succeeding_server().await;
+    let crd = repo().join("examples/crd.yaml");
+    let deployed = std::fs::read_to_string(repo().join("deploy/base/rbac.yaml")).unwrap();
+    // No kubeconfig, no in-cluster account: offline by itself, and says so.
+    let mut args = vec!["rbac", "--apply", crd.to_str().unwrap(), "--handler", &example01];
+    args.extend(DEPLOY_FLAGS);
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(&args)
+        .current_dir(dir.path())
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", dir.path())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("resolving resources offline"), "{stderr}");
+    assert!(stderr.contains("the bindings are for the service account bosun-system/bosun"), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), deployed, "offline, the same roles as deploy/base/rbac.yaml");
+    assert!(deployed.contains("# Bound to the service account bosun-system/bosun"), "the YAML says whom it binds");
+
+    // --offline with another account: the bindings name it; without the CRD, a clear error.
+    let printed = bosun_output(
+        dir.path(),
+        &["rbac", "--offline", "--apply", crd.to_str().unwrap(), "--handler", &example01, "--service-account", "ops/op"],
+    )
+    .await;
+    assert!(printed.contains("# Bound to the service account ops/op"), "{printed}");
+    let binding = printed.split("---\n").find(|d| d.contains("kind: ClusterRoleBinding")).expect("a binding");
+    let binding: Value = serde_yaml::from_str(binding).unwrap();
+    assert_eq!(binding["subjects"], json!([{"kind": "ServiceAccount", "name": "op", "namespace": "ops"}]), "{binding}");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(["rbac", "--offline", "--handler", &example01])
+        .current_dir(dir.path())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("kopfexamples`: apply its CRD first (offline: --apply CRD.yaml)"), "{stderr}");
 }

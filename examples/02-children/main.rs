@@ -32,5 +32,10 @@ async fn create_fn(cause: Cause) -> Result<(), HandlerError> {
 
 #[tokio::main]
 async fn main() -> Result<(), bosun_sdk::ServeError> {
-    Operator::new().on_create("kopf.dev/v1/kopfexamples", create_fn).serve_default().await
+    Operator::new()
+        // What the handlers create, so that `bosun rbac` gives the controller `create pods`.
+        .owns("kopf.dev/v1/kopfexamples", ["v1/pods"])
+        .on_create("kopf.dev/v1/kopfexamples", create_fn)
+        .serve_default()
+        .await
 }

@@ -13,3 +13,5 @@ mod e2e_kopf_admission;
 mod e2e_kopf_basics;
 #[path = "e2e_kopf_features.rs"]
 mod e2e_kopf_features;
+#[path = "e2e_kopf_rbac.rs"]
+mod e2e_kopf_rbac;

@@ -91,6 +91,19 @@ impl Stage {
         self.port
     }
 
+    /// The dev cluster's URL.
+    pub fn url(&self) -> String {
+        self.cluster.url()
+    }
+
+    /// Starts the controller with `client` (another account's) instead of the admin's, which
+    /// the run keeps for the test's own requests.
+    pub async fn start_as(self, client: &kube::Client) -> Run {
+        let controller = start_controller(client, self.port);
+        controller.wait_log("registered", T).await;
+        Run { _kubeconfig: self._kubeconfig, _cluster: self.cluster, client: self.client, controller, port: self.port, _child: self.child }
+    }
+
     pub async fn start(self) -> Run {
         let controller = start_controller(&self.client, self.port);
         controller.wait_log("registered", T).await;

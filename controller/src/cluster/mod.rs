@@ -8,6 +8,7 @@ pub mod client;
 pub mod deadline;
 pub mod discovery;
 pub mod events;
+pub mod forbidden;
 pub mod metered;
 pub mod posting;
 pub mod raw;
@@ -160,6 +161,8 @@ pub struct Cluster {
     in_flight: std::sync::Arc<tokio::sync::Semaphore>,
     /// A limit per attempt, shorter than the client's own request timeout.
     attempt_limit: Option<Duration>,
+    /// The permissions found missing (403) and said: each is said once.
+    forbidden: std::sync::Arc<parking_lot::Mutex<std::collections::HashSet<forbidden::Missing>>>,
 }
 
 /// Content types of patches.
@@ -183,6 +186,7 @@ impl Cluster {
             retries: retry::BACKOFFS.len(),
             in_flight: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_REQUESTS)),
             attempt_limit: None,
+            forbidden: Default::default(),
         }
     }
 
@@ -195,6 +199,7 @@ impl Cluster {
             retries: 0,
             in_flight: std::sync::Arc::new(tokio::sync::Semaphore::new(COORDINATION_REQUESTS)),
             attempt_limit: Some(limit),
+            forbidden: self.forbidden.clone(),
         }
     }
 
@@ -227,13 +232,32 @@ impl Cluster {
             drop(permit);
             let (failure, err) = match outcome {
                 Ok((status, _, bytes)) if status.is_success() => return Ok(bytes),
-                Ok((status, retry_after, bytes)) => (retry::Failure::Status(status, retry_after), api_error(&method, path, status, &bytes)),
+                Ok((status, retry_after, bytes)) => {
+                    if status == StatusCode::FORBIDDEN {
+                        self.say_forbidden(&method, path, content_type);
+                    }
+                    (retry::Failure::Status(status, retry_after), api_error(&method, path, status, &bytes))
+                }
                 Err(message) => (retry::Failure::NoAnswer, Error::Transport { method: method.clone(), path: path.into(), message }),
             };
             let Some(wait) = retry::wait(attempt, self.retries, failure) else { return Err(err) };
             tracing::warn!("{err}; retrying in {}s", wait.as_secs_f64());
             attempt += 1;
             tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Says which permission a forbidden request lacks and how to add it, once per permission.
+    fn say_forbidden(&self, method: &Method, path: &str, content_type: Option<&str>) {
+        if let Some(missing) = forbidden::Missing::of(method, path, content_type == Some(content::APPLY)) {
+            self.said_forbidden(missing);
+        }
+    }
+
+    /// Says that the controller's account lacks `missing`, unless it was said already.
+    pub fn said_forbidden(&self, missing: forbidden::Missing) {
+        if self.forbidden.lock().insert(missing.clone()) {
+            tracing::warn!("{}", missing.line());
         }
     }
 
@@ -281,5 +305,5 @@ fn api_error(method: &Method, path: &str, status: StatusCode, body: &Bytes) -> E
 }
 
 #[cfg(test)]
-#[path = "unread_tests.rs"]
-mod unread_tests;
+#[path = "call_tests.rs"]
+mod call_tests;

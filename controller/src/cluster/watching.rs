@@ -154,6 +154,16 @@ pub async fn watch(
                     Some(Err(e)) => {
                         count(&m.watch_restarts, "error");
                         log.warn(None, &format!("Watch of {what} failed: {e}; retrying with backoff."));
+                        if status_code(&e) == Some(403) {
+                            let verb = if matches!(e, watcher::Error::InitialListFailed(_)) { "list" } else { "watch" };
+                            cluster.said_forbidden(crate::cluster::forbidden::Missing {
+                                verb,
+                                group: resource.group.clone(),
+                                resource: resource.plural.clone(),
+                                namespace: scope.namespace.clone().filter(|_| resource.namespaced),
+                                makes: false,
+                            });
+                        }
                         State::Following(stream)
                     }
                     // The watcher's stream is endless; should it end anyway, start over.

@@ -38,6 +38,8 @@ func createFn(_ context.Context, c *bosun.Cause) (any, error) {
 
 func main() {
 	op := bosun.New()
+	// What the handlers create, so that `bosun rbac` gives the controller `create pods`.
+	op.Owns("kopf.dev/v1/kopfexamples", "v1/pods")
 	op.OnCreate("kopf.dev/v1/kopfexamples", createFn, bosun.ID("create_fn"))
 	if err := op.Serve(context.Background()); err != nil {
 		log.Fatal(err)

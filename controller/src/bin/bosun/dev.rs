@@ -77,8 +77,12 @@ pub async fn dev(args: DevArgs) -> anyhow::Result<()> {
         anyhow::bail!(bosun_controller::Error::NoHandlers);
     }
     if args.print_rbac {
-        let output = crate::rbac::Output { name: "bosun".into(), service_account: "bosun-system/bosun".into(), owns: Vec::new() };
-        let printed = crate::rbac::render(&cluster, &settings, &output).await;
+        use bosun_controller::rbac::servers::{DEFAULT_SERVICE_ACCOUNT, Output, render};
+        let output = Output { name: "bosun".into(), service_account: DEFAULT_SERVICE_ACCOUNT.into(), owns: Vec::new() };
+        let printed = render(&cluster, &settings, &output).await;
+        eprintln!(
+            "bosun dev --print-rbac: the bindings are for the service account {DEFAULT_SERVICE_ACCOUNT}; `bosun rbac --service-account NAMESPACE/NAME` names another."
+        );
         if let Some(child) = child {
             child.stop().await;
         }

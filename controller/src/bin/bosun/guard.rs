@@ -45,11 +45,14 @@ pub async fn guard(command: Vec<String>) -> anyhow::Result<()> {
     // The group's SIGTERM and SIGINT are for the command: the guard waits for it to end.
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut child = tokio::process::Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .spawn()
-        .map_err(|e| anyhow::anyhow!("cannot start {program}: {e}"))?;
+    let mut child = match tokio::process::Command::new(program).args(args).stdin(Stdio::null()).spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            // As a shell says it: one line, and 126 (found, not runnable) or 127 (not found).
+            eprintln!("The handler server command could not start: {program}: {e}");
+            std::process::exit(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 });
+        }
+    };
     let mut stdin = tokio::io::stdin();
     let mut buf = [0u8; 64];
     loop {

@@ -10,6 +10,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub mod servers;
+
 use bosun_proto::v1 as pb;
 use serde_json::{Value, json};
 
