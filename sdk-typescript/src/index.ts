@@ -13,7 +13,7 @@
  * again, so handlers must be idempotent. Serve the registered handlers with the CLI
  * (`bosun-node handlers.ts`) or `bosun.serve()`.
  */
-export { on, timer, daemon, index } from "./on";
+export { on, timer, daemon, index, owns } from "./on";
 export type { Fn, TimerOptions, DaemonOptions, AdmissionOptions } from "./on";
 export { TemporaryError, PermanentError, AdmissionError } from "./errors";
 export type { TemporaryErrorOptions, AdmissionErrorOptions } from "./errors";

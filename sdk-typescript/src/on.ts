@@ -45,6 +45,15 @@ export function index<F extends Fn<ObjectKwargs>>(resource: ResourceInput, fn: F
   return defaultRegistry().register("index", resource, fn, options);
 }
 
+/** Declares the kinds `resource`'s handlers create as owned children (as controller-runtime's
+ * `Owns()`): the controller needs nothing of it to run, but `bosun rbac` grants get, create and
+ * patch on them. Resources are named as for handlers: `bosun.owns("kopfexamples", "v1/pods",
+ * "deployments.apps")`; several calls for one resource add up. Throws a `TypeError` without
+ * kinds. Into the default registry; `registry.owns(...)` for another. */
+export function owns(resource: ResourceInput, ...kinds: ResourceInput[]): void {
+  defaultRegistry().owns(resource, ...kinds);
+}
+
 /** Kopf's `kopf.on`. */
 export const on = {
   /** When an object is first seen without a stored diffbase. */

@@ -9,6 +9,7 @@ import type { HandlerOptions } from "./generated/bosun/v1/HandlerOptions";
 import type { ValueFilter } from "./generated/bosun/v1/ValueFilter";
 import type { Filters } from "./generated/bosun/v1/Filters";
 import type { HandlerKind } from "./generated/bosun/v1/HandlerKind";
+import type { ResourceSettings } from "./generated/bosun/v1/ResourceSettings";
 
 /** A filter matching any present value (`labels: { app: bosun.PRESENT }`). */
 export const PRESENT: unique symbol = Symbol.for("bosun-operator.PRESENT") as any;
@@ -109,9 +110,19 @@ const KINDS: Record<Kind, HandlerKind> = {
   validate: "HANDLER_KIND_VALIDATE", mutate: "HANDLER_KIND_MUTATE",
 };
 
+/** A resource as the contract selects it. */
+export interface Selector {
+  group: string;
+  version: string;
+  name: string;
+}
+
 /** The registered handlers, in registration order. */
 export class Registry {
   readonly handlers: Handler[] = [];
+  /** Each resource with the kinds its handlers create as owned children (`owns`), in
+   * declaration order. */
+  readonly owned: { resource: Selector; kinds: Selector[] }[] = [];
 
   /** Registers `fn` as a handler of `kind`; returns `fn`. Throws on options the contract
    * cannot carry, at registration rather than when the controller calls. */
@@ -154,9 +165,31 @@ export class Registry {
     return undefined;
   }
 
-  /** Forgets every handler (for tests). */
+  /** Declares the kinds `resource`'s handlers create as owned children (as controller-runtime's
+   * `Owns()`): the controller needs nothing of it to run, but `bosun rbac` grants get, create
+   * and patch on them. Resources are named as for handlers: `owns("kopfexamples", "v1/pods",
+   * "deployments.apps")`. Several calls for one resource add up. */
+  owns(resource: ResourceInput, ...kinds: ResourceInput[]): void {
+    if (kinds.length === 0) throw new TypeError("bosun.owns(resource, kind, ...): name at least one owned kind");
+    const target = ownedSelector(resource, "resource");
+    const selectors = kinds.map((kind) => ownedSelector(kind, "owned kind"));
+    let entry = this.owned.find((o) => sameSelector(o.resource, target));
+    if (!entry) this.owned.push(entry = { resource: target, kinds: [] });
+    for (const kind of selectors) {
+      if (!entry.kinds.some((k) => sameSelector(k, kind))) entry.kinds.push(kind);
+    }
+  }
+
+  /** The contract's `ResourceSettings` (Describe's `resources`): what each resource's handlers
+   * own. */
+  resourceSettings(): ResourceSettings[] {
+    return this.owned.map((o) => ({ resource: { ...o.resource }, owns: o.kinds.map((k) => ({ ...k })) }));
+  }
+
+  /** Forgets every handler and owned kind (for tests). */
   clear(): void {
     this.handlers.length = 0;
+    this.owned.length = 0;
   }
 }
 
@@ -168,11 +201,25 @@ export function defaultRegistry(): Registry {
 }
 
 /** Turns a resource name into the contract's selector. */
-export function selector(resource: ResourceInput): { group: string; version: string; name: string } {
+export function selector(resource: ResourceInput): Selector {
   if (typeof resource === "string") return { group: "", version: "", name: resource };
   const name = resource.plural ?? resource.name ?? "";
   if (!name) throw new Error("a resource needs a plural or name");
   return { group: resource.group ?? "", version: resource.version ?? "", name };
+}
+
+/** A resource of `owns`, which must name one. */
+function ownedSelector(resource: ResourceInput, what: string): Selector {
+  if (typeof resource !== "string" && (typeof resource !== "object" || resource === null)) {
+    throw new TypeError(`bosun.owns: the ${what} ${String(resource)} is not a name: give a resource as handlers take it, e.g. "v1/pods"`);
+  }
+  const s = selector(resource);
+  if (!s.name.trim()) throw new TypeError(`bosun.owns: the ${what} is empty: give a resource as handlers take it, e.g. "v1/pods"`);
+  return s;
+}
+
+function sameSelector(a: Selector, b: Selector): boolean {
+  return a.group === b.group && a.version === b.version && a.name === b.name;
 }
 
 function isPredicate(value: unknown): value is (value: unknown, kwargs: any) => boolean {

@@ -92,7 +92,7 @@ export class Servicer {
   /** Describe: the registry. */
   describe(): DescribeResponse {
     this.described = true;
-    return { handlers: this.registry.handlers.map(handlerSpec), server_name: this.serverName, resources: [], finishes_parents: false };
+    return { handlers: this.registry.handlers.map(handlerSpec), server_name: this.serverName, resources: this.registry.resourceSettings(), finishes_parents: false };
   }
 
   private memo(uid: string | undefined): Memo {

@@ -12,6 +12,7 @@ function call(client, method, request) {
 test("Describe, Handle and health answer over gRPC", async (t) => {
   const registry = new bosun.Registry();
   registry.register("create", { group: "kopf.dev", version: "v1", plural: "kopfexamples" }, ({ spec }) => ({ field: spec.field }), { id: "create" });
+  registry.owns("kopfexamples", "v1/pods");
   const running = await bosun.serve({ registry, listen: "127.0.0.1:0", serverName: "grpc-test" });
   t.after(() => running.stop(1));
   assert.ok(running.port > 0);
@@ -25,6 +26,7 @@ test("Describe, Handle and health answer over gRPC", async (t) => {
   const described = await call(client, "Describe", { controller_version: "test" });
   assert.equal(described.server_name, "grpc-test");
   assert.deepEqual(described.handlers.map((h) => [h.id, h.kind, h.resource.name]), [["create", "HANDLER_KIND_CREATE", "kopfexamples"]]);
+  assert.deepEqual(described.resources.map((r) => [r.resource.name, r.owns.map((k) => k.name), r.ignored_fields]), [["kopfexamples", ["v1/pods"], []]]);
 
   const handled = await call(client, "Handle", { handler_id: "create", reason: "REASON_CREATE", object: bytes(kex()) });
   assert.equal(handled.outcome, "OUTCOME_SUCCESS");

@@ -184,3 +184,40 @@ test("event handlers get the watch event's type", async () => {
   const response = await servicer.handle(handleRequest({ handler_id: "ev", reason: "REASON_EVENT", event_type: "MODIFIED", object: bytes(kex()) }));
   assert.deepEqual(json(response.result), { type: "MODIFIED", same: true });
 });
+
+test("Describe answers the kinds each resource's handlers own, merged per resource", () => {
+  const servicer = servicerWith((r) => {
+    r.register("create", "kopfexamples", () => {}, { id: "create" });
+    r.owns("kopfexamples", "v1/pods");
+    r.owns("kopfexamples", "deployments.apps", "v1/pods"); // merged, each kind once
+    r.owns({ group: "kopf.dev", version: "v1", plural: "others" }, "configmaps");
+  });
+  assert.deepEqual(servicer.describe().resources, [
+    { resource: { group: "", version: "", name: "kopfexamples" },
+      owns: [{ group: "", version: "", name: "v1/pods" }, { group: "", version: "", name: "deployments.apps" }] },
+    { resource: { group: "kopf.dev", version: "v1", name: "others" }, owns: [{ group: "", version: "", name: "configmaps" }] },
+  ]);
+  assert.deepEqual(servicerWith(() => {}).describe().resources, []);
+});
+
+test("owns without kinds, or with a kind that names nothing, throws a TypeError", () => {
+  const registry = new bosun.Registry();
+  assert.throws(() => registry.owns("kopfexamples"), { name: "TypeError", message: "bosun.owns(resource, kind, ...): name at least one owned kind" });
+  assert.throws(() => bosun.owns("kopfexamples"), { name: "TypeError", message: /name at least one owned kind/ });
+  assert.throws(() => registry.owns("kopfexamples", ""), { name: "TypeError", message: /owned kind is empty/ });
+  assert.throws(() => registry.owns("kopfexamples", undefined), { name: "TypeError", message: /not a name/ });
+  assert.deepEqual(registry.owned, []);
+  assert.deepEqual(bosun.defaultRegistry().owned, []);
+});
+
+test("bosun.owns declares into the default registry, which Describe serves", (t) => {
+  const registry = bosun.defaultRegistry();
+  const before = registry.owned.length;
+  t.after(() => registry.owned.splice(before));
+  bosun.owns("kopf.dev/v1/kopfexamples", "v1/pods");
+  bosun.owns("kopf.dev/v1/kopfexamples", "v1/pods", "v1/services");
+  assert.deepEqual(new bosun.Servicer(registry).describe().resources.at(-1), {
+    resource: { group: "", version: "", name: "kopf.dev/v1/kopfexamples" },
+    owns: [{ group: "", version: "", name: "v1/pods" }, { group: "", version: "", name: "v1/services" }],
+  });
+});

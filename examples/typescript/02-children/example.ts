@@ -3,6 +3,9 @@
 // adds its uid to the result under `children`.
 import * as bosun from "bosun-operator";
 
+// What the handlers create, so that `bosun rbac` gives the controller `create pods`.
+bosun.owns("kopfexamples", "v1/pods");
+
 bosun.on.create("kopfexamples", ({ spec }) => {
   // Render the pod with some spec fields used in the template.
   const pod = {
