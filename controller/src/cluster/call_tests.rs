@@ -33,7 +33,7 @@ async fn an_unread_answer_is_not_decoded_and_its_status_still_decides() {
     assert_eq!(err.code(), Some(422));
 }
 
-/// The lines logged while `f` runs (on this thread: the test's runtime is current-thread).
+/// Where the test's log lines go (its subscriber is set on this thread: the runtime is current-thread).
 struct Lines(std::sync::Arc<parking_lot::Mutex<Vec<u8>>>);
 
 impl std::io::Write for Lines {

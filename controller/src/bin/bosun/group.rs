@@ -1,8 +1,11 @@
 //! Process groups of handler server commands: signalling one whole, and telling whether any of
 //! it still runs.
 
+use std::time::{Duration, Instant};
+
 use rustix::io::Errno;
 use rustix::process::{Pid, Signal};
+use tokio::process::Child;
 
 /// Sends `signal` to every process of `group`; a group with nothing left in it is no error.
 pub fn signal(group: Pid, signal: Signal) -> Result<(), Errno> {
@@ -22,9 +25,26 @@ pub fn runs(group: Pid) -> bool {
     }
 }
 
-/// Whether a process of `group` other than `me` still runs (where that cannot be told: yes).
-pub fn runs_besides(group: Pid, me: Pid) -> bool {
-    live_member(group, Some(me)).unwrap_or(true)
+/// Whether a process of the group `leader` leads, other than `leader`, still runs (where that
+/// cannot be told: yes).
+pub fn others_run(leader: Pid) -> bool {
+    live_member(leader, Some(leader)).unwrap_or(true)
+}
+
+/// Waits until `runs` says nothing runs (true) or `grace` has passed (false), looking every
+/// 50 ms and reaping `child` meanwhile, so that it stops counting as running once it exited.
+pub async fn wait_ended(child: &mut Child, grace: Duration, runs: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + grace;
+    loop {
+        let _ = child.try_wait();
+        if !runs() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Whether `/proc` shows a process of `group` (but `except`) that is not a zombie (`None`:

@@ -70,13 +70,7 @@ pub async fn guard(command: Vec<String>) -> anyhow::Result<()> {
     // Its bosun is gone: end the command's group, then the guard with it.
     let me = rustix::process::getpid();
     let _ = group::signal(me, Signal::TERM);
-    let _ = tokio::time::timeout(GRACE, async {
-        while group::runs_besides(me, me) {
-            let _ = child.try_wait(); // reaps the command, so that it stops counting
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
+    group::wait_ended(&mut child, GRACE, || group::others_run(me)).await;
     let _ = group::signal(me, Signal::KILL);
     std::process::exit(137)
 }

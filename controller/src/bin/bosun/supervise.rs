@@ -249,16 +249,8 @@ async fn supervise(command: Vec<String>, listen: String, cluster: ChildCluster, 
 /// still runs after [`GRACE`]; `child` is reaped either way.
 async fn end_group(child: &mut Child, group: Pid, log: &Logger) {
     signal_group(group, Signal::TERM, log);
-    let deadline = Instant::now() + GRACE;
-    loop {
-        let _ = child.try_wait(); // reaps the leader, so that it stops counting as running
-        if !group::runs(group) {
-            return;
-        }
-        if Instant::now() >= deadline {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    if group::wait_ended(child, GRACE, || group::runs(group)).await {
+        return;
     }
     log.warn(None, &format!("The handler server did not exit within {GRACE:?} of SIGTERM; killing it."));
     signal_group(group, Signal::KILL, log);
