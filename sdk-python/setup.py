@@ -15,6 +15,7 @@ Environment:
   BOSUN_STUBS_ONLY   a folder: only generate the stubs there (`BOSUN_STUBS_ONLY=. python setup.py`)
 """
 
+import inspect
 import os
 import pathlib
 import re
@@ -88,17 +89,31 @@ class BuildWithStubs(build_py):
 
 
 class BuildRust(build_rust):
-    """Takes the `bosun` binary in `BOSUN_BINARY` as built, when it is set."""
+    """Takes the `bosun` binary in `BOSUN_BINARY` as built, when it is set.
 
-    def build_extension(self, ext, forced_target_triple=None):
+    setuptools-rust's `build_extension` is not a stable API: up to 1.12.0 it takes
+    `(ext, forced_target_triple=None)`, from 1.12.1 `(ext)` alone, and from 1.13.0 it returns
+    `(modules, out_dir)` instead of the modules (its `run_for_extension` unpacks the pair and
+    hands `out_dir` to `install_extension`). Hence the passthrough of whatever that version's own
+    caller passes, and a prebuilt result shaped as its `install_extension` takes it
+    (tests/test_setup_build.py checks both against the installed setuptools-rust).
+    """
+
+    def build_extension(self, ext, *args, **kwargs):
         prebuilt = os.environ.get("BOSUN_BINARY")
         if not prebuilt:
-            return super().build_extension(ext, forced_target_triple)
+            return super().build_extension(ext, *args, **kwargs)
         if not os.access(prebuilt, os.X_OK):
             raise RuntimeError(f"BOSUN_BINARY={prebuilt} is not an executable file")
         from setuptools_rust.build import _BuiltModule
 
-        return [_BuiltModule("bosun", prebuilt)], None
+        modules = [_BuiltModule("bosun", prebuilt)]
+        # Keyed on install_extension, not on build_extension's arguments: 1.12.1 changed those and
+        # kept the list. From 1.13.0 install_extension takes (self, ext, modules, out_dir), and a
+        # prebuilt binary has no build script's OUT_DIR.
+        if len(inspect.signature(build_rust.install_extension).parameters) > 3:
+            return modules, None
+        return modules
 
 
 setup(
