@@ -228,7 +228,8 @@ pub fn sdk_python() -> Option<&'static PathBuf> {
 pub struct Server {
     url: String,
     child: Child,
-    output: Arc<Mutex<Vec<String>>>,
+    /// Its lines, each with when the harness read it.
+    output: Arc<Mutex<Vec<(tokio::time::Instant, String)>>>,
 }
 
 impl Server {
@@ -251,7 +252,7 @@ impl Server {
                 .kill_on_drop(true)
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start the {} conformance server {}: {e}", sdk.name(), command.program.display()));
-            let output: Arc<Mutex<Vec<String>>> = Arc::default();
+            let output: Arc<Mutex<Vec<(tokio::time::Instant, String)>>> = Arc::default();
             let tag = format!("[{} server]", sdk.name());
             if let Some(out) = child.stdout.take() {
                 tokio::spawn(collect(out, tag.clone(), output.clone()));
@@ -262,7 +263,7 @@ impl Server {
             let url = format!("http://{listen}");
             match serving(&url, &mut child).await {
                 Ok(()) => return Server { url, child, output },
-                Err(why) => last_exit = format!("{why}; its output:\n{}", output.lock().unwrap().join("\n")),
+                Err(why) => last_exit = format!("{why}; its output:\n{}", lines(&output.lock().unwrap()).join("\n")),
             }
         }
         panic!("the {} conformance server did not start: {last_exit}", sdk.name());
@@ -275,14 +276,19 @@ impl Server {
 
     /// Its output lines so far (stdout and stderr).
     pub fn output(&self) -> Vec<String> {
-        self.output.lock().unwrap().clone()
+        lines(&self.output.lock().unwrap())
+    }
+
+    /// When the first line of its output that contains `text` was read, if one was.
+    pub fn output_at(&self, text: &str) -> Option<tokio::time::Instant> {
+        self.output.lock().unwrap().iter().find(|(_, l)| l.contains(text)).map(|(at, _)| *at)
     }
 
     /// Waits until a line of its output contains `text`.
     pub async fn wait_output(&self, text: &str) {
         let output = self.output.clone();
         wait_for(&format!("the server's output to contain {text:?}"), DEADLINE, || {
-            let found = output.lock().unwrap().iter().any(|l| l.contains(text));
+            let found = output.lock().unwrap().iter().any(|(_, l)| l.contains(text));
             async move { found }
         })
         .await
@@ -296,12 +302,17 @@ impl Server {
 }
 
 /// Keeps the lines of one of the server's streams, and shows them when the test fails.
-async fn collect(stream: impl tokio::io::AsyncRead + Unpin, tag: String, into: Arc<Mutex<Vec<String>>>) {
+async fn collect(stream: impl tokio::io::AsyncRead + Unpin, tag: String, into: Arc<Mutex<Vec<(tokio::time::Instant, String)>>>) {
     let mut lines = BufReader::new(stream).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         eprintln!("{tag} {line}");
-        into.lock().unwrap().push(line);
+        into.lock().unwrap().push((tokio::time::Instant::now(), line));
     }
+}
+
+/// The lines alone.
+fn lines(output: &[(tokio::time::Instant, String)]) -> Vec<String> {
+    output.iter().map(|(_, l)| l.clone()).collect()
 }
 
 /// Waits until the server at `url` is SERVING; `Err` when it exits first or takes too long.
@@ -368,6 +379,11 @@ impl Env {
     pub fn start_controller(&mut self) {
         assert!(self.controller.is_none(), "a controller runs already");
         self.controller = Some(Controller::start(self.client.clone(), self.settings.clone()));
+    }
+
+    /// Starts another replica beside the controller: its settings with `identity` instead.
+    pub fn start_replica(&self, identity: &str) -> Controller {
+        Controller::start(self.client.clone(), Settings { identity: Some(identity.into()), ..self.settings.clone() })
     }
 
     /// Waits until a line of the controller's log contains `text`.

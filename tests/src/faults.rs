@@ -33,12 +33,28 @@ pub struct Fault {
     pub hang: bool,
     /// Only requests whose query contains this (for example `watch=true`).
     pub query_contains: Option<String>,
+    /// Only requests with this Content-Type (for example a JSON patch's).
+    pub content_type: Option<String>,
+    /// The request is forwarded first, and lands; only its answer is replaced (an answer lost
+    /// after the API server applied the request).
+    pub after_forwarding: bool,
 }
 
 impl Fault {
     /// Answers one request `method … path_suffix` with `status`.
     pub fn new(method: Method, path_suffix: &str, status: StatusCode) -> Fault {
-        Fault { method, path_suffix: path_suffix.into(), times: 1, status, headers: vec![], body: None, hang: false, query_contains: None }
+        Fault {
+            method,
+            path_suffix: path_suffix.into(),
+            times: 1,
+            status,
+            headers: vec![],
+            body: None,
+            hang: false,
+            query_contains: None,
+            content_type: None,
+            after_forwarding: false,
+        }
     }
 }
 
@@ -75,6 +91,7 @@ pub async fn start(upstream: String, faults: Vec<Fault>) -> (String, Seen) {
                         let method = req.method().clone();
                         let path = req.uri().path().to_string();
                         let query = req.uri().query().unwrap_or("").to_string();
+                        let content_type = req.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
                         let injected = {
                             let mut fs = faults.lock().unwrap();
                             let hit = |f: &Fault| {
@@ -82,6 +99,7 @@ pub async fn start(upstream: String, faults: Vec<Fault>) -> (String, Seen) {
                                     && f.method == method
                                     && path.ends_with(&f.path_suffix)
                                     && f.query_contains.as_ref().is_none_or(|q| query.contains(q.as_str()))
+                                    && f.content_type.as_ref().is_none_or(|c| content_type.starts_with(c.as_str()))
                             };
                             fs.iter_mut().find(|f| hit(f)).map(|f| {
                                 f.times -= 1;
@@ -89,6 +107,15 @@ pub async fn start(upstream: String, faults: Vec<Fault>) -> (String, Seen) {
                             })
                         };
                         if let Some(f) = injected {
+                            if f.after_forwarding {
+                                let (mut parts, body) = req.into_parts();
+                                let pq = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_default();
+                                parts.uri = format!("{upstream}{pq}").parse().unwrap();
+                                // It lands upstream; its answer is read and dropped.
+                                if let Ok(res) = client.request(Request::from_parts(parts, body)).await {
+                                    let _ = res.into_body().collect().await;
+                                }
+                            }
                             seen.lock().unwrap().push((Instant::now(), method, path, f.status.as_u16()));
                             let mut res = Response::builder().status(f.status).header("content-type", "application/json");
                             for (k, v) in &f.headers {

@@ -237,3 +237,54 @@ async fn leases_go_through_while_object_writes_are_stalled() {
     coordinator.stop().await;
     writes.iter().for_each(|w| w.abort());
 }
+
+/// A handler's JSON patch whose answer is lost after it landed (the proxy forwards it, then
+/// answers 500 or 504): it is not applied a second time (`add /spec/items/-` adds once,
+/// `remove /spec/items/0` removes one item), and the handler is not failed for a patch that
+/// landed. Before, every method was retried after a lost answer.
+#[tokio::test]
+async fn a_json_patch_whose_answer_is_lost_lands_once_and_counts_as_landed() {
+    let cases = [
+        (
+            "add to a list",
+            json!([{"op": "add", "path": "/spec/items/-", "value": "c"}]),
+            json!(["a", "b", "c"]),
+            StatusCode::INTERNAL_SERVER_ERROR,
+        ),
+        ("remove an item", json!([{"op": "remove", "path": "/spec/items/0"}]), json!(["b"]), StatusCode::GATEWAY_TIMEOUT),
+    ];
+    for (what, patch, want, status) in cases {
+        let lost = Fault {
+            after_forwarding: true,
+            content_type: Some("application/json-patch+json".into()),
+            ..Fault::new(Method::PATCH, "/kopfexamples/obj", status)
+        };
+        let cluster = DevCluster::start_local().await.unwrap();
+        let direct = cluster.client();
+        kex::install_crd(&direct).await;
+        let (url, seen) = faults::start(cluster.url(), vec![lost]).await;
+        let bytes = serde_json::to_vec(&patch).unwrap();
+        let behaviour: bosun_tests::Behaviour =
+            Arc::new(move |_| pb::HandleResponse { json_patch: bytes.clone(), ..success(json!({"ok": true})) });
+        let server = Scripted::new(vec![(spec("create_fn", pb::HandlerKind::Create), behaviour)]);
+        let (addr, stopper) = server.spawn().await;
+        let controller = Controller::start(faults::client_for(&url), Settings { handlers: vec![addr], ..Settings::default() });
+        kex::create(&direct, "default", "obj", json!({"spec": {"items": ["a", "b"]}})).await;
+        controller.wait_log("[default/obj] Creation is processed:", T).await;
+        let obj = kex::get(&direct, "default", "obj").await.expect("the object");
+        assert_eq!(obj["spec"]["items"], want, "{what}: the patch landed once: {obj:#}");
+        assert_eq!(obj["status"]["create_fn"]["ok"], true, "{what}: {obj:#}");
+        let log = controller.log();
+        assert!(log.iter().any(|l| l.contains("Creation is processed: 1 succeeded; 0 failed.")), "{what}: {log:#?}");
+        let json_patches: Vec<u16> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, m, p, _)| *m == Method::PATCH && p.ends_with("/kopfexamples/obj"))
+            .map(|(_, _, _, s)| *s)
+            .collect();
+        assert!(json_patches.contains(&status.as_u16()), "{what}: the answer was lost once: {json_patches:?}");
+        controller.stop().await;
+        stopper.stop().await;
+    }
+}

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use bosun_controller::Settings;
 use bosun_tests::conformance::{DEADLINE, Env, NS, Sdk, ServerCommand};
+use bosun_tests::wait_for;
 use serde_json::{Value, json};
 
 /// How to start an SDK's server; `None` when its toolchain is missing (skipped, or failed
@@ -67,6 +68,9 @@ conformance!(
     owned_objects_are_created_adopted_and_collected,
     timers_tick_and_patch_a_counter,
     daemons_run_until_the_object_is_deleted,
+    silent_daemons_hold_their_object_until_they_end,
+    silent_daemons_end_before_the_controller_stops,
+    silent_daemons_end_before_their_replica_hands_over,
     startup_activities_run_and_retry_before_any_handler,
     probes_answer_on_the_liveness_endpoint,
     cleanup_activities_run_when_the_controller_stops,
@@ -317,6 +321,82 @@ async fn daemons_run_until_the_object_is_deleted(sdk: Sdk) {
     env.delete("obj").await;
     env.server.wait_output("conformance: daemon stopped for default/obj").await;
     env.wait_gone("obj").await;
+    env.stop().await;
+}
+
+/// How much later than the event it follows the harness may read a server's line (a pipe and a
+/// task between them).
+const READ_LAG: Duration = Duration::from_millis(300);
+
+const SILENT: &str = "conformance.bosun.dev/silent";
+
+/// A daemon that has sent nothing yet (grpcio, grpc-js and grpc-go answer its call only with
+/// its first message) holds its object's finalizer until it ended: asked to stop, its 1 s
+/// wind-down is waited for.
+async fn silent_daemons_hold_their_object_until_they_end(sdk: Sdk) {
+    let Some(env) = start(sdk).await else { return };
+    env.create("obj", json!({"metadata": {"labels": {SILENT: "yes"}}})).await;
+    env.server.wait_output("conformance: silent daemon started for default/obj").await;
+    env.delete("obj").await;
+    env.wait_gone("obj").await;
+    let gone = tokio::time::Instant::now();
+    env.server.wait_output("conformance: silent daemon stopped for default/obj").await;
+    let ended = env.server.output_at("conformance: silent daemon stopped for default/obj").expect("its line");
+    if ended > gone + READ_LAG {
+        env.fail(&format!("the object went {:?} before its daemon ended", ended - gone));
+    }
+    env.wait_log("[default/obj] Daemon 'silent' succeeded.").await;
+    env.stop().await;
+}
+
+/// At a graceful stop, the controller waits for a daemon that has sent nothing yet to end.
+async fn silent_daemons_end_before_the_controller_stops(sdk: Sdk) {
+    let Some(mut env) = start(sdk).await else { return };
+    env.create("obj", json!({"metadata": {"labels": {SILENT: "yes"}}})).await;
+    env.server.wait_output("conformance: silent daemon started for default/obj").await;
+    let log = env.stop_controller().await;
+    let stopped = tokio::time::Instant::now();
+    let ended = env.server.output_at("conformance: silent daemon stopped for default/obj");
+    assert!(
+        ended.is_some_and(|at| at <= stopped + READ_LAG),
+        "[{}] the controller stopped before its daemon ended: {:?}",
+        sdk.name(),
+        env.server.output()
+    );
+    assert!(
+        log.iter().any(|l| l.contains("[default/obj] Daemon 'silent' succeeded.")),
+        "[{}] its end is seen:\n{}",
+        sdk.name(),
+        log.join("\n")
+    );
+    env.stop().await;
+}
+
+/// A leader that stops hands its objects over only once their daemons ended, silent ones too:
+/// the next leader's instance starts after the first one's end, never beside it.
+async fn silent_daemons_end_before_their_replica_hands_over(sdk: Sdk) {
+    use bosun_controller::coordination::{LeaseSetup, Replicas};
+    let lease = LeaseSetup { name: "conformance".into(), namespace: NS.into(), duration: Duration::from_secs(15) };
+    let settings = Settings { identity: Some("a".into()), replicas: Replicas::LeaderElection(lease), ..Settings::default() };
+    let Some(mut env) = start_with(sdk, settings).await else { return };
+    env.create("obj", json!({"metadata": {"labels": {SILENT: "yes"}}})).await;
+    env.server.wait_output("conformance: silent daemon started for default/obj").await;
+    let b = env.start_replica("b");
+    b.wait_log("The leader is a", DEADLINE).await;
+    env.stop_controller().await;
+    wait_for("the second instance", DEADLINE, || {
+        let n = env.server.output().iter().filter(|l| l.contains("conformance: silent daemon started for default/obj")).count();
+        async move { n == 2 }
+    })
+    .await
+    .unwrap_or_else(|e| env.fail(&e.to_string()));
+    let output = env.server.output();
+    let first_end = output.iter().position(|l| l.contains("conformance: silent daemon stopped for default/obj"));
+    let second = output.iter().rposition(|l| l.contains("conformance: silent daemon started for default/obj"));
+    if !matches!((first_end, second), (Some(e), Some(s)) if e < s) {
+        env.fail("the next leader started the daemon while the first instance still ran");
+    }
+    b.stop().await;
     env.stop().await;
 }
 

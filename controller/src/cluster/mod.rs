@@ -63,7 +63,16 @@ pub enum Error {
 }
 
 impl Error {
-    /// The HTTP code for API errors.
+    /// Whether the API server may have applied the request although it failed (no answer, or
+    /// a 5xx other than 503): see [`retry::Failure::may_have_applied`].
+    pub fn may_have_applied(&self) -> bool {
+        match self {
+            Error::Transport { .. } => true,
+            _ => self.code().and_then(|c| StatusCode::from_u16(c).ok()).is_some_and(|c| retry::Failure::Status(c, None).may_have_applied()),
+        }
+    }
+
+    /// The HTTP status, for an error the API server answered.
     pub fn code(&self) -> Option<u16> {
         match self {
             Error::Api { code, .. } => Some(*code),
@@ -220,6 +229,7 @@ impl Cluster {
     async fn send(&self, method: Method, path: &str, content_type: Option<&str>, body: Option<Vec<u8>>) -> Result<Bytes, Error> {
         // Shared by the attempts: a retry re-sends it without a copy.
         let body = Bytes::from(body.unwrap_or_default());
+        let resendable = retry::resendable(&method, content_type, &body);
         let mut attempt = 0;
         loop {
             let mut req = Request::builder().method(method.clone()).uri(path).header(http::header::ACCEPT, "application/json");
@@ -240,6 +250,11 @@ impl Cluster {
                 }
                 Err(message) => (retry::Failure::NoAnswer, Error::Transport { method: method.clone(), path: path.into(), message }),
             };
+            // A request that must not land twice is not sent again once it may have landed: its
+            // caller finds out (`Error::may_have_applied`).
+            if !resendable && failure.may_have_applied() {
+                return Err(err);
+            }
             let Some(wait) = retry::wait(attempt, self.retries, failure) else { return Err(err) };
             tracing::warn!("{err}; retrying in {}s", wait.as_secs_f64());
             attempt += 1;

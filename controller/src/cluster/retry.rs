@@ -39,6 +39,33 @@ pub fn wait(attempt: usize, retries: usize, failure: Failure) -> Option<Duration
     }
 }
 
+impl Failure {
+    /// Whether the API server may have applied the request all the same: no answer came (it
+    /// may have been lost after the write), or a 5xx other than 503 (500, 504: the write may
+    /// have happened before the failure). 429 and 503 are answered before anything is done.
+    pub fn may_have_applied(self) -> bool {
+        match self {
+            Failure::NoAnswer => true,
+            Failure::Status(status, _) => status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+/// Whether a request may be sent again after a failure that [may have
+/// applied](Failure::may_have_applied) it: GET, PUT (a resourceVersion makes a second one
+/// conflict), DELETE, POST (a create; a second one is 409 AlreadyExists, which its callers
+/// take) and merge, strategic and apply patches (applying one twice is applying it once) may;
+/// a JSON patch may not (`add /spec/items/-` twice adds twice; a `remove` twice is a 422 for a
+/// patch that landed) unless its first operation tests `/metadata/resourceVersion`, so that a
+/// second landing is refused.
+pub fn resendable(method: &http::Method, content_type: Option<&str>, body: &[u8]) -> bool {
+    if *method != http::Method::PATCH || content_type != Some(super::content::JSON_PATCH) {
+        return true;
+    }
+    let Ok(serde_json::Value::Array(ops)) = serde_json::from_slice::<serde_json::Value>(body) else { return false };
+    ops.first().is_some_and(|op| op["op"] == "test" && op["path"] == "/metadata/resourceVersion" && op["value"].is_string())
+}
+
 /// How a request through kube's typed API failed, for [`wait`]; none when retrying cannot
 /// help (the answer came and could not be read).
 pub fn failure_of(e: &kube::Error) -> Option<Failure> {
@@ -100,6 +127,54 @@ mod tests {
         ];
         for (what, attempt, retries, failure, want) in cases {
             assert_eq!(wait(attempt, retries, failure), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn only_failures_before_the_write_are_sure_not_to_have_applied_it() {
+        let s = |code: u16| Failure::Status(StatusCode::from_u16(code).unwrap(), None);
+        let cases = [
+            ("no answer", Failure::NoAnswer, true),
+            ("500", s(500), true),
+            ("504", s(504), true),
+            ("503", s(503), false),
+            ("429", s(429), false),
+            ("409", s(409), false),
+        ];
+        for (what, failure, want) in cases {
+            assert_eq!(failure.may_have_applied(), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn json_patches_are_resent_only_when_a_resource_version_test_guards_them() {
+        use super::super::content;
+        let guarded = br#"[{"op":"test","path":"/metadata/resourceVersion","value":"7"},{"op":"add","path":"/spec/items/-","value":1}]"#;
+        type Case<'a> = (&'a str, http::Method, Option<&'a str>, &'a [u8], bool);
+        let cases: [Case; 8] = [
+            ("GET", http::Method::GET, None, b"", true),
+            ("a create", http::Method::POST, Some(content::JSON), b"{}", true),
+            ("a merge patch", http::Method::PATCH, Some(content::MERGE), br#"{"a":1}"#, true),
+            (
+                "a plain JSON patch",
+                http::Method::PATCH,
+                Some(content::JSON_PATCH),
+                br#"[{"op":"add","path":"/spec/items/-","value":1}]"#,
+                false,
+            ),
+            ("a guarded JSON patch", http::Method::PATCH, Some(content::JSON_PATCH), guarded, true),
+            (
+                "a test of another path",
+                http::Method::PATCH,
+                Some(content::JSON_PATCH),
+                br#"[{"op":"test","path":"/spec","value":"7"}]"#,
+                false,
+            ),
+            ("not JSON", http::Method::PATCH, Some(content::JSON_PATCH), b"[", false),
+            ("empty", http::Method::PATCH, Some(content::JSON_PATCH), b"[]", false),
+        ];
+        for (what, method, ct, body, want) in cases {
+            assert_eq!(resendable(&method, ct, body), want, "{what}");
         }
     }
 

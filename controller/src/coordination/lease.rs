@@ -145,7 +145,9 @@ impl Record {
             duration: Duration::from_secs(spec["leaseDurationSeconds"].as_u64().unwrap_or(0).min(365 * 24 * 3600)),
             acquired: time(&spec["acquireTime"]),
             renewed: time(&spec["renewTime"]),
-            transitions: spec["leaseTransitions"].as_i64().unwrap_or(0).max(0),
+            // An int32 in the API: anything outside 0..=i32::MAX (a hostile or broken writer)
+            // is read within it, so that the next take-over writes a value the server accepts.
+            transitions: spec["leaseTransitions"].as_i64().unwrap_or(0).clamp(0, i64::from(i32::MAX)),
             resource_version: object::version(body).map(String::from),
             view,
         }
@@ -298,7 +300,9 @@ pub fn body(
     view: Option<&[String]>,
 ) -> Value {
     let taking_over = previous.is_some_and(|p| p.holder.as_deref() != holder) && holder.is_some();
-    let transitions = previous.map_or(0, |p| p.transitions) + i64::from(taking_over);
+    // Saturating at int32's top: past it the API server refuses the write and nobody could
+    // take the Lease again.
+    let transitions = (previous.map_or(0, |p| p.transitions) + i64::from(taking_over)).min(i64::from(i32::MAX));
     let acquired = match previous {
         Some(p) if !taking_over && p.holder.as_deref() == holder => p.acquired.unwrap_or(now),
         _ => now,
@@ -432,6 +436,11 @@ mod tests {
             (Some(mine.clone()), Some("me"), (2, "2026-11-23T09:00:00.000000Z", 15, "me")),
             (Some(lease("other", "2026-11-23T09:00:00Z", 15)), Some("me"), (3, "2026-11-23T10:00:10.000000Z", 15, "me")),
             (Some(mine), None, (2, "2026-11-23T10:00:10.000000Z", 1, "")),
+            (
+                Some(Record { transitions: i64::from(i32::MAX), ..lease("other", "2026-11-23T09:00:00Z", 15) }),
+                Some("me"),
+                (i64::from(i32::MAX), "2026-11-23T10:00:10.000000Z", 15, "me"),
+            ),
         ];
         for (previous, holder, (transitions, acquired, secs, shown)) in cases {
             let b = body(("ns", "l"), holder, &timing, now, previous.as_ref(), &json!({}), None);
@@ -443,6 +452,14 @@ mod tests {
             assert_eq!(spec["renewTime"], "2026-11-23T10:00:10.000000Z");
             assert_eq!(b["metadata"]["resourceVersion"].as_str(), previous.as_ref().map(|_| "7"));
             assert_eq!(Record::parse(&b).holder.as_deref(), holder);
+        }
+    }
+
+    #[test]
+    fn lease_transitions_are_read_within_int32() {
+        for (stored, want) in [(json!(5), 5), (json!(-3), 0), (json!(i64::MAX), i64::from(i32::MAX)), (json!("x"), 0), (json!(1e300), 0)] {
+            let r = Record::parse(&json!({"spec": {"holderIdentity": "x", "leaseTransitions": stored}}));
+            assert_eq!(r.transitions, want, "{stored}");
         }
     }
 

@@ -11,8 +11,11 @@
 //! log lines, events, patches — until the server reports its exit, which it sends only once
 //! the daemon's function has returned (`DaemonExit.stopped`). It waits for at most the
 //! daemon's `cancellation_timeout` when it has one (then the call is cancelled and the daemon
-//! left orphaned, in Kopf's words), else for as long as it takes (within the stop's grace when
-//! the controller itself stops). Meanwhile the daemon holds its object's turn and finalizer:
+//! left orphaned, in Kopf's words), else for as long as it takes, the controller's own stop
+//! included (that stop goes on after its grace, but a Lease it holds is not given up while a
+//! daemon runs). The daemon counts as running from the moment its call is sent, whether or not
+//! its stream has answered: grpcio, grpc-js and grpc-go send a stream's headers only with its
+//! first message. Meanwhile the daemon holds its object's turn and finalizer:
 //! a handover, a pause's settling and a deletion wait for its end, so that one daemon never
 //! runs twice. A StopDaemon that fails or finds no such daemon is asked again with a backoff
 //! while the stream is read; only a server without StopDaemon (older servers) gets the
@@ -25,6 +28,7 @@ use std::time::Duration;
 
 use bosun_proto::v1 as pb;
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -45,13 +49,10 @@ use crate::state::registry::{ErrorsMode, Handler};
 /// How long a handler server has to answer StopDaemon.
 const STOP_CALL: Duration = Duration::from_secs(5);
 
-/// How long a daemon may take to end when the controller itself stops: within the grace the
-/// stop gives the tasks of a resource.
-/// How long in-flight cycles get to finish after a stop is requested.
+/// How long in-flight cycles get to finish after a stop is requested. Daemons are not bound
+/// by it: they are waited for to their end (or their `cancellation_timeout`) and hold their
+/// turns meanwhile, so that a Lease is not given up while one runs (`coordination::drain`).
 pub(crate) const GRACE: Duration = Duration::from_secs(10);
-
-/// How long daemons get to end after a stop is requested: within the cycles' [`GRACE`].
-pub(crate) const STOP_GRACE: Duration = GRACE.saturating_sub(Duration::from_secs(1));
 
 /// How a daemon's stream ended.
 enum End {
@@ -77,23 +78,63 @@ enum Ran {
     Stopped(Option<End>),
 }
 
-/// Who asked a daemon to stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
-    /// `background`: the object is deleted, stops matching, or is not ours now.
-    Requested,
-    /// Ownership was revoked: as requested, and nothing it sends is written any more.
-    Revoked,
-    /// The controller (or the resource's service) stops.
-    Controller,
+/// A daemon's call: its stream once the server answered, and what it sent since.
+enum Call<'a> {
+    /// Sent, not answered yet: the daemon runs (or is about to) but has sent nothing.
+    Opening(BoxFuture<'a, Result<DaemonStream, CallFailure>>),
+    /// Answered: its messages.
+    Open(DaemonStream),
+    /// Over.
+    Done,
+}
+
+/// One step of a daemon's call.
+enum Step {
+    /// A message from the daemon.
+    Message(pb::DaemonMessage),
+    /// The call failed before its stream was answered.
+    NotStarted(CallFailure),
+    /// The stream failed.
+    Failed(CallFailure),
+    /// The stream ended.
+    Ended,
+}
+
+impl Call<'_> {
+    /// The next step; cancel-safe (the opening and the stream stay in `self`), so a select may
+    /// drop it and call again.
+    async fn next(&mut self) -> Step {
+        loop {
+            match self {
+                Call::Opening(opening) => match opening.await {
+                    Ok(stream) => *self = Call::Open(stream),
+                    Err(failure) => {
+                        *self = Call::Done;
+                        return Step::NotStarted(failure);
+                    }
+                },
+                Call::Open(stream) => {
+                    return match stream.next().await {
+                        None => Step::Ended,
+                        Some(Ok(message)) => Step::Message(message),
+                        Some(Err(failure)) => Step::Failed(failure),
+                    };
+                }
+                Call::Done => return Step::Ended,
+            }
+        }
+    }
 }
 
 /// Waits until the daemon is asked to stop.
-async fn stopping(requested: &CancellationToken, stop: &mut watch::Receiver<bool>, turn: &Turn) -> Stop {
+/// `background` asks (the object is deleted, stops matching, or is not ours now), ownership is
+/// revoked (then nothing it sends is written any more), or the controller stops: each is
+/// waited for alike.
+async fn stopping(requested: &CancellationToken, stop: &mut watch::Receiver<bool>, turn: &Turn) {
     tokio::select! {
-        _ = turn.revoked() => Stop::Revoked,
-        _ = requested.cancelled() => Stop::Requested,
-        _ = stop.wait_for(|s| *s) => Stop::Controller,
+        _ = turn.revoked() => {}
+        _ = requested.cancelled() => {}
+        _ = stop.wait_for(|s| *s) => {}
     }
 }
 
@@ -185,23 +226,15 @@ struct Runner<'a> {
 
 impl Runner<'_> {
     /// One run of the daemon, from the call to its exit (or its stream's end), or to its stop.
+    /// The daemon counts as running from the moment its call is sent, not from its stream's
+    /// first answer: grpcio, grpc-js and grpc-go send a server stream's headers only with its
+    /// first message, so a daemon that has said nothing yet is stopped and waited for like any.
     async fn once(&self, requested: &CancellationToken, stop: &mut watch::Receiver<bool>, req: pb::DaemonRequest) -> Ran {
-        let (ctx, h) = (self.ctx, self.h);
-        let opened = tokio::select! {
-            _ = stopping(requested, stop, self.turn) => return Ran::Stopped(None),
-            o = ctx.servers[h.server].daemon(req) => o,
-        };
-        let mut stream = match opened {
-            Err(failure) => {
-                ctx.log.warn(Some(self.obj), &format!("Daemon '{}' could not be started: {failure}.", h.id));
-                return Ran::Ended(End::of(&failure.answer()));
-            }
-            Ok(stream) => stream,
-        };
+        let mut call = Call::Opening(self.ctx.servers[self.h.server].daemon(req));
         loop {
             let next = tokio::select! {
-                why = stopping(requested, stop, self.turn) => return Ran::Stopped(self.wind_down(stream, why, stop).await),
-                n = stream.next() => n,
+                _ = stopping(requested, stop, self.turn) => return Ran::Stopped(self.wind_down(call).await),
+                n = call.next() => n,
             };
             if let Some(end) = self.absorb(next).await {
                 return Ran::Ended(end);
@@ -209,15 +242,19 @@ impl Runner<'_> {
         }
     }
 
-    /// Takes one item of the stream: `Some` when the stream ended with it.
-    async fn absorb(&self, next: Option<Result<pb::DaemonMessage, crate::handlers::dispatch::CallFailure>>) -> Option<End> {
+    /// Takes one step of the call: `Some` when the daemon ended with it.
+    async fn absorb(&self, next: Step) -> Option<End> {
         match next {
-            None => Some(End::NoExit),
-            Some(Err(failure)) => {
+            Step::Ended => Some(End::NoExit),
+            Step::NotStarted(failure) => {
+                self.ctx.log.warn(Some(self.obj), &format!("Daemon '{}' could not be started: {failure}.", self.h.id));
+                Some(End::of(&failure.answer()))
+            }
+            Step::Failed(failure) => {
                 self.ctx.log.warn(Some(self.obj), &format!("Daemon '{}' {failure}.", self.h.id));
                 Some(End::of(&failure.answer()))
             }
-            Some(Ok(message)) => {
+            Step::Message(message) => {
                 let body = self.latest.borrow().0.clone();
                 let e = apply(self.ctx, self.h, &body, message, !revoked(self.turn)).await?;
                 let outcome = pb::Outcome::try_from(e.outcome).unwrap_or(pb::Outcome::UnexpectedError);
@@ -231,14 +268,13 @@ impl Runner<'_> {
     /// StopDaemon that fails, or finds no such daemon (its exit may be on its way, or it has
     /// not started yet), is asked again with a backoff while the stream is read: only a server
     /// without StopDaemon (UNIMPLEMENTED) gets the cancellation at once as its stop signal.
-    async fn wind_down(&self, mut stream: DaemonStream, why: Stop, stop: &mut watch::Receiver<bool>) -> Option<End> {
+    async fn wind_down(&self, mut call: Call<'_>) -> Option<End> {
         let (ctx, h) = (self.ctx, self.h);
         let timeout = (!h.daemon.cancellation_timeout.is_zero()).then_some(h.daemon.cancellation_timeout);
-        let bound = match why {
-            Stop::Requested | Stop::Revoked => timeout,
-            Stop::Controller => Some(timeout.map_or(STOP_GRACE, |t| t.min(STOP_GRACE))),
-        };
-        let mut deadline = bound.map(|b| Instant::now() + b);
+        // Whoever asked, the daemon is waited for as long as it takes, or its cancellation
+        // timeout: the controller's own stop too, so that its Lease is not given up while the
+        // daemon runs (the stop then goes on without it, and the Lease is left to expire).
+        let deadline = timeout.map(|b| Instant::now() + b);
         let req = pb::StopDaemonRequest {
             handler_id: h.id.clone(),
             handler_key: h.key.clone(),
@@ -247,18 +283,17 @@ impl Runner<'_> {
         let mut asked = 0usize;
         // When to ask the server again (`None`: it said it is stopping the daemon).
         let mut ask_at = Some(Instant::now());
-        let mut controller_stops = why == Stop::Controller;
         loop {
             if ask_at.is_some_and(|at| at <= Instant::now()) {
-                let call = deadline.map_or(STOP_CALL, |d| d.saturating_duration_since(Instant::now()).min(STOP_CALL));
+                let within = deadline.map_or(STOP_CALL, |d| d.saturating_duration_since(Instant::now()).min(STOP_CALL));
                 asked += 1;
-                ask_at = match ctx.servers[h.server].stop_daemon(req.clone(), call).await {
+                ask_at = match ctx.servers[h.server].stop_daemon(req.clone(), within).await {
                     Ok(said) if said.stopping => {
                         ctx.log.debug(Some(self.obj), &format!("Daemon '{}' is signalled to exit gracefully.", h.id));
                         None
                     }
                     Err(CallFailure::Failed { code: tonic::Code::Unimplemented, .. }) => {
-                        return self.cancelled(stream, why, stop, timeout).await;
+                        return self.cancelled(call, timeout).await;
                     }
                     said => {
                         if asked == 1 {
@@ -285,19 +320,12 @@ impl Runner<'_> {
                 }
             };
             let next = tokio::select! {
-                n = stream.next() => n,
+                n = call.next() => n,
                 _ = out_of_time => {
                     ctx.log.warn(Some(self.obj), &format!("Daemon '{}' did not exit in time. Leaving it orphaned.", h.id));
                     return None;
                 }
                 _ = ask_again => continue,
-                // The controller stops meanwhile: the wait ends within the stop's grace.
-                _ = stop.wait_for(|s| *s), if !controller_stops => {
-                    controller_stops = true;
-                    let grace = Instant::now() + STOP_GRACE;
-                    deadline = Some(deadline.map_or(grace, |d| d.min(grace)));
-                    continue;
-                }
             };
             if let Some(end) = self.absorb(next).await {
                 return Some(end);
@@ -307,14 +335,12 @@ impl Runner<'_> {
 
     /// A server without StopDaemon: the stream's cancellation is the daemon's stop signal, and
     /// its end cannot be seen; it counts as running for its `cancellation_timeout` more.
-    async fn cancelled(&self, stream: DaemonStream, why: Stop, stop: &mut watch::Receiver<bool>, timeout: Option<Duration>) -> Option<End> {
-        drop(stream);
+    async fn cancelled(&self, call: Call<'_>, timeout: Option<Duration>) -> Option<End> {
+        drop(call);
         let why_not = "its handler server cannot stop it on request (no StopDaemon)";
         self.ctx.log.debug(Some(self.obj), &format!("Daemon '{}' is cancelled ({why_not}).", self.h.id));
-        if why != Stop::Controller
-            && let Some(t) = timeout
-        {
-            tokio::select! { _ = stop.wait_for(|s| *s) => {}, _ = tokio::time::sleep(t) => {} }
+        if let Some(t) = timeout {
+            tokio::time::sleep(t).await;
         }
         None
     }

@@ -58,7 +58,8 @@ pub async fn write(api: &dyn Api, path: &str, finalizer: &str, body: &Value, w: 
         let status_path = format!("{path}/status");
         // Its answer is read only when nothing is written after it, or when the finalizer
         // change is made against it: otherwise a later write's answer replaces it unread.
-        let replaced = w.finalizer.is_none() && (!is_empty_patch(&w.main) || !w.json_patches.is_empty());
+        // (A JSON patch after it needs it: what the object was before the patch.)
+        let replaced = w.finalizer.is_none() && !is_empty_patch(&w.main);
         if replaced {
             api.patch_unread(&status_path, content::MERGE, &w.status).await?;
         } else {
@@ -96,9 +97,54 @@ pub async fn write(api: &dyn Api, path: &str, finalizer: &str, body: &Value, w: 
         }
     }
     for (_, p) in &w.json_patches {
-        written = Some(api.patch(path, content::JSON_PATCH, p).await?);
+        let before = written.take().unwrap_or_else(|| body.clone());
+        written = Some(json_patch(api, path, &before, p).await?);
     }
     Ok(written)
+}
+
+/// Sends a handler's JSON patch so that it lands at most once. It is sent as it is; if its
+/// answer is lost (or a 5xx says nothing of whether it landed), it is sent again only guarded by
+/// a test of `before`'s resourceVersion, so that a second landing is refused; and if that is
+/// refused (422), the object is read to see whether the first one landed: the patch applied to
+/// `before` is what the object is now. Otherwise the object changed meanwhile: a conflict.
+async fn json_patch(api: &dyn Api, path: &str, before: &Value, patch: &Value) -> Result<Value, WriteError> {
+    let first = match api.patch(path, content::JSON_PATCH, patch).await {
+        Ok(v) => return Ok(v),
+        Err(e) if e.may_have_applied() => e,
+        Err(e) => return Err(e.into()),
+    };
+    let Some(version) = object::version(before) else { return Err(first.into()) };
+    let mut guarded = vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": version})];
+    guarded.extend(patch.as_array().into_iter().flatten().cloned());
+    match api.patch(path, content::JSON_PATCH, &Value::Array(guarded)).await {
+        Ok(v) => Ok(v),
+        Err(e) if e.code() == Some(422) => {
+            let now = api.get(path).await?;
+            if landed(before, patch, &now) { Ok(now) } else { Err(WriteError::Conflict) }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether `now` is `before` with `patch` applied, but for what the API server changes on
+/// every write (resourceVersion, generation, managedFields).
+fn landed(before: &Value, patch: &Value, now: &Value) -> bool {
+    let Ok(ops) = serde_json::from_value::<json_patch::Patch>(patch.clone()) else { return false };
+    let mut want = before.clone();
+    if json_patch::patch(&mut want, &ops).is_err() {
+        return false;
+    }
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            for key in ["resourceVersion", "generation", "managedFields"] {
+                meta.remove(key);
+            }
+        }
+        v
+    };
+    strip(&want) == strip(now)
 }
 
 /// The calls whose patches the API server refuses for the object at `path`, each tried alone

@@ -28,6 +28,7 @@ const kex = "kopf.dev/v1/kopfexamples"
 const (
 	timerLabel  = "conformance.bosun.dev/timer"
 	daemonLabel = "conformance.bosun.dev/daemon"
+	silentLabel = "conformance.bosun.dev/silent"
 	// retryDelay is the errors handler's temporary delay, and its backoff.
 	retryDelay = 500 * time.Millisecond
 )
@@ -59,6 +60,7 @@ func main() {
 	op.OnCreate(kex, subhandlers, bosun.ID("subhandlers"), bosun.Subhandlers(subhandler))
 	op.OnTimer(kex, retryDelay, timer, bosun.ID("timer"), bosun.Label(timerLabel, "yes"))
 	op.OnDaemon(kex, daemon, bosun.ID("daemon"), bosun.Label(daemonLabel, "yes"))
+	op.OnDaemon(kex, silent, bosun.ID("silent"), bosun.Label(silentLabel, "yes"))
 	if err := op.Serve(context.Background()); err != nil {
 		log.Fatal(err)
 	}
@@ -200,5 +202,15 @@ func daemon(ctx context.Context, c *bosun.Cause) (any, error) {
 	c.InfoEvent("DaemonStarted", "conformance: daemon started")
 	<-ctx.Done()
 	fmt.Printf("conformance: daemon stopped for %s/%s\n", c.Namespace(), c.Name())
+	return nil, nil
+}
+
+// silent sends nothing while it runs (it says so on stdout only), and takes 1 s to wind down
+// once stopped: the controller must wait for it all the same.
+func silent(ctx context.Context, c *bosun.Cause) (any, error) {
+	fmt.Printf("conformance: silent daemon started for %s/%s\n", c.Namespace(), c.Name())
+	<-ctx.Done()
+	time.Sleep(time.Second)
+	fmt.Printf("conformance: silent daemon stopped for %s/%s\n", c.Namespace(), c.Name())
 	return nil, nil
 }

@@ -12,12 +12,14 @@ every scenario; handlers whose spec key is absent do nothing and return nothing.
 
 import copy
 import threading
+import time
 
 import bosun
 
 KEX = ('kopf.dev', 'v1', 'kopfexamples')
 TIMER_LABEL = 'conformance.bosun.dev/timer'
 DAEMON_LABEL = 'conformance.bosun.dev/daemon'
+SILENT_LABEL = 'conformance.bosun.dev/silent'
 RETRY_DELAY = 0.5  # the errors handler's temporary delay and backoff, in seconds
 
 # The `retry` at which the startup activity succeeded in this process; None before.
@@ -143,3 +145,14 @@ def daemon(stopped, body, namespace, name, logger, **_):
     while not stopped.wait(0.5):
         pass
     print(f"conformance: daemon stopped for {namespace}/{name}", flush=True)
+
+
+@bosun.daemon(*KEX, id='silent', labels={SILENT_LABEL: 'yes'})
+def silent(stopped, namespace, name, **_):
+    """Sends nothing while it runs (it says so on stdout only), and takes 1 s to wind down once
+    stopped: the controller must wait for it all the same."""
+    print(f"conformance: silent daemon started for {namespace}/{name}", flush=True)
+    while not stopped:
+        time.sleep(0.1)
+    time.sleep(1)
+    print(f"conformance: silent daemon stopped for {namespace}/{name}", flush=True)

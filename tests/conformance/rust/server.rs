@@ -20,6 +20,8 @@ const KEX: &str = "kopf.dev/v1/kopfexamples";
 const TIMER_LABEL: &str = "conformance.bosun.dev/timer";
 /// The label that opts an object into the daemon.
 const DAEMON_LABEL: &str = "conformance.bosun.dev/daemon";
+/// The label that opts an object into the silent daemon.
+const SILENT_LABEL: &str = "conformance.bosun.dev/silent";
 /// The delay of the `errors` handler's temporary errors, and its backoff.
 const RETRY_DELAY: Duration = Duration::from_millis(500);
 
@@ -66,6 +68,9 @@ async fn main() -> Result<(), bosun_sdk::ServeError> {
         .on_daemon(KEX, daemon)
         .id("daemon")
         .label(DAEMON_LABEL, "yes")
+        .on_daemon(KEX, silent)
+        .id("silent")
+        .label(SILENT_LABEL, "yes")
         .serve_default()
         .await
 }
@@ -190,5 +195,16 @@ async fn daemon(cause: Cause) -> Result<(), HandlerError> {
     cause.info_event("DaemonStarted", "conformance: daemon started");
     cause.stopped().wait().await;
     println!("conformance: daemon stopped for {}/{}", cause.namespace().unwrap_or_default(), cause.name());
+    Ok(())
+}
+
+/// Sends nothing while it runs (it says so on stdout only), and takes 1 s to wind down once
+/// stopped: the controller must wait for it all the same.
+async fn silent(cause: Cause) -> Result<(), HandlerError> {
+    let at = format!("{}/{}", cause.namespace().unwrap_or_default(), cause.name());
+    println!("conformance: silent daemon started for {at}");
+    cause.stopped().wait().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    println!("conformance: silent daemon stopped for {at}");
     Ok(())
 }

@@ -13,6 +13,7 @@ import * as bosun from "bosun-operator";
 const KEX = { group: "kopf.dev", version: "v1", plural: "kopfexamples" };
 const TIMER_LABEL = "conformance.bosun.dev/timer";
 const DAEMON_LABEL = "conformance.bosun.dev/daemon";
+const SILENT_LABEL = "conformance.bosun.dev/silent";
 const RETRY_DELAY = 0.5; // the errors handler's temporary delay and backoff, in seconds
 
 /** The `retry` at which the startup activity succeeded in this process; null before. */
@@ -102,3 +103,14 @@ bosun.daemon(KEX, async ({ stopped, body, namespace, name, logger }) => {
   }
   process.stdout.write(`conformance: daemon stopped for ${namespace}/${name}\n`);
 }, { id: "daemon", labels: { [DAEMON_LABEL]: "yes" } });
+
+/** Sends nothing while it runs (it says so on stdout only), and takes 1 s to wind down once
+ * stopped: the controller must wait for it all the same. */
+bosun.daemon(KEX, async ({ stopped, namespace, name }) => {
+  process.stdout.write(`conformance: silent daemon started for ${namespace}/${name}\n`);
+  while (!(await bosun.sleep(0.5, stopped))) {
+    // Waiting for the stop signal.
+  }
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  process.stdout.write(`conformance: silent daemon stopped for ${namespace}/${name}\n`);
+}, { id: "silent", labels: { [SILENT_LABEL]: "yes" } });

@@ -22,10 +22,18 @@ fn delete(rig: &Rig) -> Instant {
 /// A rig whose daemon `d` stops when asked to (StopDaemon says it is stopping), winding down
 /// for `takes` (`None`: never ends), with a delete handler `del` beside it.
 pub(super) fn stoppable(options: pb::DaemonOptions, takes: Option<Duration>) -> Rig {
+    stoppable_on(options, takes, false)
+}
+
+/// [`stoppable`], on a server whose daemon streams answer with their first message
+/// (`headers_with_first_message`, as grpcio, grpc-js and grpc-go): the daemon sends nothing
+/// until it exits.
+pub(super) fn stoppable_on(options: pb::DaemonOptions, takes: Option<Duration>, headers_with_first_message: bool) -> Rig {
     let body = finalized();
     let d = daemon("d", options, Default::default());
     let del = handler("del", pb::HandlerKind::Delete, Default::default());
     let rig = rig(body.clone(), vec![d, del], vec![("del", Box::new(|_, _| ok()))]);
+    rig.server.headers_with_first_message.store(headers_with_first_message, std::sync::atomic::Ordering::SeqCst);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let closed = rig.server.closed.clone();
     rig.server.daemons.lock().insert("d".into(), Box::new(move |_| Ok(stoppable_daemon("d", closed.clone(), stop_rx.clone(), takes))));
@@ -250,19 +258,23 @@ async fn a_daemon_given_away_holds_the_handover_until_it_exits() {
     assert_eq!(rig.logged("Daemon 'd' has exited on request and will not be retried or restarted."), 1);
 }
 
-/// When the controller stops, a daemon that takes as long as it needs is waited for within
-/// the stop's grace only.
+/// When the controller stops, a daemon is waited for to its end, however long it takes (here
+/// 20 s, past the cycles' grace): its turn is held meanwhile, so that a Lease is not given up
+/// while it runs.
 #[tokio::test(start_paused = true)]
-async fn at_the_controllers_stop_a_daemon_is_waited_for_within_the_grace() {
-    let rig = stoppable(Default::default(), None);
+async fn at_the_controllers_stop_a_daemon_is_waited_for_to_its_end_holding_its_turn() {
+    let rig = stoppable(Default::default(), Some(Duration::from_secs(20)));
     rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+    let authority = rig.ctx.authority.clone();
     let stopped = Instant::now();
     rig._stop.send_replace(true);
-    rig.until("the stream is cancelled", Duration::from_secs(30), |r| !r.server.closed.lock().is_empty()).await;
+    rig.until("the turn ends", Duration::from_secs(60), |_| authority.in_flight() == 0).await;
+    assert!(stopped.elapsed() >= Duration::from_secs(20), "its turn is held to its end: {:?}", stopped.elapsed());
     let closed = FakeServer::times(&rig.server.closed.lock(), "d");
-    assert_eq!(closed[0] - stopped, super::super::daemons::STOP_GRACE, "within the grace");
+    assert!(closed.len() == 1 && closed[0] - stopped >= Duration::from_secs(20), "read to its exit: {closed:?}");
     assert_eq!(rig.server.stop_requests.lock().len(), 1);
-    assert_eq!(rig.logged("Daemon 'd' did not exit in time. Leaving it orphaned."), 1);
+    assert_eq!(rig.logged("Daemon 'd' succeeded."), 1, "{:#?}", rig.lines.lock());
+    assert_eq!(rig.logged("Leaving it orphaned."), 0);
 }
 
 /// Ownership revoked (a Lease not renewed by its deadline): the daemon is asked to stop at
@@ -362,4 +374,51 @@ async fn a_revoked_daemons_patches_are_not_applied() {
     rig.until("the turn ends", Duration::from_secs(5), |_| authority.in_flight() == 0).await;
     assert_eq!(*rig.api.writes.lock(), writes, "nothing written");
     assert_eq!(rig.logged("Daemon 'd' sent a patch after ownership was revoked; not applied."), 1, "{:#?}", rig.lines.lock());
+}
+
+/// The servers users run (grpcio, grpc-js, grpc-go) answer a daemon's call only with its first
+/// message. A daemon that has sent nothing yet is stopped as any other: asked to stop, its end
+/// waited for, its object's finalizer, a handover and a revocation's turn held meanwhile. It
+/// must not count as "not started" and be dropped (a second instance would start elsewhere
+/// while it runs on).
+#[tokio::test(start_paused = true)]
+async fn a_daemon_that_has_sent_nothing_yet_is_stopped_and_waited_for_on_every_stop() {
+    for silent in [false, true] {
+        // Its object's deletion: the finalizer stays until its exit.
+        let rig = stoppable_on(Default::default(), Some(Duration::from_secs(3)), silent);
+        rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+        let deleted = delete(&rig);
+        rig.until("the object is gone", Duration::from_secs(30), |r| r.api.object.lock().is_none()).await;
+        assert!(deleted.elapsed() >= Duration::from_secs(3), "silent {silent}: held until the exit: {:?}", deleted.elapsed());
+        assert_eq!(rig.server.stop_requests.lock().len(), 1, "silent {silent}: asked to stop");
+        assert_eq!(rig.logged("INFO [ns/obj] Daemon 'd' succeeded."), 1, "silent {silent}: {:#?}", rig.lines.lock());
+
+        // Given away: the handover waits for its end.
+        let rig = stoppable_on(Default::default(), Some(Duration::from_secs(2)), silent);
+        rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+        let authority = rig.ctx.authority.clone();
+        assert_eq!(authority.in_flight(), 1, "silent {silent}: the daemon holds a turn before it said anything");
+        authority.set_ownership(crate::coordination::Ownership::Nothing);
+        let given = Instant::now();
+        assert_eq!(rig.router.background().stop_unowned(&authority, rig.ctx.clock.now()), 1);
+        authority.settled().await;
+        assert_eq!(given.elapsed(), Duration::from_secs(2), "silent {silent}: the handover waits for its end");
+
+        // Revoked: its turn is held until its end.
+        let rig = stoppable_on(Default::default(), Some(Duration::from_secs(3)), silent);
+        rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+        let authority = rig.ctx.authority.clone();
+        authority.revoke();
+        let revoked = Instant::now();
+        rig.until("the turn ends", Duration::from_secs(30), |_| authority.in_flight() == 0).await;
+        assert!(revoked.elapsed() >= Duration::from_secs(3), "silent {silent}: the turn is held: {:?}", revoked.elapsed());
+        assert_eq!(rig.server.stop_requests.lock().len(), 1, "silent {silent}: asked to stop");
+
+        // The controller stops: asked to stop and waited for.
+        let rig = stoppable_on(Default::default(), Some(Duration::from_secs(2)), silent);
+        rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+        rig._stop.send_replace(true);
+        rig.until("the daemon ended", Duration::from_secs(30), |r| r.logged("Daemon 'd' succeeded.") == 1).await;
+        assert_eq!(rig.server.stop_requests.lock().len(), 1, "silent {silent}: asked to stop");
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bosun_proto::v1 as pb;
@@ -148,6 +148,10 @@ pub struct FakeServer {
     /// How long a handler takes (by handler id).
     pub slow: Mutex<HashMap<String, Duration>>,
     pub daemons: Mutex<HashMap<String, DaemonScript>>,
+    /// Whether a daemon's stream answers only with its first message, as grpcio, grpc-js and
+    /// grpc-go send a server stream's headers (a silent daemon's call is never answered
+    /// until it ends); else at once, as tonic does.
+    pub headers_with_first_message: AtomicBool,
     /// StopDaemon's answers, by handler id (none: UNIMPLEMENTED, as a server without it).
     pub stops: Mutex<HashMap<String, StopScript>>,
     /// Every StopDaemon request, and when it came.
@@ -310,10 +314,16 @@ impl HandlerClient for FakeServer {
             let n = FakeServer::times(&self.opened.lock(), &req.handler_id).len();
             self.keys.lock().push((req.handler_id.clone(), req.handler_key.clone()));
             self.opened.lock().push((req.handler_id.clone(), Instant::now()));
-            match self.daemons.lock().get(&req.handler_id) {
-                Some(script) => script(n),
-                None => Err(CallFailure::Unreachable("no such daemon".into())),
+            let stream = match self.daemons.lock().get(&req.handler_id) {
+                Some(script) => script(n)?,
+                None => return Err(CallFailure::Unreachable("no such daemon".into())),
+            };
+            if !self.headers_with_first_message.load(Ordering::SeqCst) {
+                return Ok(stream);
             }
+            let mut stream = stream;
+            let first = stream.next().await;
+            Ok(Box::pin(futures::stream::iter(first).chain(stream)) as DaemonStream)
         })
     }
 
@@ -418,6 +428,7 @@ fn rig_with(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script
         meanwhile: Mutex::default(),
         slow: Mutex::default(),
         daemons: Mutex::default(),
+        headers_with_first_message: AtomicBool::new(false),
         stops: Mutex::default(),
         stop_requests: Mutex::default(),
         activities: Mutex::default(),
