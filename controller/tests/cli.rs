@@ -297,3 +297,24 @@ async fn handler_files_that_cannot_be_served_are_a_clear_error_at_start() {
         assert!(stderr.contains(error), "{args:?} says {error:?}; it said: {stderr}");
     }
 }
+
+/// A user error is one line, as CLIs of the field print one, even with `RUST_BACKTRACE` set;
+/// `-v` asks for the detail (the causes one per line, and the backtrace).
+#[tokio::test]
+async fn a_user_error_is_one_line_without_a_backtrace_unless_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &'static [&'static str]| {
+        Command::new(env!("CARGO_BIN_EXE_bosun")).args(args).current_dir(dir.path()).env("RUST_BACKTRACE", "1").output()
+    };
+    let out = run(&["dev", "nosuchfile.py"]).await.unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines, vec!["Error: nosuchfile.py: no such handler file"], "one line: {stderr}");
+
+    let out = run(&["dev", "-v", "nosuchfile.py"]).await.unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Error: nosuchfile.py: no such handler file"), "{stderr}");
+    assert!(stderr.to_lowercase().contains("backtrace"), "-v shows the backtrace: {stderr}");
+}

@@ -229,7 +229,7 @@ impl Cluster {
     async fn send(&self, method: Method, path: &str, content_type: Option<&str>, body: Option<Vec<u8>>) -> Result<Bytes, Error> {
         // Shared by the attempts: a retry re-sends it without a copy.
         let body = Bytes::from(body.unwrap_or_default());
-        let resendable = retry::resendable(&method, content_type, &body);
+        let resendable = retry::resendable(content_type == Some(content::JSON_PATCH), &body);
         let mut attempt = 0;
         loop {
             let mut req = Request::builder().method(method.clone()).uri(path).header(http::header::ACCEPT, "application/json");

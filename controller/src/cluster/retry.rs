@@ -52,14 +52,14 @@ impl Failure {
 }
 
 /// Whether a request may be sent again after a failure that [may have
-/// applied](Failure::may_have_applied) it: GET, PUT (a resourceVersion makes a second one
-/// conflict), DELETE, POST (a create; a second one is 409 AlreadyExists, which its callers
-/// take) and merge, strategic and apply patches (applying one twice is applying it once) may;
-/// a JSON patch may not (`add /spec/items/-` twice adds twice; a `remove` twice is a 422 for a
-/// patch that landed) unless its first operation tests `/metadata/resourceVersion`, so that a
-/// second landing is refused.
-pub fn resendable(method: &http::Method, content_type: Option<&str>, body: &[u8]) -> bool {
-    if *method != http::Method::PATCH || content_type != Some(super::content::JSON_PATCH) {
+/// applied](Failure::may_have_applied) it (`json_patch`: its body is a JSON patch). GET, PUT (a
+/// resourceVersion makes a second one conflict), DELETE, POST (a create; a second one is 409
+/// AlreadyExists, which its callers take) and merge, strategic and apply patches (applying one
+/// twice is applying it once) may; a JSON patch may not (`add /spec/items/-` twice adds twice;
+/// a `remove` twice is a 422 for a patch that landed) unless its first operation tests
+/// `/metadata/resourceVersion`, so that a second landing is refused.
+pub fn resendable(json_patch: bool, body: &[u8]) -> bool {
+    if !json_patch {
         return true;
     }
     let Ok(serde_json::Value::Array(ops)) = serde_json::from_slice::<serde_json::Value>(body) else { return false };
@@ -148,33 +148,17 @@ mod tests {
 
     #[test]
     fn json_patches_are_resent_only_when_a_resource_version_test_guards_them() {
-        use super::super::content;
         let guarded = br#"[{"op":"test","path":"/metadata/resourceVersion","value":"7"},{"op":"add","path":"/spec/items/-","value":1}]"#;
-        type Case<'a> = (&'a str, http::Method, Option<&'a str>, &'a [u8], bool);
-        let cases: [Case; 8] = [
-            ("GET", http::Method::GET, None, b"", true),
-            ("a create", http::Method::POST, Some(content::JSON), b"{}", true),
-            ("a merge patch", http::Method::PATCH, Some(content::MERGE), br#"{"a":1}"#, true),
-            (
-                "a plain JSON patch",
-                http::Method::PATCH,
-                Some(content::JSON_PATCH),
-                br#"[{"op":"add","path":"/spec/items/-","value":1}]"#,
-                false,
-            ),
-            ("a guarded JSON patch", http::Method::PATCH, Some(content::JSON_PATCH), guarded, true),
-            (
-                "a test of another path",
-                http::Method::PATCH,
-                Some(content::JSON_PATCH),
-                br#"[{"op":"test","path":"/spec","value":"7"}]"#,
-                false,
-            ),
-            ("not JSON", http::Method::PATCH, Some(content::JSON_PATCH), b"[", false),
-            ("empty", http::Method::PATCH, Some(content::JSON_PATCH), b"[]", false),
+        let cases: [(&str, bool, &[u8], bool); 6] = [
+            ("not a JSON patch (GET, a create, a merge patch)", false, b"{}", true),
+            ("a plain JSON patch", true, br#"[{"op":"add","path":"/spec/items/-","value":1}]"#, false),
+            ("a guarded JSON patch", true, guarded, true),
+            ("a test of another path", true, br#"[{"op":"test","path":"/spec","value":"7"}]"#, false),
+            ("not JSON", true, b"[", false),
+            ("empty", true, b"[]", false),
         ];
-        for (what, method, ct, body, want) in cases {
-            assert_eq!(resendable(&method, ct, body), want, "{what}");
+        for (what, json_patch, body, want) in cases {
+            assert_eq!(resendable(json_patch, body), want, "{what}");
         }
     }
 

@@ -89,8 +89,31 @@ pub enum Command {
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    run(Cli::parse_noting_explicit()).await
+async fn main() -> std::process::ExitCode {
+    let detail = wants_detail(std::env::args().skip(1));
+    match run(Cli::parse_noting_explicit()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{}", error_text(&e, detail));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Whether the command line asks for detail (`-v`/`--verbose`, `-d`/`--debug`), before a `--`
+/// (what follows it is the handler server's own command line).
+fn wants_detail(args: impl IntoIterator<Item = String>) -> bool {
+    args.into_iter().take_while(|a| a != "--").any(|a| {
+        matches!(a.as_str(), "--verbose" | "--debug")
+            || (a.starts_with('-') && !a.starts_with("--") && a[1..].chars().any(|c| c == 'v' || c == 'd'))
+    })
+}
+
+/// How a failed command says why, as CLIs of the field do: one line, the error's causes joined
+/// (`Error: what: why`), whatever `RUST_BACKTRACE` says; with `detail`, each cause on its own
+/// line and the backtrace when one was captured.
+fn error_text(e: &anyhow::Error, detail: bool) -> String {
+    if detail { format!("Error: {e:?}") } else { format!("Error: {e:#}") }
 }
 
 /// Runs the parsed command line.
@@ -120,5 +143,35 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Inspect(args) => crate::inspect::inspect(args).await,
         Command::Rbac(args) => crate::rbac::rbac(args).await,
         Command::Guard { command } => crate::guard::guard(command).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detail_is_asked_for_by_verbose_or_debug_before_the_handler_command() {
+        let cases: [(&[&str], bool); 8] = [
+            (&["dev", "x.py"], false),
+            (&["dev", "-v", "x.py"], true),
+            (&["run", "--debug", "-A"], true),
+            (&["run", "-Ad"], true),
+            (&["run", "--verbose"], true),
+            (&["dev", "--", "python", "-v", "x.py"], false),
+            (&["run", "-P", "team", "-p", "-5"], false),
+            (&["dev", "--apply", "obj-dev.yaml"], false),
+        ];
+        for (args, want) in cases {
+            assert_eq!(wants_detail(args.iter().map(|a| a.to_string())), want, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn an_error_is_one_line_with_its_causes_joined_unless_detail_is_asked_for() {
+        let e = anyhow::anyhow!("no such file").context("nosuchfile.py: no such handler file");
+        assert_eq!(error_text(&e, false), "Error: nosuchfile.py: no such handler file: no such file");
+        let detailed = error_text(&e, true);
+        assert!(detailed.starts_with("Error: nosuchfile.py: no such handler file\n\nCaused by:\n"), "{detailed}");
     }
 }
