@@ -140,17 +140,6 @@ mod tests {
             self.calls.fetch_add(1, Ordering::SeqCst);
             Box::pin(std::future::pending())
         }
-
-        fn request_unread<'a>(
-            &'a self,
-            _: http::Method,
-            _: &'a str,
-            _: Option<&'a str>,
-            _: Option<Vec<u8>>,
-        ) -> futures::future::BoxFuture<'a, Result<(), crate::cluster::Error>> {
-            self.calls.fetch_add(1, Ordering::SeqCst);
-            Box::pin(std::future::pending())
-        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -314,14 +314,13 @@ impl HandlerClient for FakeServer {
             let n = FakeServer::times(&self.opened.lock(), &req.handler_id).len();
             self.keys.lock().push((req.handler_id.clone(), req.handler_key.clone()));
             self.opened.lock().push((req.handler_id.clone(), Instant::now()));
-            let stream = match self.daemons.lock().get(&req.handler_id) {
+            let mut stream = match self.daemons.lock().get(&req.handler_id) {
                 Some(script) => script(n)?,
                 None => return Err(CallFailure::Unreachable("no such daemon".into())),
             };
             if !self.headers_with_first_message.load(Ordering::SeqCst) {
                 return Ok(stream);
             }
-            let mut stream = stream;
             let first = stream.next().await;
             Ok(Box::pin(futures::stream::iter(first).chain(stream)) as DaemonStream)
         })
