@@ -126,6 +126,17 @@ struct State {
     /// Cancelled (and replaced) when ownership is taken away by force: every turn begun
     /// before holds it.
     revocation: CancellationToken,
+    /// Until when the ownership may be acted on (the tenure of the Lease it rests on); `None`:
+    /// no bound. Past it no turn begins and no turn is current, even before the timer that
+    /// revokes has run (after a process freeze, workers may wake first).
+    until: Option<tokio::time::Instant>,
+}
+
+impl State {
+    /// Whether the tenure the ownership rests on still holds now.
+    fn within_tenure(&self) -> bool {
+        self.until.is_none_or(|u| tokio::time::Instant::now() < u)
+    }
 }
 
 struct Inner {
@@ -156,7 +167,13 @@ impl Authority {
     /// A verdict that starts with this ownership, not paused.
     pub fn new(ownership: Ownership) -> Authority {
         Authority(Arc::new(Inner {
-            state: Mutex::new(State { paused: false, ownership, in_flight: HashMap::new(), revocation: CancellationToken::new() }),
+            state: Mutex::new(State {
+                paused: false,
+                ownership,
+                in_flight: HashMap::new(),
+                revocation: CancellationToken::new(),
+                until: None,
+            }),
             changes: watch::channel(Generation::default()).0,
             ended: Notify::new(),
         }))
@@ -177,7 +194,7 @@ impl Authority {
     /// dropped, [`Authority::settled`] waits for it should the object be given away.
     pub fn begin(&self, uid: &str) -> Option<Turn> {
         let mut s = self.0.state.lock();
-        if s.paused || !s.ownership.owns(uid) {
+        if s.paused || !s.ownership.owns(uid) || !s.within_tenure() {
             return None;
         }
         Some(self.count(&mut s, uid))
@@ -222,6 +239,13 @@ impl Authority {
             crate::metrics::global().paused.set(1);
             self.announce(false);
         }
+    }
+
+    /// Bounds the ownership by the tenure of the Lease it rests on: past `until`, nothing may
+    /// act on it (`None`: no bound). Set at every renewal, before the timer that revokes at
+    /// that deadline.
+    pub fn hold_until(&self, until: Option<tokio::time::Instant>) {
+        self.0.state.lock().until = until;
     }
 
     /// Pauses or resumes (peering).
@@ -313,7 +337,11 @@ impl Turn {
     /// Whether the turn may still act (call a handler, write): not revoked, and its object
     /// is still this controller's (a voluntary handover stops a turn at its next step).
     pub fn is_current(&self) -> bool {
-        !self.revoked.is_cancelled() && self.authority.owns(&self.uid)
+        if self.revoked.is_cancelled() {
+            return false;
+        }
+        let s = self.authority.0.state.lock();
+        !s.paused && s.ownership.owns(&self.uid) && s.within_tenure()
     }
 }
 

@@ -77,7 +77,13 @@ fn a_peer_seen_at_the_end_of_time_counts_and_does_not_overflow() {
     let body = json!({"status": {"dev": {"priority": 666, "lifetime": 315360000, "lastseen": "+262142-12-31T23:59:59.999999"}}});
     let peers = peering::peers(&body, now());
     assert_eq!(peers[0].deadline(), DateTime::<Utc>::MAX_UTC);
-    let d = peering::decide(&body, "me", 0, now(), &mut peering::Sightings::default());
+    let d = peering::decide(
+        &body,
+        "me",
+        0,
+        peering::Moment { wall: now(), mono: tokio::time::Instant::now() },
+        &mut peering::Sightings::default(),
+    );
     assert!(matches!(d.verdict, peering::Verdict::Yield(_)), "{d:?}");
 }
 
@@ -94,7 +100,7 @@ proptest! {
 
     #[test]
     fn peering_decides_on_any_status_and_reads_its_own_record_back(body in peering_status(), me in "[a-d]", priority in any::<i64>(), lifetime in 0..400u64) {
-        let d = peering::decide(&body, &me, priority, now(), &mut peering::Sightings::default());
+        let d = peering::decide(&body, &me, priority, peering::Moment { wall: now(), mono: tokio::time::Instant::now() }, &mut peering::Sightings::default());
         prop_assert!(!d.dead.contains(&me) || body["status"][&me].is_object());
         for p in peering::peers(&body, now()) {
             let _ = (p.deadline(), p.to_string());

@@ -6,15 +6,14 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use futures::{Stream, StreamExt};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::Authority;
 use super::peering::{
-    Peering, Sightings, Verdict, clean_patch, decide, fence_after, keepalive_interval, peers, request_limit, retry_after_failure, shown,
-    touch_patch,
+    Moment, Peering, Sightings, Verdict, clean_patch, decide, fence_after, keepalive_interval, peers, request_limit, retry_after_failure,
+    shown, touch_patch,
 };
 use crate::clock::Clock;
 use crate::cluster::{Api, content};
@@ -105,7 +104,7 @@ pub struct Keepalive {
     /// The object as last seen.
     last: Option<Value>,
     /// When its first peer that pauses us dies (from the last decision): look again then.
-    recheck_at: Option<DateTime<Utc>>,
+    recheck_at: Option<tokio::time::Instant>,
     /// When our last successful keepalive was sent (local).
     written: tokio::time::Instant,
     /// When each peer's record was seen to change.
@@ -174,7 +173,7 @@ impl Keepalive {
     /// Decides from the object as it is now; pauses or resumes; removes dead peers.
     async fn observe(&mut self, body: Value) {
         let p = &self.peering;
-        let d = decide(&body, &p.identity, p.priority, self.clock.now(), &mut self.sightings);
+        let d = decide(&body, &p.identity, p.priority, Moment::now(&self.clock), &mut self.sightings);
         let scope = p.display();
         match (&self.verdict, &d.verdict) {
             (Verdict::Run, Verdict::Yield(higher)) => self.log.info(None, &format!("Pausing operations in favour of {}.", shown(higher))),
@@ -212,7 +211,7 @@ impl Keepalive {
         let first = if self.pauses.is_fenced(&scope) { retry_after_failure(lifetime) } else { keepalive_interval(lifetime) };
         let mut keepalive = Instant::now() + first;
         loop {
-            let recheck = self.recheck_at.map(|t| self.clock.instant(t));
+            let recheck = self.recheck_at;
             let fence_at = self.written + fence_after(lifetime);
             let fenced = self.pauses.is_fenced(&scope);
             tokio::select! {
@@ -256,7 +255,7 @@ impl Keepalive {
                     match tokio::time::timeout(request_limit(lifetime), self.api.get(&self.peering.path())).await {
                         Ok(Ok(body)) => self.observe(body).await,
                         Ok(Err(e)) if e.code() == Some(404) => self.observe(json!({})).await,
-                        _ => self.recheck_at = Some(crate::state::delays::later(self.clock.now(), retry_after_failure(lifetime))),
+                        _ => self.recheck_at = Some(Instant::now() + retry_after_failure(lifetime)),
                     }
                 }
                 change = changes.next() => match change {

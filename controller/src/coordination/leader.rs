@@ -225,6 +225,7 @@ impl Candidate {
                     }
                     crate::metrics::global().leader.set(1);
                     crate::metrics::global().set_holding_until(self.elector.deadline());
+                    self.authority.hold_until(self.elector.deadline());
                     self.authority.set_ownership(Ownership::All);
                 }
                 Action::Follow { holder } => {

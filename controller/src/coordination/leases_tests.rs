@@ -456,3 +456,26 @@ async fn looks_at_an_unchanged_group_build_no_rings() {
     let built = super::ring::BUILDS.with(|b| b.get()) - before;
     assert_eq!(built, 0, "rings built by 30 looks at an unchanged group");
 }
+
+/// A process frozen past its renew deadline (a paused VM, SIGSTOP, a starved runtime) may run
+/// its workers before its coordination loop's timer revokes when it wakes. Here the loop is
+/// stopped dead (as frozen) while it holds: past the deadline of its last renewal no turn is
+/// current and none begins, though nothing revoked.
+#[tokio::test(start_paused = true)]
+async fn past_the_renew_deadline_no_turn_acts_though_the_loop_never_revoked() {
+    for shards in [false, true] {
+        let api = Arc::new(FakeLeases::default());
+        let clock = Clock::tokio();
+        let mut replicas = vec![if shards { member(&api, "a", clock).await } else { candidate(&api, "a", clock).await }];
+        let all = ["any-object".to_string()];
+        until_each_owned_once(&replicas, &all, Duration::from_secs(1)).await;
+        let turn = replicas[0].authority.begin("any-object").expect("ours");
+        replicas[0].kill();
+        assert!(turn.is_current(), "shards {shards}: within the deadline of its last renewal");
+        tokio::time::sleep(Timing::new(DURATION).renew_deadline + Duration::from_millis(100)).await;
+        let authority = &replicas[0].authority;
+        assert_ne!(authority.ownership(), Ownership::Nothing, "shards {shards}: nothing revoked");
+        assert!(!turn.is_current(), "shards {shards}: past the deadline, the turn may not act");
+        assert!(authority.begin("any-object").is_none(), "shards {shards}: and none begins");
+    }
+}

@@ -151,28 +151,51 @@ impl Peer {
 /// dead at once (a starting controller does not wait a lifetime for it).
 pub const CLOCK_SKEW_ALLOWANCE: Duration = Duration::from_secs(60);
 
-/// When this controller saw each peer's `lastseen` change, on its own clock: the record lives
-/// for its lifetime after that.
+/// A moment on both clocks: the wall's, to read what records say, and the monotonic one, to
+/// tell how long ago this controller saw something. A wall-clock step (NTP, a VM resumed) moves
+/// the first only: peers are judged on the second, so a step neither kills live peers (and
+/// deletes their records) nor keeps dead ones alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Moment {
+    /// Wall time.
+    pub wall: DateTime<Utc>,
+    /// Monotonic time.
+    pub mono: tokio::time::Instant,
+}
+
+impl Moment {
+    /// Now, on the controller's wall clock and tokio's monotonic one.
+    pub fn now(clock: &crate::clock::Clock) -> Moment {
+        Moment { wall: clock.now(), mono: tokio::time::Instant::now() }
+    }
+}
+
+/// The longest a record is taken to live from a sighting (a lifetime longer than this, which
+/// only a hostile record states, counts as this).
+const LONGEST_LIFE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// When this controller saw each peer's `lastseen` change, on its own monotonic clock: the
+/// record lives for its lifetime after that.
 #[derive(Debug, Default)]
 pub struct Sightings {
-    /// By identity: the `lastseen` last seen, and when it was first seen (our clock).
-    seen: std::collections::HashMap<String, (DateTime<Utc>, DateTime<Utc>)>,
+    /// By identity: the `lastseen` last seen, and when the record dies (monotonic).
+    seen: std::collections::HashMap<String, (DateTime<Utc>, tokio::time::Instant)>,
 }
 
 impl Sightings {
     /// When the record of `p`, looked at `now`, dies.
-    fn deadline(&mut self, p: &Peer, now: DateTime<Utc>) -> DateTime<Utc> {
-        let later = crate::state::delays::later;
-        let observed = match self.seen.get(&p.identity) {
-            Some((lastseen, observed)) if *lastseen == p.lastseen => *observed,
+    fn deadline(&mut self, p: &Peer, now: Moment) -> tokio::time::Instant {
+        match self.seen.get(&p.identity) {
+            Some((lastseen, deadline)) if *lastseen == p.lastseen => *deadline,
             known => {
-                let left_long_ago = known.is_none() && later(p.deadline(), CLOCK_SKEW_ALLOWANCE) <= now;
-                let observed = if left_long_ago { p.lastseen } else { now };
-                self.seen.insert(p.identity.clone(), (p.lastseen, observed));
-                observed
+                // Only a record never seen before is read by the wall clock: left longer ago
+                // than clocks may differ, it is dead at once.
+                let left_long_ago = known.is_none() && crate::state::delays::later(p.deadline(), CLOCK_SKEW_ALLOWANCE) <= now.wall;
+                let deadline = if left_long_ago { now.mono } else { now.mono + p.lifetime.min(LONGEST_LIFE) };
+                self.seen.insert(p.identity.clone(), (p.lastseen, deadline));
+                deadline
             }
-        };
-        later(observed, p.lifetime)
+        }
     }
 }
 
@@ -240,18 +263,18 @@ pub struct Decision {
     /// Identities of dead peers, to remove.
     pub dead: Vec<String>,
     /// When to look again even if nothing changes: when the first peer that pauses us dies.
-    pub recheck_at: Option<DateTime<Utc>>,
+    pub recheck_at: Option<tokio::time::Instant>,
 }
 
 /// Kopf's decision for the controller `me` of `priority` at `now`, each peer's record judged
-/// by when `seen` saw it change.
-pub fn decide(body: &Value, me: &str, priority: i64, now: DateTime<Utc>, seen: &mut Sightings) -> Decision {
-    let all = peers(body, now);
+/// by when `seen` saw it change (on the monotonic clock).
+pub fn decide(body: &Value, me: &str, priority: i64, now: Moment, seen: &mut Sightings) -> Decision {
+    let all = peers(body, now.wall);
     seen.seen.retain(|identity, _| all.iter().any(|p| &p.identity == identity));
-    let (mut higher, mut same, mut dead, mut recheck_at) = (Vec::new(), Vec::new(), Vec::new(), None::<DateTime<Utc>>);
+    let (mut higher, mut same, mut dead, mut recheck_at) = (Vec::new(), Vec::new(), Vec::new(), None::<tokio::time::Instant>);
     for p in all {
         let deadline = seen.deadline(&p, now);
-        if deadline <= now {
+        if deadline <= now.mono {
             dead.push(p.identity);
             continue;
         }

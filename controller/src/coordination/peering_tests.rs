@@ -168,6 +168,14 @@ fn at(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
 }
 
+/// The moment of wall time `wall` with the monotonic clock in step with it (no wall-clock
+/// step): as far from one fixed instant as `wall` is from the start of 2026-11-23.
+fn moment(wall: DateTime<Utc>) -> Moment {
+    static BASE: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+    let base = *BASE.get_or_init(tokio::time::Instant::now);
+    Moment { wall, mono: base + (wall - at("2026-11-23T00:00:00Z")).to_std().unwrap() }
+}
+
 fn status(entries: Value) -> Value {
     json!({"status": entries})
 }
@@ -208,7 +216,7 @@ fn a_controller_runs_yields_or_conflicts_as_kopf_decides() {
         ("Kopf's old zone-less lastseen", status(json!({"old": rec(1, 60, "2026-11-23T10:00:00.123456")})), "yield old", vec![]),
     ];
     for (name, body, want, dead) in cases {
-        let d = decide(&body, "me", 0, now, &mut Sightings::default());
+        let d = decide(&body, "me", 0, moment(now), &mut Sightings::default());
         assert_eq!(names(&d.verdict), want, "{name}");
         assert_eq!(d.dead, dead, "{name}");
     }
@@ -221,9 +229,10 @@ fn a_paused_controller_looks_again_when_the_first_peer_pausing_it_dies() {
         json!({"dev": rec(666, 60, "2026-11-23T10:00:00Z"), "freeze": rec(100, 40, "2026-11-23T10:00:00Z"), "low": rec(-1, 5, "2026-11-23T10:00:29Z")}),
     );
     let mut seen = Sightings::default();
-    assert_eq!(decide(&body, "me", 0, at("2026-11-23T10:00:00Z"), &mut seen).recheck_at, Some(at("2026-11-23T10:00:40Z")));
-    assert_eq!(decide(&body, "me", 0, now, &mut seen).recheck_at, Some(at("2026-11-23T10:00:40Z")), "from when it was seen");
-    assert_eq!(decide(&status(json!({})), "me", 0, now, &mut seen).recheck_at, None);
+    let at_40 = Some(moment(at("2026-11-23T10:00:40Z")).mono);
+    assert_eq!(decide(&body, "me", 0, moment(at("2026-11-23T10:00:00Z")), &mut seen).recheck_at, at_40);
+    assert_eq!(decide(&body, "me", 0, moment(now), &mut seen).recheck_at, at_40, "from when it was seen");
+    assert_eq!(decide(&status(json!({})), "me", 0, moment(now), &mut seen).recheck_at, None);
 }
 
 /// A peer's record lives for its lifetime after this controller saw its `lastseen` change,
@@ -244,15 +253,40 @@ fn a_peer_is_judged_by_when_its_record_was_seen_to_change_not_by_its_clock() {
             let written = t0 + chrono::Duration::seconds(10 * beat);
             for after in [0, 5, 9] {
                 let now = written + chrono::Duration::seconds(after);
-                let d = decide(&record(written), "me", 0, now, &mut seen);
+                let d = decide(&record(written), "me", 0, moment(now), &mut seen);
                 assert!(yields(&d), "skew {skew}: beat {beat} +{after}s: {d:?}");
             }
         }
         let last = t0 + chrono::Duration::seconds(50);
-        let d = decide(&record(last), "me", 0, last + chrono::Duration::seconds(14), &mut seen);
-        assert!(yields(&d) && d.recheck_at == Some(last + chrono::Duration::seconds(15)), "skew {skew}: {d:?}");
-        let d = decide(&record(last), "me", 0, last + chrono::Duration::seconds(15), &mut seen);
+        let d = decide(&record(last), "me", 0, moment(last + chrono::Duration::seconds(14)), &mut seen);
+        assert!(yields(&d) && d.recheck_at == Some(moment(last + chrono::Duration::seconds(15)).mono), "skew {skew}: {d:?}");
+        let d = decide(&record(last), "me", 0, moment(last + chrono::Duration::seconds(15)), &mut seen);
         assert_eq!((d.verdict, d.dead), (Verdict::Run, vec!["high".to_string()]), "skew {skew}");
+    }
+}
+
+/// The wall clock steps (NTP, a VM resumed) while the monotonic one runs on: a step forward
+/// by an hour does not make a live peer dead (its record would be deleted and we would resume
+/// beside it), and a step back by an hour does not keep a silent one alive past its lifetime.
+#[test]
+fn a_wall_clock_step_neither_kills_a_live_peer_nor_keeps_a_dead_one() {
+    let t0 = at("2026-11-23T10:00:00Z");
+    let body = status(json!({"high": rec(10, 15, "2026-11-23T10:00:00Z")}));
+    let stepped = |step: i64, after: u64| {
+        let m = moment(t0);
+        Moment {
+            wall: t0 + chrono::Duration::seconds(step) + chrono::Duration::seconds(after as i64),
+            mono: m.mono + Duration::from_secs(after),
+        }
+    };
+    for step in [3600i64, -3600] {
+        let mut seen = Sightings::default();
+        let d = decide(&body, "me", 0, moment(t0), &mut seen);
+        assert!(matches!(d.verdict, Verdict::Yield(_)), "step {step}: paused at first");
+        let d = decide(&body, "me", 0, stepped(step, 5), &mut seen);
+        assert!(matches!(d.verdict, Verdict::Yield(_)) && d.dead.is_empty(), "step {step}: alive 5 s after it was seen: {d:?}");
+        let d = decide(&body, "me", 0, stepped(step, 15), &mut seen);
+        assert_eq!((d.verdict, d.dead), (Verdict::Run, vec!["high".to_string()]), "step {step}: dead 15 s after it was seen");
     }
 }
 

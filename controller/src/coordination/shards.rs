@@ -224,6 +224,7 @@ impl Member {
             Raced::Answered(Ok(b)) => {
                 self.own = Some(Record::parse(&b));
                 self.tenure.wrote(sent, Instant::now(), &self.seat.timing);
+                self.authority.hold_until(self.tenure.deadline());
             }
             Raced::Answered(Err(e)) if matches!(e.code(), Some(409 | 404)) => {
                 // Stale, or deleted (as dead) by a member that lost sight of us: read it again.
@@ -299,6 +300,7 @@ impl Member {
             crate::metrics::global().shard_members.set(n as i64);
         }
         crate::metrics::global().set_holding_until(self.tenure.deadline());
+        self.authority.hold_until(self.tenure.deadline());
         self.authority.set_ownership(Ownership::Shard(Arc::new(claims)));
     }
 

@@ -76,7 +76,7 @@ pub struct Held {
     pub released: Arc<Notify>,
 }
 
-/// All timers and daemons of one resource, by object key.
+/// All timers and daemons of one resource, by object key ([`super::queues::key_of`]: the uid).
 #[derive(Default)]
 pub struct Background {
     objects: Mutex<HashMap<String, ObjectTasks>>,

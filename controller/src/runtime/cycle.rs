@@ -20,13 +20,14 @@ use serde_json::Value;
 use super::background::{Background, is_background};
 use super::context::{ResourceContext, to_json};
 use super::owned;
+use super::queues::key_of;
 use super::writes::{self, WriteError};
 use crate::cluster::events;
 use crate::cluster::posting;
 use crate::coordination::Turn;
 use crate::handlers::dispatch::CallFailure;
 use crate::logs::{Level, Line};
-use crate::object::{self, object_key, object_ref};
+use crate::object::{self, object_ref};
 use crate::state::causes::Reason;
 use crate::state::diff::DiffOp;
 use crate::state::essence::essence;
@@ -96,7 +97,7 @@ fn reads(ctx: &ResourceContext, level: Level) -> bool {
 /// deleted object): it stops before a handler call or a write once the turn is not current.
 pub async fn process(ctx: &Arc<ResourceContext>, background: &Background, body: &Value, deleted: bool, turn: Option<&Turn>) -> CycleEnd {
     let uid = object::meta_str(body, "uid").to_string();
-    let key = object_key(body);
+    let key = key_of(body);
     if deleted {
         background.stop(&key, ctx.clock.now());
         // Under a pushed-down label selector, an object that merely stopped matching is
@@ -266,9 +267,9 @@ fn refused_state(ctx: &ResourceContext, body: &Value, message: &str) -> CycleEnd
 fn failed_write(ctx: &ResourceContext, body: &Value, e: WriteError) -> CycleEnd {
     match e {
         WriteError::Gone => CycleEnd::then(Next::Gone, None),
-        WriteError::Conflict => {
+        WriteError::Conflict(newest) => {
             say(ctx, body, Level::Debug, "The object changed meanwhile; waiting for its newer version.".into());
-            CycleEnd::then(Next::WakeAt(ctx.clock.now() + chrono::Duration::seconds(1)), None)
+            CycleEnd::then(Next::WakeAt(ctx.clock.now() + chrono::Duration::seconds(1)), newest.map(|b| *b))
         }
         WriteError::Rejected(message) | WriteError::Unavailable(message) => {
             say(ctx, body, Level::Error, format!("Patching failed: {message}. Will retry."));
@@ -332,7 +333,7 @@ async fn call(ctx: &ResourceContext, cycle: &Cycle, inv: &Invocation, body: &Val
     let result = server.handle(req, h.call_timeout).await;
     match &result {
         Err(failure @ CallFailure::Unreachable(_)) => {
-            if ctx.outages.down(server.addr(), &object_key(body)) {
+            if ctx.outages.down(server.addr(), &key_of(body)) {
                 ctx.log.warn(
                     None,
                     &format!("Handler server {} is unreachable: {failure}. The objects that need it wait for it.", server.addr()),

@@ -256,7 +256,7 @@ impl Runner<'_> {
             }
             Step::Message(message) => {
                 let body = self.latest.borrow().0.clone();
-                let e = apply(self.ctx, self.h, &body, message, !revoked(self.turn)).await?;
+                let e = apply(self.ctx, self.h, &body, message, self.turn).await?;
                 let outcome = pb::Outcome::try_from(e.outcome).unwrap_or(pb::Outcome::UnexpectedError);
                 Some(End::of(&Answer::Answered { outcome, message: e.message, delay: e.delay_seconds }))
             }
@@ -366,12 +366,14 @@ impl Runner<'_> {
 }
 
 /// Applies one daemon message; returns the exit when it is one. Patches are written only
-/// when `may_write` (not after a revocation: another replica may own the object by then).
-async fn apply(ctx: &ResourceContext, h: &Handler, body: &Value, message: pb::DaemonMessage, may_write: bool) -> Option<pb::DaemonExit> {
+/// while the turn is not revoked: after a revocation another replica may own the object, so a
+/// patch is not sent then, and one being written (perhaps retried through an outage) is cut
+/// off at the revocation instead of landing over the new owner's work.
+async fn apply(ctx: &ResourceContext, h: &Handler, body: &Value, message: pb::DaemonMessage, turn: &Turn) -> Option<pb::DaemonExit> {
     use pb::daemon_message::Message;
     let obj = object_ref(body);
     let message = message.message?;
-    if !may_write && matches!(message, Message::MergePatch(_) | Message::JsonPatch(_)) {
+    if revoked(turn) && matches!(message, Message::MergePatch(_) | Message::JsonPatch(_)) {
         ctx.log.debug(Some(&obj), &format!("Daemon '{}' sent a patch after ownership was revoked; not applied.", h.id));
         return None;
     }
@@ -386,23 +388,33 @@ async fn apply(ctx: &ResourceContext, h: &Handler, body: &Value, message: pb::Da
             };
             match added {
                 Err(why) => ctx.log.warn(Some(&obj), &format!("Daemon '{}' sent a merge patch that is not applied: {why}", h.id)),
-                Ok(()) => {
-                    if let Err(e) = ctx.write(body, &w).await {
-                        ctx.log.warn(Some(&obj), &format!("Daemon '{}' could not patch the object: {e}", h.id));
-                    }
-                }
+                Ok(()) => write(ctx, h, &obj, body, &w, turn).await,
             }
         }
         Message::JsonPatch(bytes) => match serde_json::from_slice::<Value>(&bytes) {
             Ok(p) if serde_json::from_value::<json_patch::Patch>(p.clone()).is_ok() => {
                 let w = Writes { json_patches: vec![(h.id.clone(), p)], ..Writes::none() };
-                if let Err(e) = ctx.write(body, &w).await {
-                    ctx.log.warn(Some(&obj), &format!("Daemon '{}' could not patch the object: {e}", h.id));
-                }
+                write(ctx, h, &obj, body, &w, turn).await;
             }
             _ => ctx.log.warn(Some(&obj), &format!("Daemon '{}' sent an invalid JSON patch; ignored.", h.id)),
         },
         Message::Exit(exit) => return Some(exit),
     }
     None
+}
+
+/// Writes a daemon's patch unless, or until, its turn is revoked: a revocation drops the write
+/// with its retries (what was sent before it may still land; nothing is sent after it).
+async fn write(ctx: &ResourceContext, h: &Handler, obj: &ObjectRef, body: &Value, w: &Writes, turn: &Turn) {
+    tokio::select! {
+        biased;
+        _ = turn.revoked() => {
+            ctx.log.warn(Some(obj), &format!("Daemon '{}' had its patch cut off: ownership was revoked while it was written.", h.id));
+        }
+        written = ctx.write(body, w) => {
+            if let Err(e) = written {
+                ctx.log.warn(Some(obj), &format!("Daemon '{}' could not patch the object: {e}", h.id));
+            }
+        }
+    }
 }

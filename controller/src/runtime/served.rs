@@ -33,9 +33,21 @@ struct Running {
     memory: Memory,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: TaskTracker,
+    /// The jobs it replaced whose cycles or daemons may still run.
+    before: Vec<TaskTracker>,
 }
 
 impl Running {
+    /// Tells it to stop, for a job that replaces it: what may still run (its own tasks and
+    /// those of the jobs it replaced), for the new job to wait for.
+    fn hand_over(self) -> Vec<TaskTracker> {
+        let _ = self.stop.send(true);
+        self.tasks.close();
+        let mut running: Vec<TaskTracker> = self.before.into_iter().filter(|t| !t.is_empty()).collect();
+        running.push(self.tasks);
+        running
+    }
+
     /// Stops its watches, workers, timers and daemons, and waits for its cycles in flight.
     async fn stop(self, log: &Logger, name: &str) {
         let _ = self.stop.send(true);
@@ -204,7 +216,7 @@ impl Served {
     ) {
         // Taken before the job it replaces stops, so that the gate never opens between.
         let hold = hs.iter().any(|h| h.kind == pb::HandlerKind::Index).then(|| self.shared.gate.hold(&name));
-        let memory = match self.running.remove(&key) {
+        let (memory, before) = match self.running.remove(&key) {
             Some(r) => {
                 let line = if r.handlers == hs && r.ignored == ignored && r.resource == resource {
                     format!("The index handlers of '{name}' lost their index; listing it again.")
@@ -212,11 +224,9 @@ impl Served {
                     format!("The handlers of '{name}' changed; serving it anew.")
                 };
                 self.shared.log.info(None, &line);
-                let memory = r.memory.clone();
-                r.stop(&self.shared.log, &name).await;
-                memory
+                (r.memory.clone(), r.hand_over())
             }
-            None => Memory::default(),
+            None => (Memory::default(), Vec::new()),
         };
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let tasks = TaskTracker::new();
@@ -230,8 +240,8 @@ impl Served {
             tasks: tasks.clone(),
             stop: stop_rx,
         };
-        tasks.spawn(job.run());
-        self.running.insert(key, Running { resource, name, handlers: hs, ignored, memory, stop, tasks });
+        spawn_after(&tasks, before.clone(), stop.subscribe(), self.shared.log.clone(), name.clone(), job.run());
+        self.running.insert(key, Running { resource, name, handlers: hs, ignored, memory, stop, tasks, before });
     }
 
     /// Stops every resource, their cycles in flight finishing within [`GRACE`] together.
@@ -243,5 +253,100 @@ impl Served {
             r.stop(log, &name).await
         }))
         .await;
+    }
+}
+
+/// Spawns `job` on `tasks` once every job in `before` has ended, unless `stopped` flips first.
+/// Never two cycles of one object, nor two instances of a daemon, in one process: a job that
+/// replaces another begins once the old one's cycles and daemons have ended (a daemon is waited
+/// for as at a handover: to its exit or its cancellation timeout).
+fn spawn_after(
+    tasks: &TaskTracker,
+    before: Vec<TaskTracker>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+    log: Logger,
+    name: String,
+    job: impl Future<Output = ()> + Send + 'static,
+) {
+    tasks.spawn(async move {
+        tokio::select! {
+            _ = predecessors_ended(&before, &log, &name) => job.await,
+            _ = async { stopped.wait_for(|s| *s).await.is_ok() } => {}
+        }
+    });
+}
+
+/// Waits until every job in `before` has ended, saying once if that takes longer than
+/// [`GRACE`].
+async fn predecessors_ended(before: &[TaskTracker], log: &Logger, name: &str) {
+    let all = futures::future::join_all(before.iter().map(TaskTracker::wait));
+    tokio::pin!(all);
+    if tokio::time::timeout(GRACE, &mut all).await.is_err() {
+        log.warn(
+            None,
+            &format!("Cycles or daemons of '{name}' from before its handlers changed still run; serving it anew once they end."),
+        );
+        all.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use tokio_util::task::TaskTracker;
+
+    use super::spawn_after;
+    use crate::logs::Logger;
+
+    /// A job whose run marks `began`.
+    fn job(began: &Arc<AtomicBool>) -> impl Future<Output = ()> + Send + 'static {
+        let began = began.clone();
+        async move { began.store(true, Ordering::SeqCst) }
+    }
+
+    /// A job that runs for `secs` on its own tracker, closed as a replaced job's is.
+    fn old_job(secs: u64) -> TaskTracker {
+        let t = TaskTracker::new();
+        t.spawn(tokio::time::sleep(Duration::from_secs(secs)));
+        t.close();
+        t
+    }
+
+    /// A resource served anew (its handlers changed, its index lost) waits for the old job's
+    /// cycles and daemons however long they take (before, it went on after 10 s, and a second
+    /// cycle of an object or a second daemon instance ran beside the first); replaced twice, it
+    /// waits for both; stopped meanwhile, it never begins.
+    #[tokio::test(start_paused = true)]
+    async fn a_job_that_replaces_others_begins_once_theirs_have_ended() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let log = Logger::new(Some(crate::LogSink(tx)));
+        let (_stop, stopped) = tokio::sync::watch::channel(false);
+        let began = Arc::new(AtomicBool::new(false));
+        let tasks = TaskTracker::new();
+        spawn_after(&tasks, vec![old_job(30), old_job(45)], stopped, log, "kex".into(), job(&began));
+        tokio::time::sleep(Duration::from_secs(44)).await;
+        assert!(!began.load(Ordering::SeqCst), "not while an old job runs");
+        let mut lines = Vec::new();
+        while let Ok(l) = rx.try_recv() {
+            lines.push(l);
+        }
+        let said = lines.iter().filter(|l| l.contains("from before its handlers changed still run")).count();
+        assert_eq!(said, 1, "said once, after 10 s: {lines:?}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(began.load(Ordering::SeqCst), "once both have ended");
+
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let began = Arc::new(AtomicBool::new(false));
+        let tasks = TaskTracker::new();
+        spawn_after(&tasks, vec![old_job(30)], stopped, Logger::new(None), "kex".into(), job(&began));
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        stop.send_replace(true);
+        tasks.close();
+        tasks.wait().await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!began.load(Ordering::SeqCst), "stopped before it began");
     }
 }

@@ -11,10 +11,10 @@ use tokio_util::task::TaskTracker;
 use super::background::Background;
 use super::context::ResourceContext;
 use super::cycle;
-use super::queues::{IDLE, Mailbox, Mailboxes};
-use super::worker_state::{AfterCycle, Ended, Finished, Woken, WorkerState, completed_deletion, keep_newest};
+use super::queues::{IDLE, Mailbox, Mailboxes, key_of};
+use super::worker_state::{AfterCycle, Ended, Finished, Unechoed, Woken, WorkerState, completed_deletion, keep_newest};
 use crate::cluster::watching::Seen;
-use crate::object::{self, object_key, object_ref};
+use crate::object::{self, object_ref};
 
 /// Routes watch events of one resource to per-object workers.
 #[derive(Clone)]
@@ -27,12 +27,23 @@ pub struct Router {
     tasks: TaskTracker,
     stop: tokio::sync::watch::Receiver<bool>,
     finished: Arc<Mutex<Finished>>,
+    /// Retired workers' writes whose echo has not come.
+    unechoed: Arc<Mutex<Unechoed>>,
 }
 
 impl Router {
     /// A router for one resource; `limit` bounds cycles in flight across all resources.
     pub fn new(ctx: Arc<ResourceContext>, limit: Arc<Semaphore>, tasks: TaskTracker, stop: tokio::sync::watch::Receiver<bool>) -> Router {
-        Router { ctx, background: Arc::default(), workers: Mailboxes::default(), limit, tasks, stop, finished: Arc::default() }
+        Router {
+            ctx,
+            background: Arc::default(),
+            workers: Mailboxes::default(),
+            limit,
+            tasks,
+            stop,
+            finished: Arc::default(),
+            unechoed: Arc::default(),
+        }
     }
 
     /// The timers and daemons of the resource.
@@ -60,16 +71,31 @@ impl Router {
             }
             return;
         }
-        let key = object_key(seen.body());
+        // By uid, as Kopf keys its queues: an object deleted and created again under its name
+        // is another object, with a worker, timers and daemons of its own (by name, the
+        // deletion waiting in the mailbox would be replaced by the new object's body, and the
+        // old one's daemons fed it).
+        let key = key_of(seen.body());
         if let Some(mailbox) = self.workers.post(key.clone(), |pending| keep_newest(pending, seen)) {
             let me = self.clone();
             self.tasks.spawn(async move { me.work(key, mailbox).await });
         }
     }
 
+    /// Lets the worker of `key` go if nothing is pending for it, keeping its last write while
+    /// the write's echo has not come (for the object's next worker).
+    fn retire(&self, key: &str, mailbox: &Mailbox<Option<Seen>>, state: &WorkerState) -> bool {
+        self.unechoed.lock().keep(key, state, tokio::time::Instant::now());
+        let gone = self.workers.retire(key, mailbox, Option::is_none);
+        if !gone {
+            self.unechoed.lock().forget(key);
+        }
+        gone
+    }
+
     async fn work(self, key: String, mailbox: Arc<Mailbox<Option<Seen>>>) {
         let mut stop = self.stop.clone();
-        let mut state = WorkerState::default();
+        let mut state = self.unechoed.lock().resume(&key, tokio::time::Instant::now());
         // A throttled object waits for its backoff or for a handler server to be back.
         let mut revivals = self.ctx.outages.revivals();
         let mut permit: Option<tokio::sync::OwnedSemaphorePermit> = None;
@@ -109,7 +135,7 @@ impl Router {
                 // After a listing, 100,000 idle workers would cost ~100 MiB for 30 s: one
                 // with nothing to do goes (see `WorkerState::idle_for`).
                 _ = tokio::time::sleep(idle.unwrap_or_default()), if idle.is_some() => {
-                    if self.workers.retire(&key, &mailbox, Option::is_none) {
+                    if self.retire(&key, &mailbox, &state) {
                         return;
                     }
                     continue;
@@ -144,7 +170,7 @@ impl Router {
                 self.ctx.log.debug(Some(&object_ref(body)), "Not ours now (paused, or another replica's); left to its owner.");
                 state.on_lost();
                 (permit, throttle_up) = (None, None);
-                if self.workers.retire(&key, &mailbox, Option::is_none) {
+                if self.retire(&key, &mailbox, &state) {
                     return;
                 }
                 continue;
@@ -175,7 +201,7 @@ impl Router {
                 self.ctx.log.debug(Some(&object_ref(body)), &format!("{why}; its new owner carries on."));
                 state.on_lost();
                 (permit, throttle_up) = (None, None);
-                if self.workers.retire(&key, &mailbox, Option::is_none) {
+                if self.retire(&key, &mailbox, &state) {
                     return;
                 }
                 continue;
@@ -204,7 +230,7 @@ impl Router {
             } else {
                 throttle_up = None;
             }
-            if after == AfterCycle::Retire && self.workers.retire(&key, &mailbox, Option::is_none) {
+            if after == AfterCycle::Retire && self.retire(&key, &mailbox, &state) {
                 return;
             }
         }

@@ -32,6 +32,11 @@ pub fn throttle_delay(failures: usize) -> Duration {
 /// watch lags or a listing takes to arrive.
 const FINISHED_FOR: Duration = Duration::from_secs(300);
 
+/// How long a retired worker's last write is remembered while its echo has not come: longer
+/// than a watch that died silently takes to be noticed and restarted (it then replays what it
+/// missed, from before the write).
+const UNECHOED_FOR: Duration = Duration::from_secs(600);
+
 /// Whether `a` is known to be older than `b` (never when the versions are not comparable).
 fn older(a: &str, b: &str) -> bool {
     object::compare_versions(a, b) == Some(std::cmp::Ordering::Less)
@@ -67,6 +72,36 @@ pub fn keep_newest(latest: &mut Option<Seen>, incoming: Seen) {
     let is_older = matches!((have, object::version(incoming.body())), (Some(have), Some(new)) if older(new, have));
     if !is_older || matches!(incoming, Seen::Deleted(_)) {
         *latest = Some(incoming);
+    }
+}
+
+/// The last writes of retired workers whose echo the watch has not delivered yet, by object
+/// key: a worker for the object started later takes its predecessor's over, so that events
+/// from before that write (a watch behind, one restarted from an older version) are skipped
+/// as the first worker would have skipped them, instead of being handled again as news (a
+/// body without the diffbase the write stored would run the creation handlers again). Once
+/// the echo came, nothing is kept: an idle object costs no memory here.
+#[derive(Debug, Default)]
+pub struct Unechoed(HashMap<String, (Written, Instant)>);
+
+impl Unechoed {
+    /// Keeps what `state` wrote, if its echo has not come.
+    pub fn keep(&mut self, key: &str, state: &WorkerState, now: Instant) {
+        self.0.retain(|_, (_, at)| now.duration_since(*at) < UNECHOED_FOR);
+        if let Some(w) = state.written.as_ref().filter(|_| state.awaits_echo()) {
+            self.0.insert(key.to_string(), (w.clone(), now));
+        }
+    }
+
+    /// Takes back what was kept for `key` (its worker did not go after all).
+    pub fn forget(&mut self, key: &str) {
+        self.0.remove(key);
+    }
+
+    /// The state a new worker for `key` starts with: its predecessor's unechoed write, if any.
+    pub fn resume(&mut self, key: &str, now: Instant) -> WorkerState {
+        let written = self.0.remove(key).filter(|(_, at)| now.duration_since(*at) < UNECHOED_FOR).map(|(w, _)| w);
+        WorkerState { written, ..WorkerState::default() }
     }
 }
 
@@ -126,6 +161,8 @@ pub struct WorkerState {
     /// The body to handle next, or the newest kept for a cycle still to come.
     latest: Option<Seen>,
     written: Option<Written>,
+    /// The watch has delivered the last write's version, or a newer one.
+    echoed: bool,
     wake: Option<Instant>,
     /// Framework-level failures in a row.
     failures: usize,
@@ -159,11 +196,15 @@ impl WorkerState {
     }
 
     /// How long the worker stays with nothing to do, if it may go at all now: a while after
-    /// its own write (to know the write's echo from the watch for what it is) or while the
+    /// its own write while the write's echo has not come (to know it for what it is) or while the
     /// object fails; otherwise at once. Not while a wake-up or daemons' end is due.
     pub fn idle_for(&self, idle: Duration) -> Option<Duration> {
-        (self.wake.is_none() && self.winding.is_none())
-            .then(|| if self.written.as_ref().is_some_and(|w| w.rv.is_some()) || self.failures > 0 { idle } else { Duration::ZERO })
+        (self.wake.is_none() && self.winding.is_none()).then(|| if self.awaits_echo() || self.failures > 0 { idle } else { Duration::ZERO })
+    }
+
+    /// Whether its last write's echo has not come yet.
+    fn awaits_echo(&self) -> bool {
+        self.written.as_ref().is_some_and(|w| w.rv.is_some()) && !self.echoed
     }
 
     /// Its wake-up time came, or its stopped daemons ended.
@@ -194,6 +235,10 @@ impl WorkerState {
     /// authority's gains now. `None`: nothing to do (nothing new, a stale body, an echo).
     pub fn on_event(&mut self, pending: Option<Seen>, woke: bool, gains: u64, finished: &Finished) -> Option<Seen> {
         if let Some(p) = pending {
+            let written = self.written.as_ref().and_then(|w| w.rv.as_deref());
+            if let (Some(rv), Some(w)) = (object::version(p.body()), written) {
+                self.echoed |= !older(rv, w);
+            }
             keep_newest(&mut self.latest, p);
         }
         let seen = self.latest.take()?;
@@ -235,6 +280,7 @@ impl WorkerState {
         self.latest = Some(match ended.written {
             Some(w) => {
                 self.written = Some(Written { rv: object::version(&w).map(str::to_string), gains: ended.gains });
+                self.echoed = false;
                 deletion_came = !was_deleting && deletion_requested(&w);
                 Seen::Upsert(w)
             }

@@ -21,9 +21,11 @@ pub enum WriteError {
     /// 404: the object is gone.
     #[error("the object is gone")]
     Gone,
-    /// 409: it changed meanwhile.
+    /// 409: it changed meanwhile. With the newest body seen on the way, when a write before
+    /// the conflict landed (the status patch) or the object was read again: the next cycle runs
+    /// on it, not on the body from before those writes (whose handlers' results they hold).
     #[error("the object changed meanwhile")]
-    Conflict,
+    Conflict(Option<Box<Value>>),
     /// 4xx: the patch is unacceptable.
     #[error("{0}")]
     Rejected(String),
@@ -36,7 +38,7 @@ impl From<cluster::Error> for WriteError {
     fn from(e: cluster::Error) -> WriteError {
         match e.code() {
             Some(404) => WriteError::Gone,
-            Some(409) => WriteError::Conflict,
+            Some(409) => WriteError::Conflict(None),
             Some(c) if (400..500).contains(&c) && c != 429 => WriteError::Rejected(e.to_string()),
             _ => WriteError::Unavailable(e.to_string()),
         }
@@ -93,6 +95,14 @@ pub async fn write(api: &dyn Api, path: &str, finalizer: &str, body: &Value, w: 
             Err(e) if e.code() == Some(409) && w.finalizer.is_some() && attempt < 2 => {
                 current = std::borrow::Cow::Owned(api.get(path).await?);
             }
+            Err(e) if e.code() == Some(409) => {
+                // The newest body seen: re-read after a conflict, or the status write's answer.
+                let newest = match current {
+                    std::borrow::Cow::Owned(read) => Some(read),
+                    std::borrow::Cow::Borrowed(_) => written,
+                };
+                return Err(WriteError::Conflict(newest.map(Box::new)));
+            }
             Err(e) => return Err(e.into()),
         }
     }
@@ -121,7 +131,7 @@ async fn json_patch(api: &dyn Api, path: &str, before: &Value, patch: &Value) ->
         Ok(v) => Ok(v),
         Err(e) if e.code() == Some(422) => {
             let now = api.get(path).await?;
-            if landed(before, patch, &now) { Ok(now) } else { Err(WriteError::Conflict) }
+            if landed(before, patch, &now) { Ok(now) } else { Err(WriteError::Conflict(Some(Box::new(now)))) }
         }
         Err(e) => Err(e.into()),
     }

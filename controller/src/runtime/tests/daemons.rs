@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::rig::*;
 use crate::cluster::watching::Seen;
+use crate::handlers::dispatch::DaemonStream;
 
 /// Deletes the object on the API server and tells the router, as its watch event would.
 fn delete(rig: &Rig) -> Instant {
@@ -344,29 +345,37 @@ async fn a_stop_that_fails_is_asked_again_and_the_handover_waits_for_the_real_ex
     assert_eq!(rig.logged("Daemon 'd' has exited on request and will not be retried or restarted."), 1, "{:#?}", rig.lines.lock());
 }
 
-/// After a revocation the object may be another replica's: what the daemon sends while it
-/// winds down is not written.
-#[tokio::test(start_paused = true)]
-async fn a_revoked_daemons_patches_are_not_applied() {
+/// A rig whose daemon `d` sends a merge patch of `status.d = value` and exits when stopped,
+/// as `stream` arranges them (given the stop's receiver, the patch and the exit); started.
+fn patching(value: &str, stream: fn(tokio::sync::watch::Receiver<bool>, pb::DaemonMessage, pb::DaemonMessage) -> DaemonStream) -> Rig {
     let body = finalized();
     let d = daemon("d", Default::default(), Default::default());
     let rig = rig(body.clone(), vec![d], vec![]);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let bytes = serde_json::to_vec(&json!({"status": {"d": value}})).unwrap();
     rig.server.daemons.lock().insert(
         "d".into(),
         Box::new(move |_| {
-            let mut stopped = stop_rx.clone();
-            let patch = pb::DaemonMessage { message: Some(pb::daemon_message::Message::MergePatch(br#"{"status":{"d":"bye"}}"#.to_vec())) };
-            let (patch, exit) = (Ok(patch), Ok(exit(pb::Outcome::Success, "")));
-            let after_stop = futures::stream::once(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-                futures::stream::iter([patch, exit])
-            });
-            Ok(Box::pin(futures::StreamExt::flatten(after_stop)))
+            let patch = pb::DaemonMessage { message: Some(pb::daemon_message::Message::MergePatch(bytes.clone())) };
+            Ok(stream(stop_rx.clone(), patch, exit(pb::Outcome::Success, "")))
         }),
     );
     rig.server.stops.lock().insert("d".into(), stopping(stop_tx));
     rig.router.deliver(Seen::Upsert(body));
+    rig
+}
+
+/// After a revocation the object may be another replica's: what the daemon sends while it
+/// winds down is not written.
+#[tokio::test(start_paused = true)]
+async fn a_revoked_daemons_patches_are_not_applied() {
+    let rig = patching("bye", |mut stopped, patch, exit| {
+        let after_stop = futures::stream::once(async move {
+            let _ = stopped.wait_for(|s| *s).await;
+            futures::stream::iter([Ok(patch), Ok(exit)])
+        });
+        Box::pin(futures::StreamExt::flatten(after_stop))
+    });
     rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
     let writes = *rig.api.writes.lock();
     let authority = rig.ctx.authority.clone();
@@ -374,6 +383,56 @@ async fn a_revoked_daemons_patches_are_not_applied() {
     rig.until("the turn ends", Duration::from_secs(5), |_| authority.in_flight() == 0).await;
     assert_eq!(*rig.api.writes.lock(), writes, "nothing written");
     assert_eq!(rig.logged("Daemon 'd' sent a patch after ownership was revoked; not applied."), 1, "{:#?}", rig.lines.lock());
+}
+
+/// An object deleted and created again under its name is another object: the first one's
+/// daemon is stopped (StopDaemon names its uid) and the second gets a daemon of its own, even
+/// when both events come before the worker looks (the deletion must not be folded into the
+/// new object's body, and the old daemon must not be fed it).
+#[tokio::test(start_paused = true)]
+async fn an_object_created_again_under_its_name_is_another_object_with_daemons_of_its_own() {
+    let rig = stoppable(Default::default(), Some(Duration::from_secs(1)));
+    rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+    let old = rig.api.get_now();
+    let mut new = finalized();
+    new["metadata"]["uid"] = json!("u2");
+    new["metadata"]["resourceVersion"] = json!("10");
+    *rig.api.object.lock() = Some(new.clone());
+    rig.router.deliver(Seen::Deleted(old));
+    rig.router.deliver(Seen::Upsert(new));
+    rig.until("the new object's daemon runs", Duration::from_secs(30), |r| r.server.daemon_uids.lock().len() == 2).await;
+    assert_eq!(*rig.server.daemon_uids.lock(), ["u1", "u2"]);
+    let stopped: Vec<String> = rig.server.stop_requests.lock().iter().map(|(r, _)| r.uid.clone()).collect();
+    assert_eq!(stopped, ["u1"], "the old object's daemon is stopped, by its own uid");
+}
+
+/// A daemon's patch being written when ownership is revoked (retried through an outage, say)
+/// is cut off at the revocation: it must not land later over the work of the object's new
+/// owner.
+#[tokio::test(start_paused = true)]
+async fn a_daemons_patch_in_flight_is_cut_off_by_a_revocation() {
+    let rig = patching("late", |mut stopped, patch, exit| {
+        let patch_soon = futures::stream::once(async move {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok(patch)
+        });
+        let exit_on_stop = futures::stream::once(async move {
+            let _ = stopped.wait_for(|s| *s).await;
+            Ok(exit)
+        });
+        Box::pin(futures::StreamExt::chain(patch_soon, exit_on_stop))
+    });
+    rig.until("the daemon runs", Duration::from_secs(5), |r| r.server.opened.lock().len() == 1).await;
+    *rig.api.patch_takes.lock() = Some(Duration::from_secs(100));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let authority = rig.ctx.authority.clone();
+    authority.revoke();
+    rig.until("the turn ends", Duration::from_secs(30), |_| authority.in_flight() == 0).await;
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(rig.api.get_now().pointer("/status/d"), None, "the patch never landed");
+    assert_eq!(rig.server.stop_requests.lock().len(), 1, "the daemon was stopped");
+    let cut = "Daemon 'd' had its patch cut off: ownership was revoked while it was written.";
+    assert_eq!(rig.logged(cut), 1, "{:#?}", rig.lines.lock());
 }
 
 /// The servers users run (grpcio, grpc-js, grpc-go) answer a daemon's call only with its first

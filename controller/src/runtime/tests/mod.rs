@@ -3,6 +3,7 @@
 //! delays pass in milliseconds and every failure can be staged exactly.
 
 mod calls;
+mod conflicts;
 mod daemons;
 mod lines;
 mod posting;

@@ -37,6 +37,11 @@ pub struct FakeApi {
     pub object: Mutex<Option<Value>>,
     pub events: Mutex<Vec<Value>>,
     pub writes: Mutex<usize>,
+    /// How long each PATCH waits before it is applied (a write retried through an outage).
+    pub patch_takes: Mutex<Option<Duration>>,
+    /// How many merge patches guarded by a resourceVersion are refused with 409 next, each
+    /// after someone else's write (the object's resourceVersion moves on).
+    pub conflicts: Mutex<usize>,
 }
 
 impl FakeApi {
@@ -84,6 +89,14 @@ impl FakeApi {
                 json_patch::patch(&mut next, &p).map_err(|e| fail(422, &e.to_string()))?;
             }
             _ => {
+                if object::meta(&body, "resourceVersion").is_some() && *self.conflicts.lock() > 0 {
+                    *self.conflicts.lock() -= 1;
+                    let rv: u64 = current["metadata"]["resourceVersion"].as_str().unwrap_or("1").parse().unwrap_or(1);
+                    if let Some(o) = guard.as_mut() {
+                        o["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
+                    }
+                    return Err(fail(409, "the object has been modified"));
+                }
                 if let Some(rv) = object::meta(&body, "resourceVersion").and_then(Value::as_str)
                     && rv != current["metadata"]["resourceVersion"]
                 {
@@ -122,7 +135,13 @@ impl Api for FakeApi {
         ct: Option<&'a str>,
         body: Option<Vec<u8>>,
     ) -> BoxFuture<'a, Result<Value, Error>> {
-        Box::pin(async move { self.answer(method, path, ct, body) })
+        Box::pin(async move {
+            let takes = *self.patch_takes.lock();
+            if let Some(takes) = takes.filter(|_| method == Method::PATCH) {
+                tokio::time::sleep(takes).await;
+            }
+            self.answer(method, path, ct, body)
+        })
     }
 }
 
@@ -165,6 +184,8 @@ pub struct FakeServer {
     pub sent: Mutex<Vec<(String, Value, Instant)>>,
     /// When each daemon stream was opened and closed (by handler id).
     pub opened: Mutex<Vec<(String, Instant)>>,
+    /// The uid of the object of each daemon opened.
+    pub daemon_uids: Mutex<Vec<String>>,
     pub closed: Arc<Mutex<Vec<(String, Instant)>>>,
     /// Calls whose future was dropped before they answered (the server sees a cancelled
     /// RPC), by handler id, and when.
@@ -314,6 +335,8 @@ impl HandlerClient for FakeServer {
             let n = FakeServer::times(&self.opened.lock(), &req.handler_id).len();
             self.keys.lock().push((req.handler_id.clone(), req.handler_key.clone()));
             self.opened.lock().push((req.handler_id.clone(), Instant::now()));
+            let object: Value = serde_json::from_slice(&req.object).unwrap_or_default();
+            self.daemon_uids.lock().push(object::meta_str(&object, "uid").to_string());
             let mut stream = match self.daemons.lock().get(&req.handler_id) {
                 Some(script) => script(n)?,
                 None => return Err(CallFailure::Unreachable("no such daemon".into())),
@@ -430,6 +453,7 @@ fn rig_with(body: Value, handlers: Vec<Arc<Handler>>, scripts: Vec<(&str, Script
         headers_with_first_message: AtomicBool::new(false),
         stops: Mutex::default(),
         stop_requests: Mutex::default(),
+        daemon_uids: Mutex::default(),
         activities: Mutex::default(),
         sent: Mutex::default(),
         opened: Mutex::default(),
