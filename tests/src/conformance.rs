@@ -227,6 +227,8 @@ pub fn sdk_python() -> Option<&'static PathBuf> {
 /// A conformance server running as a child process; its stdout and stderr lines are kept.
 pub struct Server {
     url: String,
+    sdk: Sdk,
+    command: ServerCommand,
     child: Child,
     /// Its lines, each with when the harness read it.
     output: Arc<Mutex<Vec<(tokio::time::Instant, String)>>>,
@@ -237,9 +239,21 @@ impl Server {
     /// A server that exits first (another test took the port meanwhile) is started again on
     /// another port, twice at most.
     pub async fn start(sdk: Sdk, command: &ServerCommand) -> Server {
+        Server::start_on(sdk, command, None, Arc::default()).await
+    }
+
+    /// [`Server::start`], on `port` when given (once: the port is the one a controller knows),
+    /// its lines kept in `output`.
+    async fn start_on(
+        sdk: Sdk,
+        command: &ServerCommand,
+        port: Option<u16>,
+        output: Arc<Mutex<Vec<(tokio::time::Instant, String)>>>,
+    ) -> Server {
         let mut last_exit = String::new();
-        for _ in 0..3 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+        for _ in 0..if port.is_some() { 1 } else { 3 } {
+            let port = port
+                .unwrap_or_else(|| std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port());
             let listen = format!("127.0.0.1:{port}");
             let mut child = Command::new(&command.program)
                 .args(&command.args)
@@ -252,7 +266,6 @@ impl Server {
                 .kill_on_drop(true)
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start the {} conformance server {}: {e}", sdk.name(), command.program.display()));
-            let output: Arc<Mutex<Vec<(tokio::time::Instant, String)>>> = Arc::default();
             let tag = format!("[{} server]", sdk.name());
             if let Some(out) = child.stdout.take() {
                 tokio::spawn(collect(out, tag.clone(), output.clone()));
@@ -262,7 +275,7 @@ impl Server {
             }
             let url = format!("http://{listen}");
             match serving(&url, &mut child).await {
-                Ok(()) => return Server { url, child, output },
+                Ok(()) => return Server { url, sdk, command: command.clone(), child, output },
                 Err(why) => last_exit = format!("{why}; its output:\n{}", lines(&output.lock().unwrap()).join("\n")),
             }
         }
@@ -293,6 +306,17 @@ impl Server {
         })
         .await
         .unwrap_or_else(|e| panic!("{e}; its output:\n{}", self.output().join("\n")));
+    }
+
+    /// Waits until the process has exited by itself (a handler ended it), then starts the
+    /// server again on the same port; the lines of both are kept.
+    pub async fn restart_after_its_exit(&mut self) {
+        let exited = tokio::time::timeout(DEADLINE, self.child.wait()).await;
+        if !matches!(exited, Ok(Ok(_))) {
+            panic!("the {} conformance server did not exit: {exited:?}; its output:\n{}", self.sdk.name(), self.output().join("\n"));
+        }
+        let port: u16 = self.url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("the server's URL has a port");
+        self.child = Server::start_on(self.sdk, &self.command, Some(port), self.output.clone()).await.child;
     }
 
     /// Ends the process (SIGKILL) and waits for it.

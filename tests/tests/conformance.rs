@@ -75,6 +75,7 @@ conformance!(
     probes_answer_on_the_liveness_endpoint,
     cleanup_activities_run_when_the_controller_stops,
     an_unknown_handler_id_is_not_found_naming_the_known_ones,
+    a_handler_that_kills_its_server_is_retried_once_it_is_back,
 );
 
 /// The progress record of handler `id` (`status.bosun.dev.progress.<id>`), `Null` when none.
@@ -236,6 +237,24 @@ async fn unexpected_errors_are_retried_after_the_backoff_by_default(sdk: Sdk) {
     assert_eq!(obj["status"]["attempts"], 2, "{obj:#}");
     env.wait_log("[default/obj] Handler 'errors' failed with an exception. Will retry.").await;
     env.wait_log("[default/obj] Handler 'errors' succeeded.").await;
+    env.stop().await;
+}
+
+/// A handler that ends its own server mid-call (an OOM kill, a segfault, `os._exit`): the call
+/// may have run, so it is an attempt, the handler's unexpected error. Once the server is back
+/// (started again on its port) the handler is called again with `retry` 1, and an object
+/// created meanwhile is handled as any.
+async fn a_handler_that_kills_its_server_is_retried_once_it_is_back(sdk: Sdk) {
+    let Some(mut env) = start(sdk).await else { return };
+    env.create("obj", json!({"spec": {"crash": true}})).await;
+    env.server.wait_output("conformance: crashing").await;
+    env.server.restart_after_its_exit().await;
+    env.create("other", json!({})).await;
+    let obj = env.wait_object("obj", "the handler's success after the crash", |o| processed(o) && o["status"]["crash"].is_object()).await;
+    assert_eq!(obj["status"]["crash"], json!({"retry": 1}), "{obj:#}");
+    env.wait_log("[default/obj] Handler 'crash' failed with an exception. Will retry.").await;
+    env.wait_log("the connection to the handler server was lost during the call").await;
+    env.wait_object("other", "the other object's creation", processed).await;
     env.stop().await;
 }
 

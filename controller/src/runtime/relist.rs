@@ -81,20 +81,35 @@ pub(super) async fn follow(
                 if r.is_err() {
                     return;
                 }
-                let now = *changes.borrow_and_update();
-                on_change();
-                if now.gained != gained {
-                    gained = now.gained;
+                if took_change(&mut changes, &mut gained, &mut on_change) {
                     owed = Some(Owed::new(scopes, Instant::now()));
                 }
             }
             _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {}
         }
         // Every scope owed and due now is listed (a success goes on with the next at once).
+        // A change of the verdict meanwhile is acted on at once, not after the listing (the
+        // daemons of objects given away would run on beside their new owner's): a loss stops
+        // what is not ours now; a gain lists every scope anew.
         while let Some(o) = owed.take_if(|o| o.at <= Instant::now()) {
-            let listed = tokio::select! {
-                _ = stop.changed() => return,
-                r = list(o.left[0]) => r,
+            let mut listing = list(o.left[0]);
+            let listed = loop {
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    r = &mut listing => break Some(r),
+                    r = changes.changed() => {
+                        if r.is_err() {
+                            return;
+                        }
+                        if took_change(&mut changes, &mut gained, &mut on_change) {
+                            break None;
+                        }
+                    }
+                }
+            };
+            let Some(listed) = listed else {
+                owed = Some(Owed::new(scopes, Instant::now()));
+                continue;
             };
             match &listed {
                 Ok(n) => log.info(None, &format!("Listed {n} object(s) of {what} again: those that are ours now are handled.")),
@@ -103,6 +118,16 @@ pub(super) async fn follow(
             owed = o.on_listed(listed.is_ok(), Instant::now());
         }
     }
+}
+
+/// Takes a change of the verdict: `on_change`, and whether it was a gain (then noted in
+/// `gained`).
+fn took_change(changes: &mut watch::Receiver<crate::coordination::Generation>, gained: &mut u64, on_change: &mut impl FnMut()) -> bool {
+    let now = *changes.borrow_and_update();
+    on_change();
+    let gain = now.gained != *gained;
+    *gained = now.gained;
+    gain
 }
 
 #[cfg(test)]
@@ -145,24 +170,35 @@ mod tests {
         })
     }
 
+    /// `follow` of `scopes` scopes of `kopfexamples` on its own task, until aborted.
+    fn following(
+        authority: &Authority,
+        scopes: usize,
+        on_change: impl FnMut() + Send + 'static,
+        list: ListScope<'static>,
+    ) -> tokio::task::JoinHandle<()> {
+        let (stop_tx, stop) = watch::channel(false);
+        let authority = authority.clone();
+        tokio::spawn(async move {
+            let _stop = stop_tx;
+            follow(authority, scopes, "kopfexamples".into(), Logger::new(None), stop, on_change, list).await
+        })
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_failed_listing_after_a_gain_is_retried_with_a_backoff_until_it_succeeds() {
         let authority = Authority::new(Ownership::Nothing);
         let attempts: Arc<Mutex<Vec<(usize, Instant)>>> = Arc::default();
-        let (_stop, stop) = watch::channel(false);
         let changes = Arc::new(AtomicUsize::new(0));
         let counted = changes.clone();
-        let follow = tokio::spawn(follow(
-            authority.clone(),
+        let follow = following(
+            &authority,
             1,
-            "kopfexamples".into(),
-            Logger::new(None),
-            stop,
             move || {
                 counted.fetch_add(1, Ordering::SeqCst);
             },
             listing(3, attempts.clone()),
-        ));
+        );
         tokio::task::yield_now().await;
         let gained = Instant::now();
         authority.set_ownership(Ownership::All);
@@ -184,9 +220,7 @@ mod tests {
     async fn a_newer_gain_supersedes_an_owed_listing_and_lists_every_scope_anew() {
         let authority = Authority::new(Ownership::Nothing);
         let attempts: Arc<Mutex<Vec<(usize, Instant)>>> = Arc::default();
-        let (_stop, stop) = watch::channel(false);
-        let follow =
-            tokio::spawn(follow(authority.clone(), 2, "kopfexamples".into(), Logger::new(None), stop, || {}, listing(6, attempts.clone())));
+        let follow = following(&authority, 2, || {}, listing(6, attempts.clone()));
         tokio::task::yield_now().await;
         let start = Instant::now();
         authority.set_ownership(Ownership::All);
@@ -198,6 +232,40 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let at: Vec<(usize, u64)> = attempts.lock().iter().map(|(s, t)| (*s, (*t - start).as_secs())).collect();
         assert_eq!(at, [(0, 0), (0, 1), (0, 2), (0, 4), (0, 7), (0, 10), (0, 11), (1, 11)], "anew at once, backoff reset");
+        follow.abort();
+    }
+
+    /// A listing that takes long (a big resource, a slow API server) must not hold up acting on
+    /// a change of the verdict: a loss meanwhile stops what is not ours at once, and a gain
+    /// lists every scope anew.
+    #[tokio::test(start_paused = true)]
+    async fn a_change_during_a_listing_is_acted_on_at_once() {
+        let authority = Authority::new(Ownership::Nothing);
+        let attempts: Arc<Mutex<Vec<(usize, Instant)>>> = Arc::default();
+        let noted = attempts.clone();
+        let slow: ListScope<'static> = Box::new(move |scope| {
+            let noted = noted.clone();
+            Box::pin(async move {
+                noted.lock().push((scope, Instant::now()));
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok(3)
+            })
+        });
+        let changes: Arc<Mutex<Vec<Instant>>> = Arc::default();
+        let counted = changes.clone();
+        let follow = following(&authority, 1, move || counted.lock().push(Instant::now()), slow);
+        tokio::task::yield_now().await;
+        let start = Instant::now();
+        authority.set_ownership(Ownership::All);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        authority.set_paused(true);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let at: Vec<u64> = changes.lock().iter().map(|t| (*t - start).as_secs()).collect();
+        assert_eq!(at, [0, 10], "the pause is acted on while the listing runs");
+        authority.set_paused(false);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let listed: Vec<(usize, u64)> = attempts.lock().iter().map(|(s, t)| (*s, (*t - start).as_secs())).collect();
+        assert_eq!(listed, [(0, 0), (0, 10)], "the gain of the resume lists anew at once");
         follow.abort();
     }
 }

@@ -101,7 +101,7 @@ impl Unechoed {
     /// The state a new worker for `key` starts with: its predecessor's unechoed write, if any.
     pub fn resume(&mut self, key: &str, now: Instant) -> WorkerState {
         let written = self.0.remove(key).filter(|(_, at)| now.duration_since(*at) < UNECHOED_FOR).map(|(w, _)| w);
-        WorkerState { written, ..WorkerState::default() }
+        WorkerState { resumed: written.is_some(), written, ..WorkerState::default() }
     }
 }
 
@@ -163,6 +163,8 @@ pub struct WorkerState {
     written: Option<Written>,
     /// The watch has delivered the last write's version, or a newer one.
     echoed: bool,
+    /// Its last write is its predecessor's ([`Unechoed::resume`]).
+    resumed: bool,
     wake: Option<Instant>,
     /// Framework-level failures in a row.
     failures: usize,
@@ -196,15 +198,24 @@ impl WorkerState {
     }
 
     /// How long the worker stays with nothing to do, if it may go at all now: a while after
-    /// its own write while the write's echo has not come (to know it for what it is) or while the
+    /// its own write (to know the write's echo, and anything older, for what it is) or while the
     /// object fails; otherwise at once. Not while a wake-up or daemons' end is due.
     pub fn idle_for(&self, idle: Duration) -> Option<Duration> {
-        (self.wake.is_none() && self.winding.is_none()).then(|| if self.awaits_echo() || self.failures > 0 { idle } else { Duration::ZERO })
+        (self.wake.is_none() && self.winding.is_none())
+            .then(|| if self.stays_for_echo() || self.failures > 0 { idle } else { Duration::ZERO })
     }
 
     /// Whether its last write's echo has not come yet.
     fn awaits_echo(&self) -> bool {
         self.written.as_ref().is_some_and(|w| w.rv.is_some()) && !self.echoed
+    }
+
+    /// Whether it stays a while to know what comes for the echo of its last write, or older.
+    /// After its own write, for the whole while even once the echo came: a listing taken
+    /// before the write (a relist after a gain) may still deliver an older body. A worker
+    /// started with its predecessor's write (which waited its while) goes once the echo came.
+    fn stays_for_echo(&self) -> bool {
+        self.written.as_ref().is_some_and(|w| w.rv.is_some()) && !(self.resumed && self.echoed)
     }
 
     /// Its wake-up time came, or its stopped daemons ended.
@@ -280,7 +291,7 @@ impl WorkerState {
         self.latest = Some(match ended.written {
             Some(w) => {
                 self.written = Some(Written { rv: object::version(&w).map(str::to_string), gains: ended.gains });
-                self.echoed = false;
+                (self.echoed, self.resumed) = (false, false);
                 deletion_came = !was_deleting && deletion_requested(&w);
                 Seen::Upsert(w)
             }

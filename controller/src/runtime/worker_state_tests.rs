@@ -150,6 +150,16 @@ async fn a_worker_handles_what_is_new_skips_its_own_echoes_and_wakes_when_it_sho
             ],
         ),
         (
+            "after its write it stays its while even once the echo came: a listing taken before the write may still bring an older body",
+            vec![
+                Event(Some(up("5")), false, 0, Some("5")),
+                End(Some(body("7")), Next::Idle, false, false, 0, Carry, false, None),
+                Event(Some(up("7")), false, 0, None),
+                Idle(Some(30), false),
+                Event(Some(Seen::Listed(body("5"))), false, 0, None),
+            ],
+        ),
+        (
             "after a gain the body of our own write is handled again",
             vec![
                 Event(Some(up("5")), false, 0, Some("5")),
@@ -304,4 +314,39 @@ async fn a_body_stale_after_a_completed_deletion_is_not_handled() {
     assert!(state.on_event(Some(up("8")), false, 0, &finished).is_none());
     assert!(state.on_event(Some(Seen::Deleted(body("8"))), false, 0, &finished).is_some(), "a deletion is handled");
     assert!(state.on_event(Some(up("10")), false, 0, &finished).is_some());
+}
+
+/// A retired worker's write whose echo had not come is the next worker's: events from before
+/// it are skipped, the echo ends the wait at once (its predecessor waited its while), and an
+/// echo that came before retirement leaves nothing behind.
+#[tokio::test(start_paused = true)]
+async fn a_retired_workers_unechoed_write_is_its_successors() {
+    let now = Instant::now();
+    let at = |t: DateTime<Utc>| now + Duration::from_secs(t.timestamp().max(0) as u64);
+    let wrote = |state: &mut WorkerState| {
+        let seen = state.on_event(Some(up("5")), false, 0, &Finished::default()).expect("handled");
+        let ended = Ended { ran: seen, written: Some(body("7")), next: Next::Idle, released: None, posted_meanwhile: false, gains: 0 };
+        state.on_cycle_end(ended, now, at);
+    };
+    let mut unechoed = Unechoed::default();
+    let mut first = WorkerState::default();
+    wrote(&mut first);
+    unechoed.keep("u", &first, now);
+    let mut next = unechoed.resume("u", now);
+    assert_eq!(next.on_event(Some(up("6")), false, 0, &Finished::default()).map(|s| s.body().clone()), None, "older: skipped");
+    assert_eq!(next.idle_for(Duration::from_secs(30)), Some(Duration::from_secs(30)), "the echo has not come");
+    assert!(next.on_event(Some(up("7")), false, 0, &Finished::default()).is_none(), "the echo: skipped");
+    assert_eq!(next.idle_for(Duration::from_secs(30)), Some(Duration::ZERO), "and it may go at once");
+
+    let mut echoed = WorkerState::default();
+    wrote(&mut echoed);
+    assert!(echoed.on_event(Some(up("7")), false, 0, &Finished::default()).is_none());
+    unechoed.keep("v", &echoed, now);
+    assert!(unechoed.resume("v", now).on_event(Some(up("6")), false, 0, &Finished::default()).is_some(), "nothing kept for v");
+
+    let mut stale = WorkerState::default();
+    wrote(&mut stale);
+    unechoed.keep("w", &stale, now);
+    let later = now + Duration::from_secs(601);
+    assert!(unechoed.resume("w", later).on_event(Some(up("6")), false, 0, &Finished::default()).is_some(), "forgotten after 10 min");
 }

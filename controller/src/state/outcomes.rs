@@ -175,7 +175,10 @@ pub fn record_limit_failure(prev: Option<&ProgressRecord>, purpose: &str, messag
     r.delayed = None;
     r.stopped = Some(format_time(now));
     r.failure = Some(true);
-    r.success = None;
+    // A success recorded before (a call whose patch the API server then refused, the status
+    // write with its success having landed) is written over as `false`, not left out: a merge
+    // patch that leaves it out keeps the stored `true` beside the failure.
+    r.success = r.success.and(Some(false));
     r.message = Some(message.to_string());
     r
 }

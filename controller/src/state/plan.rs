@@ -176,6 +176,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
         attempted: HashSet::new(),
         finishing: HashSet::new(),
         again: false,
+        answered: None,
         skipped: HashSet::new(),
         calls: Vec::new(),
         retracted: Vec::new(),
@@ -236,6 +237,7 @@ impl Cycle {
                 pb::HandleResponse { outcome: outcome as i32, message, delay_seconds: delay, ..Default::default() }
             }
         };
+        self.answered.get_or_insert(inv.due);
         let h = Arc::clone(&self.due[inv.due].handler);
         let id = inv.id.clone();
         for l in &answer.logs {

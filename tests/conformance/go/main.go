@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,7 @@ func main() {
 	op.OnTimer(kex, retryDelay, timer, bosun.ID("timer"), bosun.Label(timerLabel, "yes"))
 	op.OnDaemon(kex, daemon, bosun.ID("daemon"), bosun.Label(daemonLabel, "yes"))
 	op.OnDaemon(kex, silent, bosun.ID("silent"), bosun.Label(silentLabel, "yes"))
+	op.OnCreate(kex, crash, bosun.ID("crash"), bosun.Backoff(retryDelay))
 	if err := op.Serve(context.Background()); err != nil {
 		log.Fatal(err)
 	}
@@ -213,4 +215,17 @@ func silent(ctx context.Context, c *bosun.Cause) (any, error) {
 	time.Sleep(time.Second)
 	fmt.Printf("conformance: silent daemon stopped for %s/%s\n", c.Namespace(), c.Name())
 	return nil, nil
+}
+
+// crash ends its own server at once on its first call for an object with spec.crash (as an
+// OOM kill or a segfault would: no answer, no cleanup), and answers on the next call.
+func crash(_ context.Context, c *bosun.Cause) (any, error) {
+	if v, _ := c.Spec()["crash"].(bool); !v {
+		return nil, nil
+	}
+	if c.Retry == 0 {
+		fmt.Println("conformance: crashing")
+		os.Exit(3)
+	}
+	return map[string]any{"retry": c.Retry}, nil
 }

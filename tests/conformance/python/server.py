@@ -11,6 +11,7 @@ every scenario; handlers whose spec key is absent do nothing and return nothing.
 """
 
 import copy
+import os
 import threading
 import time
 
@@ -156,3 +157,15 @@ def silent(stopped, namespace, name, **_):
         time.sleep(0.1)
     time.sleep(1)
     print(f"conformance: silent daemon stopped for {namespace}/{name}", flush=True)
+
+
+@bosun.on.create(*KEX, id='crash', backoff=RETRY_DELAY)
+def crash(spec, retry, **_):
+    """On its first call for an object with `spec.crash`, ends its own server at once (as an
+    OOM kill or a segfault would: no answer, no cleanup); answers on the next call."""
+    if not spec.get('crash'):
+        return None
+    if retry == 0:
+        print("conformance: crashing", flush=True)
+        os._exit(3)
+    return {'retry': retry}

@@ -71,6 +71,9 @@ async fn main() -> Result<(), bosun_sdk::ServeError> {
         .on_daemon(KEX, silent)
         .id("silent")
         .label(SILENT_LABEL, "yes")
+        .on_create(KEX, crash)
+        .id("crash")
+        .backoff(RETRY_DELAY)
         .serve_default()
         .await
 }
@@ -207,4 +210,20 @@ async fn silent(cause: Cause) -> Result<(), HandlerError> {
     tokio::time::sleep(Duration::from_secs(1)).await;
     println!("conformance: silent daemon stopped for {at}");
     Ok(())
+}
+
+/// On its first call for an object with `spec.crash`, ends its own server at once (as an OOM
+/// kill or a segfault would: no answer, no cleanup); answers on the next call.
+async fn crash(cause: Cause) -> Result<Value, HandlerError> {
+    if cause.spec()["crash"].as_bool() != Some(true) {
+        return Ok(Value::Null);
+    }
+    let retry = cause.retry();
+    if retry == 0 {
+        use std::io::Write as _;
+        println!("conformance: crashing");
+        let _ = std::io::stdout().flush();
+        std::process::exit(3);
+    }
+    Ok(json!({"retry": retry}))
 }

@@ -8,6 +8,8 @@
  * the Rust and Python SDKs' servers, and expect the same outcomes. Every handler's behaviour is
  * driven by the handled object's spec; handlers whose spec key is absent do nothing.
  */
+import { writeSync } from "node:fs";
+
 import * as bosun from "bosun-operator";
 
 const KEX = { group: "kopf.dev", version: "v1", plural: "kopfexamples" };
@@ -114,3 +116,14 @@ bosun.daemon(KEX, async ({ stopped, namespace, name }) => {
   await new Promise((resolve) => setTimeout(resolve, 1000));
   process.stdout.write(`conformance: silent daemon stopped for ${namespace}/${name}\n`);
 }, { id: "silent", labels: { [SILENT_LABEL]: "yes" } });
+
+/** On its first call for an object with `spec.crash`, ends its own server at once (as an OOM
+ * kill or a segfault would: no answer, no cleanup); answers on the next call. */
+bosun.on.create(KEX, ({ spec, retry }) => {
+  if (!spec.crash) return undefined;
+  if (retry === 0) {
+    writeSync(1, "conformance: crashing\n");
+    process.exit(3);
+  }
+  return { retry };
+}, { id: "crash", backoff: RETRY_DELAY });

@@ -1,6 +1,8 @@
 //! The scripted handler server of each replica (its sidecar), served in-process on the
 //! controller's `mem://NAME` transport: create, update and delete handlers, a timer and a
 //! daemon on the simulated resource, each recording a [`Span`](super::journal::Span) server side.
+//! Half the daemons answer their call only with their first message (their exit), as the
+//! servers users run do (grpcio, grpc-js, grpc-go); the others at once, as tonic does.
 //!
 //! Faults from the server's seeded RNG while the world is not calm: slow handlers (1–5 s),
 //! stalled ones (5–20 s), and daemons that take up to 1 s to end once asked to stop (a daemon
@@ -163,6 +165,14 @@ impl HandlerServer for Script {
             let exit = pb::DaemonExit { outcome: pb::Outcome::Success as i32, stopped: true, ..Default::default() };
             Some((Ok(pb::DaemonMessage { message: Some(pb::daemon_message::Message::Exit(exit)) }), None))
         });
+        // Half the daemons are served as grpcio, grpc-js and grpc-go serve them: a stream's
+        // headers go out with its first message, which for this daemon is its exit, so the
+        // controller sees nothing of its call until it has ended (tonic answers at once).
+        if self.draws.rng(&format!("headers {name}")).random_bool(0.5) {
+            let mut stream = Box::pin(stream);
+            let first = futures::StreamExt::next(&mut stream).await;
+            return Ok(tonic::Response::new(Box::pin(futures::StreamExt::chain(futures::stream::iter(first), stream))));
+        }
         Ok(tonic::Response::new(Box::pin(stream)))
     }
 

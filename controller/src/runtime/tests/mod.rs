@@ -6,6 +6,7 @@ mod calls;
 mod conflicts;
 mod daemons;
 mod lines;
+mod order;
 mod posting;
 mod revoked;
 pub(super) mod rig;

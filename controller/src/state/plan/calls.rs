@@ -60,16 +60,53 @@ impl Cycle {
     /// [`MAX_RECORDS`] fails permanently, with a Warning event: those records are the
     /// object's, anyone who may edit it may write them, and Kopf fails a handler for good
     /// when what it needs cannot be had, rather than retrying what cannot change.
+    ///
+    /// Kopf's order: once a handler has answered, another due handler is not called in the
+    /// same cycle. The cycle ends, its outcome is written, and the next cycle (at once, on the
+    /// body that write returned) calls it: a later handler sees the earlier ones' results, and
+    /// a crash or a handover never throws away an answered success. The sub-handlers of the
+    /// handler that answered (and its finishing call) go on in the same cycle, as they run
+    /// within their parent's call in Kopf.
     pub fn next_call(&mut self) -> Option<Invocation> {
         for i in 0..self.due.len() {
             let id = self.due[i].handler.id.clone();
             match self.visit(i, id, None, None, 0, &mut Walk::default()) {
-                Step::Call(inv) => return Some(inv),
+                Step::Call(inv) if self.answered.is_some_and(|a| a != inv.due) => {
+                    self.defer(&inv);
+                    return None;
+                }
+                Step::Call(inv) => {
+                    let line = if inv.finishes.is_empty() {
+                        format!("Handler '{}' is invoked.", inv.id)
+                    } else {
+                        format!("Handler '{}' is invoked to finish, its sub-handlers being done: {}.", inv.id, inv.finishes.join(", "))
+                    };
+                    self.line(Level::Debug, line);
+                    return Some(inv);
+                }
                 Step::Nothing => {}
                 Step::Malformed(why) => self.fail_malformed(i, &why),
             }
         }
         None
+    }
+
+    /// Leaves `inv` to the next cycle, which comes at once. Every due handler without a record
+    /// gets one, started now (as Kopf records all of a cause's handlers at its first write),
+    /// so that the next cycle finds it due though it is no longer a first sight (resume
+    /// handlers join an update only then, or when started).
+    fn defer(&mut self, inv: &Invocation) {
+        self.attempted.remove(&inv.id);
+        self.finishing.remove(&inv.id);
+        self.again = true;
+        let (purpose, now) = (self.reason.purpose(), format_time(self.now));
+        for d in &self.due {
+            let id = &d.handler.id;
+            if !self.records.contains_key(id) && !self.skipped.contains(id) {
+                let started = ProgressRecord { started: Some(now.clone()), purpose: Some(purpose.to_string()), ..Default::default() };
+                self.records.insert(id.clone(), started);
+            }
+        }
     }
 
     /// Fails the due handler `i` for good: its records are malformed.
@@ -152,11 +189,6 @@ impl Cycle {
                 events: Vec::new(),
             });
             return Step::Nothing;
-        }
-        if finishes.is_empty() {
-            self.line(Level::Debug, format!("Handler '{id}' is invoked."));
-        } else {
-            self.line(Level::Debug, format!("Handler '{id}' is invoked to finish, its sub-handlers being done: {}.", finishes.join(", ")));
         }
         Step::Call(Invocation {
             due: i,

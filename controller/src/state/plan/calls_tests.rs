@@ -85,8 +85,14 @@ fn sub_handlers_are_called_depth_first_and_finish_their_parent() {
         "p/b" => failed(pb::Outcome::TemporaryError, "later", Some(5.0)),
         _ => success(),
     });
-    assert_eq!(ran.calls, [call("p", &[]), call("p/a", &[]), call("p/b", &[]), call("q", &[])]);
-    assert_eq!(ran.next, Next::WakeAt(now() + chrono::Duration::seconds(5)), "the sub-handler's delay");
+    // `q` is left to the next cycle (Kopf's order: `p`'s outcome is written first), which
+    // comes at once; `p`'s sub-handlers run within its cycle.
+    assert_eq!(ran.calls, [call("p", &[]), call("p/a", &[]), call("p/b", &[])]);
+    assert_eq!(ran.next, Next::Now);
+    assert!(ran.progress("q")["started"].is_string() && ran.progress("q").get("success").is_none(), "{}", ran.writes.status);
+    let ran2 = run(&w, &after(&b, &ran), |_, _| success());
+    assert_eq!(ran2.calls, [call("q", &[])], "then q, and p/b not before its delay");
+    assert_eq!(ran2.next, Next::WakeAt(now() + chrono::Duration::seconds(5)), "the sub-handler's delay");
     assert_eq!(ran.progress("p")["subrefs"], json!(["p/a", "p/b"]));
     assert_eq!(ran.progress("p/a")["success"], json!(true));
     assert_eq!(ran.progress("p/b")["retries"], json!(1));

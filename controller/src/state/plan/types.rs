@@ -162,8 +162,12 @@ pub struct Cycle {
     pub(super) attempted: HashSet<String>,
     /// Parents given their finishing call in this cycle.
     pub(super) finishing: HashSet<String>,
-    /// A finishing call is due that this cycle may not make: the next cycle comes at once.
+    /// A finishing call is due that this cycle may not make, or a handler's call waits for the
+    /// outcome of the one that answered to be saved: the next cycle comes at once.
     pub(super) again: bool,
+    /// The due handler (its index) that answered in this cycle, if one did: another due
+    /// handler is called only by the next cycle, once that outcome is written (Kopf's order).
+    pub(super) answered: Option<usize>,
     pub(super) skipped: HashSet<String>,
     pub(super) calls: Vec<CallOutcome>,
     /// Refused calls whose results a write of this cycle may have stored before the refusal.

@@ -1,0 +1,67 @@
+//! Kopf's order within a cycle: each handler's outcome is written before the next due handler
+//! is called, so a later handler sees the earlier ones' results and a success that was answered
+//! is never thrown away by a handover, a revocation or a crash in a later handler's call.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bosun_proto::v1 as pb;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+use super::rig::*;
+use crate::cluster::watching::Seen;
+
+/// A success with this result.
+fn success(result: Value) -> Result<pb::HandleResponse, crate::handlers::dispatch::CallFailure> {
+    Ok(pb::HandleResponse { outcome: pb::Outcome::Success as i32, result: serde_json::to_vec(&result).unwrap(), ..Default::default() })
+}
+
+/// Two create handlers, `a` answering `{"made": "by a"}`; `b` notes the body it was given.
+fn two(b_takes: Option<Duration>) -> (Rig, Arc<Mutex<Option<Value>>>) {
+    let body = finalized();
+    let handlers =
+        vec![handler("a", pb::HandlerKind::Create, Default::default()), handler("b", pb::HandlerKind::Create, Default::default())];
+    let seen: Arc<Mutex<Option<Value>>> = Arc::default();
+    let noted = seen.clone();
+    let b: Script = Box::new(move |req, _| {
+        *noted.lock() = serde_json::from_slice(&req.object).ok();
+        ok()
+    });
+    let rig = rig(body.clone(), handlers, vec![("a", Box::new(|_, _| success(json!({"made": "by a"})))), ("b", b)]);
+    if let Some(t) = b_takes {
+        rig.server.slow.lock().insert("b".into(), t);
+    }
+    rig.router.deliver(Seen::Upsert(body));
+    (rig, seen)
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_handlers_outcome_is_written_before_the_next_handler_runs() {
+    let (rig, seen) = two(None);
+    rig.until("creation is processed", Duration::from_secs(10), |r| r.logged("Creation is processed: 2 succeeded; 0 failed.") == 1).await;
+    let given = seen.lock().clone().expect("b was called");
+    assert_eq!(given.pointer("/status/a"), Some(&json!({"made": "by a"})), "b sees a's result: {given:#}");
+    assert_eq!((rig.server.count("a"), rig.server.count("b")), (1, 1));
+}
+
+/// Revoked while `b` runs: `a`'s success was written, so the next owner calls only `b`.
+#[tokio::test(start_paused = true)]
+async fn an_answered_success_is_kept_when_the_next_handlers_call_is_revoked() {
+    let (rig, _) = two(Some(Duration::from_secs(1000)));
+    rig.until("b runs", Duration::from_secs(10), |r| r.server.in_flight.load(Ordering::SeqCst) == 1 && r.server.count("b") == 1).await;
+    rig.ctx.authority.revoke();
+    rig.until("the turn ends", Duration::from_secs(5), |r| r.ctx.authority.in_flight() == 0).await;
+    // The next owner, on the object as the API server has it.
+    let next = {
+        let body = rig.api.get_now();
+        let handlers =
+            vec![handler("a", pb::HandlerKind::Create, Default::default()), handler("b", pb::HandlerKind::Create, Default::default())];
+        let r = super::rig::rig(body.clone(), handlers, vec![("a", Box::new(|_, _| ok())), ("b", Box::new(|_, _| ok()))]);
+        r.router.deliver(Seen::Upsert(body));
+        r
+    };
+    next.until("creation is processed", Duration::from_secs(10), |r| r.logged("Creation is processed") == 1).await;
+    assert_eq!((next.server.count("a"), next.server.count("b")), (0, 1), "{:#?}", next.lines.lock());
+}
