@@ -68,9 +68,12 @@ def dependencies() -> list:
     except Exception:  # metadata only, during an sdist or an egg_info without the build env
         return ["grpcio", "protobuf", "grpcio-health-checking"]
     major = int(proto.split(".")[0])
+    # grpcio-health-checking has no gencode of ours and is not released with every patch of
+    # grpcio-tools (1.85.4 came without it): the same minor will do.
+    minor = ".".join(tools.split(".")[:2])
     return [
         f"grpcio>={tools}",
-        f"grpcio-health-checking>={tools}",
+        f"grpcio-health-checking>={minor}",
         f"protobuf>={proto},<{major + 1}",
     ]
 

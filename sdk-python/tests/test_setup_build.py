@@ -110,3 +110,14 @@ def test_without_bosun_binary_cargo_builds_through_setuptools_rust(declared, tmp
     (bound,) = calls
     assert bound.arguments["self"] is cmd
     assert bound.arguments["ext"] is ext
+
+
+def test_the_runtime_requirements_follow_the_generator_but_health_checking_only_its_minor(declared, monkeypatch):
+    """grpcio-tools 1.85.4 was released without a grpcio-health-checking 1.85.4: a requirement
+    of the generator's full version made `pip install ./sdk-python` fail on a fresh machine."""
+    import importlib.metadata
+
+    versions = {"grpcio-tools": "1.85.4", "protobuf": "6.33.5"}
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: versions[name])
+    namespace = runpy.run_path(str(SETUP), run_name="bosun_setup")
+    assert namespace["dependencies"]() == ["grpcio>=1.85.4", "grpcio-health-checking>=1.85", "protobuf>=6.33.5,<7"]

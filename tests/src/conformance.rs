@@ -239,7 +239,7 @@ impl Server {
     /// A server that exits first (another test took the port meanwhile) is started again on
     /// another port, twice at most.
     pub async fn start(sdk: Sdk, command: &ServerCommand) -> Server {
-        Server::start_on(sdk, command, None, Arc::default()).await
+        Server::start_on(sdk, command, None, &[], Arc::default()).await
     }
 
     /// [`Server::start`], on `port` when given (once: the port is the one a controller knows),
@@ -248,6 +248,7 @@ impl Server {
         sdk: Sdk,
         command: &ServerCommand,
         port: Option<u16>,
+        env: &[(&str, &str)],
         output: Arc<Mutex<Vec<(tokio::time::Instant, String)>>>,
     ) -> Server {
         let mut last_exit = String::new();
@@ -260,6 +261,7 @@ impl Server {
                 .current_dir(workspace_dir())
                 .env("BOSUN_LISTEN", &listen)
                 .env("PYTHONUNBUFFERED", "1")
+                .envs(env.iter().copied())
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -315,8 +317,19 @@ impl Server {
         if !matches!(exited, Ok(Ok(_))) {
             panic!("the {} conformance server did not exit: {exited:?}; its output:\n{}", self.sdk.name(), self.output().join("\n"));
         }
+        self.start_again(&[]).await;
+    }
+
+    /// Ends the process (SIGKILL) and starts the server again on the same port with `env` added
+    /// to its environment (`CONFORMANCE_EXTRA`: a changed registry).
+    pub async fn restart_with(&mut self, env: &[(&str, &str)]) {
+        let _ = self.child.kill().await;
+        self.start_again(env).await;
+    }
+
+    async fn start_again(&mut self, env: &[(&str, &str)]) {
         let port: u16 = self.url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("the server's URL has a port");
-        self.child = Server::start_on(self.sdk, &self.command, Some(port), self.output.clone()).await.child;
+        self.child = Server::start_on(self.sdk, &self.command, Some(port), env, self.output.clone()).await.child;
     }
 
     /// Ends the process (SIGKILL) and waits for it.

@@ -76,6 +76,7 @@ conformance!(
     cleanup_activities_run_when_the_controller_stops,
     an_unknown_handler_id_is_not_found_naming_the_known_ones,
     a_handler_that_kills_its_server_is_retried_once_it_is_back,
+    a_server_started_again_with_a_changed_registry_is_served_anew,
 );
 
 /// The progress record of handler `id` (`status.bosun.dev.progress.<id>`), `Null` when none.
@@ -255,6 +256,25 @@ async fn a_handler_that_kills_its_server_is_retried_once_it_is_back(sdk: Sdk) {
     env.wait_log("[default/obj] Handler 'crash' failed with an exception. Will retry.").await;
     env.wait_log("the connection to the handler server was lost during the call").await;
     env.wait_object("other", "the other object's creation", processed).await;
+    env.stop().await;
+}
+
+/// The server is started again with one handler more (`extra`): the controller serves the
+/// resource anew without a restart; a new object gets the new handler, while an object whose
+/// creation was processed before is not handled again.
+async fn a_server_started_again_with_a_changed_registry_is_served_anew(sdk: Sdk) {
+    let Some(mut env) = start(sdk).await else { return };
+    env.create("before", json!({})).await;
+    env.wait_object("before", "its creation to be processed", processed).await;
+    env.server.restart_with(&[("CONFORMANCE_EXTRA", "yes")]).await;
+    env.wait_log("The handlers of 'kopfexamples' changed; serving it anew.").await;
+    env.create("after", json!({})).await;
+    let after = env.wait_object("after", "the new handler's result", |o| processed(o) && o["status"]["extra"].is_object()).await;
+    assert_eq!(after["status"]["extra"], json!({"message": "extra"}), "{after:#}");
+    let before = env.wait_object("before", "the earlier object", |_| true).await;
+    assert!(before["status"].get("extra").is_none(), "a processed creation is not handled again: {before:#}");
+    let created = env.controller().count("[default/before] Handler 'create' succeeded.");
+    assert_eq!(created, 1, "[{}] `create` ran once for `before`", sdk.name());
     env.stop().await;
 }
 

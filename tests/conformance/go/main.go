@@ -63,6 +63,9 @@ func main() {
 	op.OnDaemon(kex, daemon, bosun.ID("daemon"), bosun.Label(daemonLabel, "yes"))
 	op.OnDaemon(kex, silent, bosun.ID("silent"), bosun.Label(silentLabel, "yes"))
 	op.OnCreate(kex, crash, bosun.ID("crash"), bosun.Backoff(retryDelay))
+	if os.Getenv("CONFORMANCE_EXTRA") != "" {
+		op.OnCreate(kex, extra, bosun.ID("extra"))
+	}
 	if err := op.Serve(context.Background()); err != nil {
 		log.Fatal(err)
 	}
@@ -228,4 +231,10 @@ func crash(_ context.Context, c *bosun.Cause) (any, error) {
 		os.Exit(3)
 	}
 	return map[string]any{"retry": c.Retry}, nil
+}
+
+// extra is registered only with CONFORMANCE_EXTRA set (a server started again with a changed
+// registry).
+func extra(context.Context, *bosun.Cause) (any, error) {
+	return map[string]any{"message": "extra"}, nil
 }

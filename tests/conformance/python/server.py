@@ -169,3 +169,11 @@ def crash(spec, retry, **_):
         print("conformance: crashing", flush=True)
         os._exit(3)
     return {'retry': retry}
+
+
+if os.environ.get('CONFORMANCE_EXTRA'):
+    @bosun.on.create(*KEX, id='extra')
+    def extra(**_):
+        """Registered only with `CONFORMANCE_EXTRA` set (a server started again with a changed
+        registry)."""
+        return {'message': 'extra'}

@@ -32,7 +32,7 @@ static TICKS: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
 
 #[tokio::main]
 async fn main() -> Result<(), bosun_sdk::ServeError> {
-    Operator::new()
+    let operator = Operator::new()
         .server_name("conformance-rust")
         .on_startup(startup)
         .id("startup")
@@ -73,9 +73,12 @@ async fn main() -> Result<(), bosun_sdk::ServeError> {
         .label(SILENT_LABEL, "yes")
         .on_create(KEX, crash)
         .id("crash")
-        .backoff(RETRY_DELAY)
-        .serve_default()
-        .await
+        .backoff(RETRY_DELAY);
+    // The changed registry of a server started again with `CONFORMANCE_EXTRA` set.
+    if std::env::var_os("CONFORMANCE_EXTRA").is_some() {
+        return operator.on_create(KEX, extra).id("extra").serve_default().await;
+    }
+    operator.serve_default().await
 }
 
 /// Fails temporarily on its first attempt, then remembers that it ran.
@@ -226,4 +229,9 @@ async fn crash(cause: Cause) -> Result<Value, HandlerError> {
         std::process::exit(3);
     }
     Ok(json!({"retry": retry}))
+}
+
+/// Registered only with `CONFORMANCE_EXTRA` set: returns `{"message": "extra"}`.
+async fn extra(_: Cause) -> Result<Value, HandlerError> {
+    Ok(json!({"message": "extra"}))
 }

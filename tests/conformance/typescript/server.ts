@@ -127,3 +127,8 @@ bosun.on.create(KEX, ({ spec, retry }) => {
   }
   return { retry };
 }, { id: "crash", backoff: RETRY_DELAY });
+
+/** Registered only with `CONFORMANCE_EXTRA` set (a server started again with a changed registry). */
+if (process.env.CONFORMANCE_EXTRA) {
+  bosun.on.create(KEX, () => ({ message: "extra" }), { id: "extra" });
+}
