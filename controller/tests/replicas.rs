@@ -395,7 +395,7 @@ async fn shards_of_1_2_and_3_replicas_share_3000_objects_each_handled_once_and_t
         let mut per = vec![0usize; n];
         for name in &objects {
             let by = w.handled_by(name);
-            assert_eq!(by.len(), 1, "{name} handled {} times", by.len());
+            assert_eq!(by.len(), 1, "{name} handled {} times, by replicas {by:?}", by.len());
             assert_eq!(by[0], owners[name], "{name} was handled by replica {}, not by its ring owner", by[0]);
             per[by[0]] += 1;
         }

@@ -243,6 +243,14 @@ async fn finish(
                 cycle.reject(&culprits, &message);
                 say_all(ctx, body, cycle.take_lines());
             }
+            Err(WriteError::Conflict(_)) if next == Next::Idle => {
+                // The cause was done: the status write that landed purged its progress, and
+                // the diffbase did not follow. The object as read shows neither, which would
+                // run every handler of the cause again: the next cycle runs on the body from
+                // before this one instead, whose progress says which handlers are done.
+                say_all(ctx, body, lines);
+                return failed_write(ctx, body, WriteError::Conflict(None));
+            }
             Err(e) => {
                 say_all(ctx, body, lines);
                 return failed_write(ctx, body, e);

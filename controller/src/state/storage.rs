@@ -386,7 +386,10 @@ impl Storage {
         }
         // The diffbase last: whether the cycle writes anyway decides whether a copy in another
         // place moves now.
-        self.place_diffbase(body, desired.diffbase.as_deref(), current.diffbase.as_deref(), &mut w);
+        // A cause done: its progress purged by the status write, which comes before the main
+        // write with the diffbase annotation.
+        let purges = self.kind == StorageKind::Status && desired.progress.is_empty() && !current.progress.is_empty();
+        self.place_diffbase(body, desired.diffbase.as_deref(), current.diffbase.as_deref(), purges, &mut w);
         // A stanza left with nothing in it goes too, rather than stay behind as `{}`.
         if let Some(on_body) = st.and_then(Value::as_object)
             && let Some(patched) = w.status.get("status").and_then(|s| s.get(&stanza)).and_then(Value::as_object)
@@ -435,7 +438,7 @@ impl Storage {
     /// progress) does not grow a main write, nor the reverse, for a move alone. When the
     /// diffbase changed, both writes may be needed: the annotation in the main write, its old
     /// copy purged in the status write.
-    fn place_diffbase(&self, body: &Value, desired: Option<&str>, current: Option<&str>, w: &mut Writer) {
+    fn place_diffbase(&self, body: &Value, desired: Option<&str>, current: Option<&str>, purges: bool, w: &mut Writer) {
         let ann = self.annotations(body);
         let keys = self.annotation_keys(body, DIFFBASE);
         let written = self.written_keys(body, DIFFBASE);
@@ -460,7 +463,15 @@ impl Storage {
                 for k in in_ann.iter().filter(|k| !written.contains(k)) {
                     w.annotation(k, Value::Null);
                 }
-                if in_st {
+                if purges && desired.is_some() && desired != current && self.diffbase_in_status() {
+                    // The status write purges the progress before the main write stores the
+                    // annotation: a copy of the diffbase in it says the cause is handled
+                    // should the main write not follow (a failure, a revocation, a crash
+                    // between the two), rather than leave an object with neither progress nor
+                    // diffbase, whose handlers would all run again. The copy is read only
+                    // where the annotation is missing, and goes with the object's next write.
+                    w.status(self.status_stanza(), &[DIFFBASE], v.clone());
+                } else if in_st {
                     w.status(self.status_stanza(), &[DIFFBASE], Value::Null);
                 }
             }

@@ -73,6 +73,8 @@ pub struct Link {
     calm: watch::Receiver<bool>,
     draws: Arc<super::Draws>,
     rates: Rates,
+    /// Where the writes of objects that meet a fault are noted.
+    journal: Option<super::journal::Journal>,
 }
 
 /// What the draw decided for one request.
@@ -95,7 +97,13 @@ pub type Body = UnsyncBoxBody<Bytes, BoxError>;
 impl Link {
     /// A link with its own RNG; faults stop once `calm` is true.
     pub fn new(seed: u64, calm: watch::Receiver<bool>, rates: Rates) -> Link {
-        Link { state: Arc::new(watch::Sender::new(State::Up)), calm, draws: Arc::new(super::Draws::new(seed)), rates }
+        Link { state: Arc::new(watch::Sender::new(State::Up)), calm, draws: Arc::new(super::Draws::new(seed)), rates, journal: None }
+    }
+
+    /// Notes in `journal` each object whose write meets a fault.
+    pub fn journaling(mut self, journal: super::journal::Journal) -> Link {
+        self.journal = Some(journal);
+        self
     }
 
     /// Sets the link's state (a severed link stays severed).
@@ -214,6 +222,13 @@ where
             let watching = deadline::is_watch(req.uri().query().unwrap_or(""));
             let key = format!("{} {}{}", req.method(), req.uri().path(), if watching { " watch" } else { "" });
             let (fault, short) = link.draw(&key, watching);
+            if req.method() == http::Method::PATCH
+                && !matches!(fault, Fault::None | Fault::Latency(_))
+                && let Some(journal) = &link.journal
+                && let Some(rest) = req.uri().path().split("/kopfexamples/").nth(1)
+            {
+                journal.write_fault(rest.split('/').next().unwrap_or(rest));
+            }
             match fault {
                 Fault::None => {}
                 Fault::Latency(d) => tokio::time::sleep(d).await,

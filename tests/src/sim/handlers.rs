@@ -54,6 +54,9 @@ pub fn specs() -> Vec<pb::HandlerSpec> {
     daemon.daemon = Some(pb::DaemonOptions { backoff_seconds: 1.0, ..Default::default() });
     vec![
         spec("on_create", pb::HandlerKind::Create),
+        // A second handler of the cause: Kopf's order (each outcome written before the next
+        // handler runs) is what invariant (f) checks.
+        spec("on_create_2", pb::HandlerKind::Create),
         spec("on_update", pb::HandlerKind::Update),
         spec("on_delete", pb::HandlerKind::Delete),
         timer,

@@ -272,7 +272,7 @@ impl World {
         let id = format!("r{r}.{generation}");
         let mix = self.seed.wrapping_mul(1_000_003).wrapping_add((r as u64) << 32 | u64::from(generation));
         let rates = if self.without.api { Rates::none() } else { Rates::default() };
-        let link = Link::new(mix, self.calm.subscribe(), rates);
+        let link = Link::new(mix, self.calm.subscribe(), rates).journaling(self.journal.clone());
         let mut host = Host::new(
             &format!("sim{}-{id}", self.run),
             &id,
@@ -467,6 +467,9 @@ impl World {
             return Some(v);
         }
         if let Some(v) = journal::none_after_deletion(&spans, from) {
+            return Some(v);
+        }
+        if let Some(v) = journal::in_order(&spans, from, &self.journal.write_faults()) {
             return Some(v);
         }
         let mut live = Vec::new();

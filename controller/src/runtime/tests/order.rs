@@ -65,3 +65,25 @@ async fn an_answered_success_is_kept_when_the_next_handlers_call_is_revoked() {
     next.until("creation is processed", Duration::from_secs(10), |r| r.logged("Creation is processed") == 1).await;
     assert_eq!((next.server.count("a"), next.server.count("b")), (0, 1), "{:#?}", next.lines.lock());
 }
+
+/// The cause's last writes: the status (its progress purged), then the main resource (the
+/// diffbase annotation). If the second does not follow, the object must still say that the
+/// cause is handled, or the next owner would run every handler again: the status write
+/// carries a copy of the diffbase.
+#[tokio::test(start_paused = true)]
+async fn a_cause_whose_diffbase_write_fails_after_its_progress_was_purged_is_not_handled_again() {
+    let (rig, _) = two(Some(Duration::from_secs(5)));
+    rig.until("b runs", Duration::from_secs(10), |r| r.server.in_flight.load(Ordering::SeqCst) == 1 && r.server.count("b") == 1).await;
+    rig.api.main_writes_fail.store(true, Ordering::SeqCst);
+    rig.until("the diffbase write fails", Duration::from_secs(10), |r| r.logged("Patching failed") >= 1).await;
+    rig.ctx.authority.revoke();
+    let body = rig.api.get_now();
+    assert!(body.pointer("/status/bosun.dev/progress").is_none(), "the progress is purged: {body:#}");
+    let handlers =
+        vec![handler("a", pb::HandlerKind::Create, Default::default()), handler("b", pb::HandlerKind::Create, Default::default())];
+    let next = super::rig::rig(body.clone(), handlers, vec![("a", Box::new(|_, _| ok())), ("b", Box::new(|_, _| ok()))]);
+    next.router.deliver(Seen::Upsert(body));
+    next.until("the next owner looked", Duration::from_secs(10), |r| r.logged("[ns/obj]") >= 1).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!((next.server.count("a"), next.server.count("b")), (0, 0), "{:#?}", next.lines.lock());
+}

@@ -42,6 +42,8 @@ pub struct FakeApi {
     /// How many merge patches guarded by a resourceVersion are refused with 409 next, each
     /// after someone else's write (the object's resourceVersion moves on).
     pub conflicts: Mutex<usize>,
+    /// Writes of the main resource (not `/status`) fail with 503 while set.
+    pub main_writes_fail: std::sync::atomic::AtomicBool,
 }
 
 impl FakeApi {
@@ -67,6 +69,9 @@ impl FakeApi {
         if method == Method::POST {
             self.events.lock().push(body.clone());
             return Ok(body);
+        }
+        if method == Method::PATCH && !path.contains("/status") && self.main_writes_fail.load(Ordering::SeqCst) {
+            return Err(fail(503, "unavailable"));
         }
         let (path, dry) = match path.strip_suffix("?dryRun=All") {
             Some(p) => (p, true),
