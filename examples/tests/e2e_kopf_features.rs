@@ -224,8 +224,11 @@ async fn example_11_filtering_runs_only_the_handlers_whose_filters_match() {
         assert_eq!(run.succeeded(id), 1, "{id}");
     }
     // `when` predicates run in the handler server: it answers "skipped", and nothing is recorded.
+    // They are asked in every cycle of the cause, as Kopf asks them each time it picks the next
+    // handler (one handler's outcome is written per cycle).
     for id in ["create_with_annotations_callback_matching", "create_with_filter_not_satisfied"] {
-        assert_eq!(c.count(&format!("{OBJ} Handler '{id}' is skipped: its `when` filter does not match.")), 1, "{id}\n{}", run.dump());
+        let skipped = c.count(&format!("{OBJ} Handler '{id}' is skipped: its `when` filter does not match."));
+        assert!(skipped >= 1, "{id}: skipped {skipped} times\n{}", run.dump());
     }
     for id in [
         "create_with_annotations_callback_matching",

@@ -237,7 +237,6 @@ impl Cycle {
                 pb::HandleResponse { outcome: outcome as i32, message, delay_seconds: delay, ..Default::default() }
             }
         };
-        self.answered.get_or_insert(inv.due);
         let h = Arc::clone(&self.due[inv.due].handler);
         let id = inv.id.clone();
         for l in &answer.logs {
@@ -257,6 +256,11 @@ impl Cycle {
             checked.unwrap_or(Checked { result: None, merge: None, json_patch: None, children: Vec::new() });
         let (record, verdict) = record_attempt(&h, prev.as_ref(), self.reason.purpose(), &attempt, self.now);
         let line = verdict.log_line(&id);
+        // A skipped handler (its `when=` said no) has nothing to save: the next one goes on in
+        // this cycle (it is not called again in it, and not recorded).
+        if verdict != Verdict::Skipped {
+            self.answered.get_or_insert(inv.due);
+        }
         let events = answer.events;
         // Sub-handlers it registered before (a finishing call declares them again) are known.
         let known = prev.as_ref().and_then(|r| r.subrefs.as_deref()).unwrap_or_default();

@@ -87,3 +87,19 @@ async fn a_cause_whose_diffbase_write_fails_after_its_progress_was_purged_is_not
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!((next.server.count("a"), next.server.count("b")), (0, 0), "{:#?}", next.lines.lock());
 }
+
+/// A handler skipped by its `when=` has nothing to save: the next due handler is called in the
+/// same cycle, and the cause is processed (a skip must not defer the next handler, or the
+/// skipped one, never recorded, would be called again every cycle before it).
+#[tokio::test(start_paused = true)]
+async fn a_skipped_handler_does_not_hold_up_the_next_one() {
+    let body = finalized();
+    let ids = ["skipped", "a", "b"];
+    let handlers = ids.iter().map(|id| handler(id, pb::HandlerKind::Create, Default::default())).collect();
+    let skip: Script = Box::new(|_, _| Ok(pb::HandleResponse { outcome: pb::Outcome::Skipped as i32, ..Default::default() }));
+    let rig = rig(body.clone(), handlers, vec![("skipped", skip), ("a", Box::new(|_, _| ok())), ("b", Box::new(|_, _| ok()))]);
+    rig.router.deliver(Seen::Upsert(body));
+    rig.until("creation is processed", Duration::from_secs(10), |r| r.logged("Creation is processed: 2 succeeded; 0 failed.") == 1).await;
+    assert_eq!((rig.server.count("a"), rig.server.count("b")), (1, 1));
+    assert!(rig.server.count("skipped") <= 2, "once per cycle at most: {}", rig.server.count("skipped"));
+}
