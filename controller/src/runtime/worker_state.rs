@@ -82,25 +82,33 @@ pub fn keep_newest(latest: &mut Option<Seen>, incoming: Seen) {
 /// body without the diffbase the write stored would run the creation handlers again). Once
 /// the echo came, nothing is kept: an idle object costs no memory here.
 #[derive(Debug, Default)]
-pub struct Unechoed(HashMap<String, (Written, Instant)>);
+pub struct Unechoed {
+    kept: HashMap<String, (Written, Instant)>,
+    /// The size at which expired entries are dropped next: pruning at every retirement would
+    /// walk the whole map each time (after a listing, every worker retires), so it is done
+    /// when the map has doubled since (expired entries are never resumed meanwhile).
+    prune_at: usize,
+}
 
 impl Unechoed {
     /// Keeps what `state` wrote, if its echo has not come.
     pub fn keep(&mut self, key: &str, state: &WorkerState, now: Instant) {
-        self.0.retain(|_, (_, at)| now.duration_since(*at) < UNECHOED_FOR);
-        if let Some(w) = state.written.as_ref().filter(|_| state.awaits_echo()) {
-            self.0.insert(key.to_string(), (w.clone(), now));
+        let Some(w) = state.written.as_ref().filter(|_| state.awaits_echo()) else { return };
+        if self.kept.len() >= self.prune_at {
+            self.kept.retain(|_, (_, at)| now.duration_since(*at) < UNECHOED_FOR);
+            self.prune_at = (self.kept.len() * 2).max(64);
         }
+        self.kept.insert(key.to_string(), (w.clone(), now));
     }
 
     /// Takes back what was kept for `key` (its worker did not go after all).
     pub fn forget(&mut self, key: &str) {
-        self.0.remove(key);
+        self.kept.remove(key);
     }
 
     /// The state a new worker for `key` starts with: its predecessor's unechoed write, if any.
     pub fn resume(&mut self, key: &str, now: Instant) -> WorkerState {
-        let written = self.0.remove(key).filter(|(_, at)| now.duration_since(*at) < UNECHOED_FOR).map(|(w, _)| w);
+        let written = self.kept.remove(key).filter(|(_, at)| now.duration_since(*at) < UNECHOED_FOR).map(|(w, _)| w);
         WorkerState { resumed: written.is_some(), written, ..WorkerState::default() }
     }
 }
