@@ -137,6 +137,12 @@ impl State {
     fn within_tenure(&self) -> bool {
         self.until.is_none_or(|u| tokio::time::Instant::now() < u)
     }
+
+    /// Whether the object with this uid may be acted on now: not paused, ours, within the
+    /// tenure (what a turn needs to begin and to stay current).
+    fn may_act(&self, uid: &str) -> bool {
+        !self.paused && self.ownership.owns(uid) && self.within_tenure()
+    }
 }
 
 struct Inner {
@@ -194,7 +200,7 @@ impl Authority {
     /// dropped, [`Authority::settled`] waits for it should the object be given away.
     pub fn begin(&self, uid: &str) -> Option<Turn> {
         let mut s = self.0.state.lock();
-        if s.paused || !s.ownership.owns(uid) || !s.within_tenure() {
+        if !s.may_act(uid) {
             return None;
         }
         Some(self.count(&mut s, uid))
@@ -340,8 +346,7 @@ impl Turn {
         if self.revoked.is_cancelled() {
             return false;
         }
-        let s = self.authority.0.state.lock();
-        !s.paused && s.ownership.owns(&self.uid) && s.within_tenure()
+        self.authority.0.state.lock().may_act(&self.uid)
     }
 }
 
