@@ -1,10 +1,9 @@
-//! Executing a plan's writes: the status merge patch, then the main-resource merge patch (with
-//! the finalizer change, guarded by the resourceVersion and re-read on 409), then handlers'
-//! JSON patches — as few requests as the changes allow. The main write comes after the status
-//! write because it carries the diffbase, which says the cause is handled: a crash or a failure
-//! between the two leaves the results stored and the cause to be handled again (calls are
-//! at-least-once), never a cause taken for handled whose results were lost. And finding whose
-//! patch the API server refused, with dry runs that change nothing.
+//! Executing a plan's writes, as few requests as the changes allow, each landing only once
+//! what it says is true: handlers' JSON patches and merge patches before the status write that
+//! records their success, the diffbase (the cause handled) after it. A crash or a failure
+//! between two leaves the handlers to be called again (calls are at-least-once), never a
+//! success recorded whose patch was lost, nor a cause taken for handled whose results were lost.
+//! And finding whose patch the API server refused, with dry runs that change nothing.
 
 use serde_json::{Value, json};
 
@@ -50,30 +49,69 @@ pub fn path_of(resource: &ResolvedResource, body: &Value) -> String {
     resource.object_path(object::meta_str(body, "namespace"), object::meta_str(body, "name"))
 }
 
-/// Writes the status patch, then the main patch (with the change of `finalizer`, guarded by the
-/// resourceVersion), then handlers' JSON patches to `body` at `path`. Returns the last written
-/// body.
+/// Writes a cycle's patches to `body` at `path`, in the order that keeps what each write says
+/// true should the next one fail: handlers' JSON patches first, then handlers' merge patches of
+/// the main resource (`main`, with the finalizer if it is added), then the status patch
+/// (results and progress: a handler's success lands only after its patches did), then the rest
+/// of the main resource (`last`: the diffbase, which says the cause is handled, and a
+/// finalizer's removal, after which the object may go). The finalizer change is guarded by the
+/// resourceVersion of the body it is made against, read again on a conflict. A failure before
+/// the status write leaves the handlers to be called again (at-least-once), never a success
+/// recorded whose patch was lost. Returns the last written body.
 #[tracing::instrument(name = "write", skip_all, fields(otel.kind = "client"))]
 pub async fn write(api: &dyn Api, path: &str, finalizer: &str, body: &Value, w: &Writes) -> Result<Option<Value>, WriteError> {
-    let mut written = None;
+    let mut written: Option<Value> = None;
+    for (_, p) in &w.json_patches {
+        let before = written.take().unwrap_or_else(|| body.clone());
+        written = Some(json_patch(api, path, &before, p).await.map_err(|e| newest(e, &written))?);
+    }
+    let early = !is_empty_patch(&w.main);
+    if early {
+        main_write(api, path, finalizer, body, &w.main, w.finalizer.filter(|add| *add), &mut written).await?;
+    }
+    let late_finalizer = if early { w.finalizer.filter(|add| !*add) } else { w.finalizer };
+    let late = !is_empty_patch(&w.last) || late_finalizer.is_some();
     if !is_empty_patch(&w.status) {
         let status_path = format!("{path}/status");
         // Its answer is read only when nothing is written after it, or when the finalizer
-        // change is made against it: otherwise a later write's answer replaces it unread.
-        // (A JSON patch after it needs it: what the object was before the patch.)
-        let replaced = w.finalizer.is_none() && !is_empty_patch(&w.main);
-        if replaced {
-            api.patch_unread(&status_path, content::MERGE, &w.status).await?;
+        // change is made against it: otherwise the later write's answer replaces it unread.
+        if late && late_finalizer.is_none() {
+            api.patch_unread(&status_path, content::MERGE, &w.status).await.map_err(|e| newest(e.into(), &written))?;
         } else {
-            written = Some(api.patch(&status_path, content::MERGE, &w.status).await?);
+            let answer = api.patch(&status_path, content::MERGE, &w.status).await.map_err(|e| newest(e.into(), &written))?;
+            written = Some(answer);
         }
     }
-    // The body the finalizer change is made against: the status write's answer (its
-    // resourceVersion is the object's now), re-read after a conflict.
+    if late {
+        main_write(api, path, finalizer, body, &w.last, late_finalizer, &mut written).await?;
+    }
+    Ok(written)
+}
+
+/// A conflict after earlier writes landed carries the newest body they returned.
+fn newest(e: WriteError, written: &Option<Value>) -> WriteError {
+    match e {
+        WriteError::Conflict(None) => WriteError::Conflict(written.clone().map(Box::new)),
+        other => other,
+    }
+}
+
+/// A merge patch of the main resource with the change of `finalizer` (`Some(true)`: add it),
+/// made against the newest body written (or `body`) and guarded by its resourceVersion, read
+/// again on a conflict.
+async fn main_write(
+    api: &dyn Api,
+    path: &str,
+    finalizer: &str,
+    body: &Value,
+    patch: &Value,
+    change: Option<bool>,
+    written: &mut Option<Value>,
+) -> Result<(), WriteError> {
     let mut current = std::borrow::Cow::Borrowed(written.as_ref().unwrap_or(body));
     for attempt in 0..3 {
-        let mut main = w.main.clone();
-        if let Some(want) = w.finalizer {
+        let mut main = patch.clone();
+        if let Some(want) = change {
             let mut list: Vec<Value> = object::meta(&current, "finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
             list.retain(|f| f.as_str() != Some(finalizer));
             if want {
@@ -85,32 +123,28 @@ pub async fn write(api: &dyn Api, path: &str, finalizer: &str, body: &Value, w: 
             );
         }
         if is_empty_patch(&main) {
-            break;
+            return Ok(());
         }
         match api.patch(path, content::MERGE, &main).await {
             Ok(v) => {
-                written = Some(v);
-                break;
+                *written = Some(v);
+                return Ok(());
             }
-            Err(e) if e.code() == Some(409) && w.finalizer.is_some() && attempt < 2 => {
+            Err(e) if e.code() == Some(409) && change.is_some() && attempt < 2 => {
                 current = std::borrow::Cow::Owned(api.get(path).await?);
             }
             Err(e) if e.code() == Some(409) => {
-                // The newest body seen: re-read after a conflict, or the status write's answer.
+                // The newest body seen: re-read after a conflict, or an earlier write's answer.
                 let newest = match current {
                     std::borrow::Cow::Owned(read) => Some(read),
-                    std::borrow::Cow::Borrowed(_) => written,
+                    std::borrow::Cow::Borrowed(_) => written.take(),
                 };
                 return Err(WriteError::Conflict(newest.map(Box::new)));
             }
             Err(e) => return Err(e.into()),
         }
     }
-    for (_, p) in &w.json_patches {
-        let before = written.take().unwrap_or_else(|| body.clone());
-        written = Some(json_patch(api, path, &before, p).await?);
-    }
-    Ok(written)
+    Ok(())
 }
 
 /// Sends a handler's JSON patch so that it lands at most once. It is sent as it is; if its

@@ -43,31 +43,60 @@ async fn only_the_answers_used_are_read() {
     let status = json!({"status": {"create_fn": {"message": "hello"}}});
     let main = json!({"metadata": {"annotations": {"a": "b"}}});
     let json_patch = vec![("h".to_string(), json!([{"op": "add", "path": "/spec/x", "value": 1}]))];
-    type Case = (&'static str, Value, Value, Option<bool>, Vec<(String, Value)>, Vec<(&'static str, bool)>);
+    type Case = (&'static str, Value, Value, Value, Option<bool>, Vec<(String, Value)>, Vec<(&'static str, bool)>);
+    let none = || json!({});
     let cases: Vec<Case> = vec![
-        ("status alone: its answer is the body", status.clone(), json!({}), None, vec![], vec![("p/status", true)]),
-        ("status then main: the status answer unread", status.clone(), main.clone(), None, vec![], vec![("p/status", false), ("p", true)]),
+        ("status alone: its answer is the body", status.clone(), none(), none(), None, vec![], vec![("p/status", true)]),
         (
-            "status then a JSON patch: the status answer read (the patch's resend is guarded by its resourceVersion)",
+            "status then the rest of the main resource: the status answer unread",
             status.clone(),
-            json!({}),
+            none(),
+            main.clone(),
+            None,
+            vec![],
+            vec![("p/status", false), ("p", true)],
+        ),
+        (
+            "a JSON patch, then status: the patch goes first (its resend is guarded by the cycle's body's resourceVersion)",
+            status.clone(),
+            none(),
+            none(),
             None,
             json_patch.clone(),
-            vec![("p/status", true), ("p", true)],
+            vec![("p", true), ("p/status", true)],
         ),
         (
             "status then the finalizer: made against the status answer",
             status.clone(),
-            json!({}),
+            none(),
+            none(),
             Some(true),
             vec![],
             vec![("p/status", true), ("p", true)],
         ),
-        ("main alone", json!({}), main.clone(), None, vec![], vec![("p", true)]),
+        (
+            "a handler's patch of the main resource with the finalizer, then status, then the diffbase",
+            status.clone(),
+            main.clone(),
+            main.clone(),
+            Some(true),
+            vec![],
+            vec![("p", true), ("p/status", false), ("p", true)],
+        ),
+        (
+            "a handler's patch, then status, then the finalizer's removal: made against the status answer",
+            status.clone(),
+            main.clone(),
+            none(),
+            Some(false),
+            vec![],
+            vec![("p", true), ("p/status", true), ("p", true)],
+        ),
+        ("main alone", none(), none(), main.clone(), None, vec![], vec![("p", true)]),
     ];
-    for (name, status, main, finalizer, json_patches, want) in cases {
+    for (name, status, main, last, finalizer, json_patches, want) in cases {
         let api = Recording::default();
-        let w = Writes { main, status, finalizer, json_patches, events: vec![] };
+        let w = Writes { main, last, status, finalizer, json_patches, events: vec![] };
         let body = json!({"metadata": {"name": "x", "resourceVersion": "1"}});
         let written = write(&api, "p", "f", &body, &w).await.unwrap().expect("something was written");
         let seen = api.seen.lock().clone();

@@ -92,7 +92,7 @@ pub fn begin(subject: &Subject, body: &Value, essence_known: Option<Value>, firs
     let wants_finalizer = relevant.iter().any(|h| h.requires_finalizer());
     if wants_finalizer && !has_finalizer && !deleting {
         let line = Line::new(Level::Info, "Adding the finalizer, thus preventing the actual deletion.");
-        return Start::AddFinalizer(Writes { finalizer: Some(true), ..Writes::none() }, vec![line]);
+        return Start::AddFinalizer(Box::new(Writes { finalizer: Some(true), ..Writes::none() }), vec![line]);
     }
     let (stored, ids, unread) = subject.read_state(body);
     let base = stored_base(stored.diffbase.as_deref());
@@ -380,6 +380,17 @@ impl Cycle {
             } else {
                 self.line(Level::Info, "Removing the finalizer, as there are no handlers requiring it.".into());
             }
+        }
+        // With a status subresource, what the main resource gets is written after the status
+        // write, but handlers' patches of it, written before, so that their success is recorded
+        // only once they landed; the diffbase always last (see `runtime::writes`). Without
+        // one, all goes in one write.
+        if subject.has_status {
+            writes.last = if self.calls.iter().any(|c| c.main_patch.is_some()) {
+                subject.storage.take_diffbase(body, &mut main)
+            } else {
+                std::mem::replace(&mut main, json!({}))
+            };
         }
         writes.main = main;
         writes.status = status;

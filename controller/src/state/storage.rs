@@ -485,6 +485,35 @@ impl Storage {
     }
 }
 
+impl Storage {
+    /// Moves the diffbase's annotations (stored, or removed where misplaced) out of the main
+    /// patch `main` into a patch of their own, written after the status write (see
+    /// `runtime::writes`); empty when `main` has none.
+    pub fn take_diffbase(&self, body: &Value, main: &mut Value) -> Value {
+        let keys = self.annotation_keys(body, DIFFBASE);
+        let mut taken = Map::new();
+        if let Some(ann) = main.get_mut("metadata").and_then(|m| m.get_mut("annotations")).and_then(Value::as_object_mut) {
+            for k in &keys {
+                if let Some(v) = ann.remove(k) {
+                    taken.insert(k.clone(), v);
+                }
+            }
+            let emptied = ann.is_empty();
+            if let Some(meta) = main.get_mut("metadata").and_then(Value::as_object_mut) {
+                if emptied {
+                    meta.remove("annotations");
+                }
+                if meta.is_empty()
+                    && let Some(root) = main.as_object_mut()
+                {
+                    root.remove("metadata");
+                }
+            }
+        }
+        if taken.is_empty() { serde_json::json!({}) } else { serde_json::json!({"metadata": {"annotations": taken}}) }
+    }
+}
+
 /// The API server's limit on all annotations of an object, keys and values together.
 pub const ANNOTATIONS_LIMIT: usize = 256 * 1024;
 

@@ -51,18 +51,28 @@ pub struct Rates {
     pub lost: f64,
     /// A watch whose body ends early (1–30 s in).
     pub short_watch: f64,
+    /// A watch that stalls (0–10 s in) for 35–70 s without ending, while the link is up: its
+    /// events come late, after the workers that wrote them have retired, or the watcher takes it
+    /// for dead (65 s) and reopens it.
+    pub stalled_watch: f64,
 }
 
 impl Default for Rates {
     fn default() -> Self {
-        Rates { latency: 0.1, hang: 0.01, status: 0.03, reset: 0.01, lost: 0.01, short_watch: 0.3 }
+        Rates { latency: 0.1, hang: 0.01, status: 0.03, reset: 0.01, lost: 0.01, short_watch: 0.3, stalled_watch: stalled_watches() }
     }
+}
+
+/// How often a watch stalls: `BOSUN_SIM_STALLED_WATCHES` (0.05; 0.5 to look for what late
+/// events break).
+fn stalled_watches() -> f64 {
+    std::env::var("BOSUN_SIM_STALLED_WATCHES").ok().and_then(|v| v.parse().ok()).filter(|r: &f64| (0.0..=1.0).contains(r)).unwrap_or(0.05)
 }
 
 impl Rates {
     /// No faults.
     pub fn none() -> Rates {
-        Rates { latency: 0.0, hang: 0.0, status: 0.0, reset: 0.0, lost: 0.0, short_watch: 0.0 }
+        Rates { latency: 0.0, hang: 0.0, status: 0.0, reset: 0.0, lost: 0.0, short_watch: 0.0, stalled_watch: 0.0 }
     }
 }
 
@@ -119,6 +129,17 @@ impl Link {
 
     fn calm(&self) -> bool {
         *self.calm.borrow()
+    }
+
+    /// When a watch stalls and for how long, drawn apart from the other faults (under a key
+    /// of its own) so that those stay what their seeds gave before.
+    fn stall(&self, key: &str) -> Option<(Duration, Duration)> {
+        if self.calm() {
+            return None;
+        }
+        let mut rng = self.draws.rng(&format!("{key} stall"));
+        rng.random_bool(self.rates.stalled_watch)
+            .then(|| (Duration::from_millis(rng.random_range(0..10_000)), Duration::from_millis(rng.random_range(35_000..70_000))))
     }
 
     fn draw(&self, key: &str, watch: bool) -> (Fault, Option<Duration>) {
@@ -222,13 +243,25 @@ where
             let watching = deadline::is_watch(req.uri().query().unwrap_or(""));
             let key = format!("{} {}{}", req.method(), req.uri().path(), if watching { " watch" } else { "" });
             let (fault, short) = link.draw(&key, watching);
-            if req.method() == http::Method::PATCH
+            let (req, patch) = Patch::read(req, link.journal.is_some()).await?;
+            if let (Some(patch), Some(journal)) = (&patch, &link.journal)
                 && !matches!(fault, Fault::None | Fault::Latency(_))
-                && let Some(journal) = &link.journal
-                && let Some(rest) = req.uri().path().split("/kopfexamples/").nth(1)
+                && !patch.beat
             {
-                journal.write_fault(rest.split('/').next().unwrap_or(rest));
+                journal.write_fault(&patch.name);
             }
+            let landed = |res: &Response<axum::body::Body>| {
+                if let (Some(patch), Some(journal)) = (&patch, &link.journal)
+                    && res.status().is_success()
+                {
+                    for (token, json) in &patch.tokens {
+                        journal.landed(&patch.name, token, *json);
+                    }
+                    for id in &patch.successes {
+                        journal.succeeded(&patch.name, id);
+                    }
+                }
+            };
             match fault {
                 Fault::None => {}
                 Fault::Latency(d) => tokio::time::sleep(d).await,
@@ -237,27 +270,112 @@ where
                 Fault::Reset => return Err(reset()),
                 Fault::Lost => {
                     let res = router.call(req).await.map_err(|e| match e {})?;
+                    landed(&res);
                     let _ = res.into_body().collect().await;
                     return Err(reset());
                 }
             }
             link.passable().await?;
             let res = router.call(req).await.map_err(|e| match e {})?;
-            Ok(res.map(|body| guarded(body, link, short)))
+            landed(&res);
+            let stall = if watching { link.stall(&key) } else { None };
+            Ok(res.map(|body| guarded(body, link, short, stall)))
         })
     }
 }
 
+/// A PATCH of a simulated object, as the journal sees it: the object's name and the tokens
+/// of the handlers' and daemons' patches it carries (see `SpanGuard::token`).
+struct Patch {
+    name: String,
+    /// Each token, and whether it came in a JSON patch (`add /spec/items/-`) or a daemon's
+    /// merge patch (`status.beat`).
+    tokens: Vec<(String, bool)>,
+    /// A daemon's patch (its faults do not make the object's writes' outcome unknown).
+    beat: bool,
+    /// The handlers whose success the patch writes (their progress records in
+    /// `status.bosun.dev.progress`).
+    successes: Vec<String>,
+}
+
+impl Patch {
+    /// Reads the request's body when it is a PATCH of a simulated object (`journaling`), and
+    /// gives the request back with the body read.
+    async fn read<B>(req: Request<B>, journaling: bool) -> Result<(Request<axum::body::Body>, Option<Patch>), BoxError>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let name = req.uri().path().split("/kopfexamples/").nth(1).map(|rest| rest.split('/').next().unwrap_or(rest).to_string());
+        let (Some(name), true, true) = (name, journaling, req.method() == http::Method::PATCH) else {
+            return Ok((req.map(axum::body::Body::new), None));
+        };
+        let json = req.headers().get(http::header::CONTENT_TYPE).is_some_and(|t| t.as_bytes().starts_with(b"application/json-patch"));
+        let (parts, body) = req.into_parts();
+        let bytes = body.collect().await.map_err(Into::into)?.to_bytes();
+        let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let mut tokens = Vec::new();
+        if json {
+            for op in value.as_array().into_iter().flatten() {
+                if op["op"] == "add"
+                    && op["path"] == "/spec/items/-"
+                    && let Some(t) = op["value"].as_str()
+                {
+                    tokens.push((t.to_string(), true));
+                }
+            }
+        }
+        let beat = value["status"]["beat"].as_str();
+        if let Some(t) = beat {
+            tokens.push((t.to_string(), false));
+        }
+        let mut successes = Vec::new();
+        for (id, record) in value["status"]["bosun.dev"]["progress"].as_object().into_iter().flatten() {
+            let record = match record {
+                serde_json::Value::String(s) => serde_json::from_str(s).unwrap_or_default(),
+                other => other.clone(),
+            };
+            if record["success"] == true {
+                successes.push(id.clone());
+            }
+        }
+        let patch = Patch { name, tokens, beat: beat.is_some(), successes };
+        Ok((Request::from_parts(parts, axum::body::Body::from(bytes)), Some(patch)))
+    }
+}
+
 /// A response body that hangs while the link is partitioned, fails once it is severed, and
-/// (a shortened watch) ends at `short`.
-fn guarded(body: axum::body::Body, link: Link, short: Option<Duration>) -> Body {
-    let end_at = short.map(|d| tokio::time::Instant::now() + d);
+/// (a shortened watch) ends at `short`, and (a stalled one) brings nothing in the window
+/// `stall` (from, for) gives, unless the world calms down first.
+fn guarded(body: axum::body::Body, link: Link, short: Option<Duration>, stall: Option<(Duration, Duration)>) -> Body {
+    let now = tokio::time::Instant::now();
+    let end_at = short.map(|d| now + d);
+    let stall = stall.map(|(from, length)| (now + from, now + from + length));
     let state = link.state.subscribe();
-    let stream = futures::stream::unfold(Some((body, state)), move |st| async move {
-        let (mut body, mut state) = st?;
+    let calm = link.calm.clone();
+    let stream = futures::stream::unfold(Some((body, state, calm)), move |st| async move {
+        let (mut body, mut state, mut calm) = st?;
         loop {
-            let now = *state.borrow_and_update();
-            match now {
+            let now = tokio::time::Instant::now();
+            if let Some((from, until)) = stall
+                && now >= from
+                && now < until
+                && !*calm.borrow()
+            {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(until) => {}
+                    _ = calm.wait_for(|c| *c) => {}
+                    _ = state.wait_for(|s| *s == State::Severed) => return Some((Err(reset()), None)),
+                }
+            }
+            let stalling = async {
+                match stall {
+                    Some((from, _)) if from > now => tokio::time::sleep_until(from).await,
+                    _ => std::future::pending().await,
+                }
+            };
+            let link_state = *state.borrow_and_update();
+            match link_state {
                 State::Severed => return Some((Err(reset()), None)),
                 State::Partitioned => {
                     if state.changed().await.is_err() {
@@ -276,10 +394,11 @@ fn guarded(body: axum::body::Body, link: Link, short: Option<Duration>) -> Body 
             tokio::select! {
                 frame = body.frame() => return match frame {
                     None => None,
-                    Some(Ok(f)) => Some((Ok(f), Some((body, state)))),
+                    Some(Ok(f)) => Some((Ok(f), Some((body, state, calm)))),
                     Some(Err(e)) => Some((Err(BoxError::from(e)), None)),
                 },
                 _ = state.changed() => continue,
+                _ = stalling => continue,
                 _ = ending => return None,
             }
         }

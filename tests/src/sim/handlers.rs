@@ -1,8 +1,12 @@
 //! The scripted handler server of each replica (its sidecar), served in-process on the
 //! controller's `mem://NAME` transport: create, update and delete handlers, a timer and a
 //! daemon on the simulated resource, each recording a [`Span`](super::journal::Span) server side.
-//! Half the daemons answer their call only with their first message (their exit), as the
-//! servers users run do (grpcio, grpc-js, grpc-go); the others at once, as tonic does.
+//! The second create handler returns a JSON patch, the update handler a merge patch, and two
+//! daemons in three patch their status every 2 s, each patch with a token of its own (see
+//! `SpanGuard::token`), so that the API side can tell which call or daemon sent what landed.
+//! Two daemons in three answer their call only with their first message, as the servers users
+//! run do (grpcio, grpc-js, grpc-go), half of those sending nothing before their exit; the
+//! others at once, as tonic does.
 //!
 //! Faults from the server's seeded RNG while the world is not calm: slow handlers (1–5 s),
 //! stalled ones (5–20 s), and daemons that take up to 1 s to end once asked to stop (a daemon
@@ -46,8 +50,9 @@ fn spec(id: &str, kind: pb::HandlerKind) -> pb::HandlerSpec {
     }
 }
 
-/// The handlers the server registers.
-pub fn specs() -> Vec<pb::HandlerSpec> {
+/// The handlers the server registers; `changed`: a start of the server whose registry has
+/// changed since (it registers one handler more).
+pub fn specs(changed: bool) -> Vec<pb::HandlerSpec> {
     let mut timer = spec("tick", pb::HandlerKind::Timer);
     timer.timer = Some(pb::TimerOptions { interval_seconds: 3.0, ..Default::default() });
     let mut daemon = spec("beat", pb::HandlerKind::Daemon);
@@ -62,6 +67,9 @@ pub fn specs() -> Vec<pb::HandlerSpec> {
         timer,
         daemon,
     ]
+    .into_iter()
+    .chain(changed.then(|| spec("on_update_2", pb::HandlerKind::Update)))
+    .collect()
 }
 
 /// One replica incarnation's handler server.
@@ -78,6 +86,8 @@ struct Script {
     prompt: bool,
     /// Cancelled when this start of the server crashes: its daemons end at once then.
     crashed: CancellationToken,
+    /// Registers one handler more (the server was started again with its registry changed).
+    changed: bool,
     /// The stop flags of the daemons running, by object uid.
     running: Arc<std::sync::Mutex<std::collections::HashMap<String, (u64, CancellationToken)>>>,
 }
@@ -120,7 +130,7 @@ type DaemonStream = Pin<Box<dyn futures::Stream<Item = Result<pb::DaemonMessage,
 #[tonic::async_trait]
 impl HandlerServer for Script {
     async fn describe(&self, _: tonic::Request<pb::DescribeRequest>) -> Answer<pb::DescribeResponse> {
-        Ok(tonic::Response::new(pb::DescribeResponse { handlers: specs(), server_name: "sim".into(), ..Default::default() }))
+        Ok(tonic::Response::new(pb::DescribeResponse { handlers: specs(self.changed), server_name: "sim".into(), ..Default::default() }))
     }
 
     async fn handle(&self, req: tonic::Request<pb::HandleRequest>) -> Answer<pb::HandleResponse> {
@@ -129,8 +139,22 @@ impl HandlerServer for Script {
         let gone = !(self.exists)(&ns, &name, &uid);
         let span = self.journal.open(&self.replica, &uid, &name, What::Call(req.handler_id.clone()), gone);
         tokio::time::sleep(self.duration(&format!("{} {name}", req.handler_id))).await;
+        // The second create handler returns a JSON patch that must land once (invariant g);
+        // the update handler a merge patch of the status, which may land twice.
+        let mut answer = pb::HandleResponse { outcome: pb::Outcome::Success as i32, ..Default::default() };
+        match req.handler_id.as_str() {
+            "on_create_2" => {
+                let op = serde_json::json!([{"op": "add", "path": "/spec/items/-", "value": span.token(&name, 0)}]);
+                answer.json_patch = serde_json::to_vec(&op).unwrap_or_default();
+            }
+            "on_update" => {
+                let patch = serde_json::json!({"status": {"updated": span.token(&name, 0)}});
+                answer.merge_patch = serde_json::to_vec(&patch).unwrap_or_default();
+            }
+            _ => {}
+        }
         span.finish(true);
-        Ok(tonic::Response::new(pb::HandleResponse { outcome: pb::Outcome::Success as i32, ..Default::default() }))
+        Ok(tonic::Response::new(answer))
     }
 
     type DaemonStream = DaemonStream;
@@ -155,12 +179,34 @@ impl HandlerServer for Script {
         static STARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let start = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.running.lock().unwrap().insert(uid.clone(), (start, stop.clone()));
-        let run = DaemonRun { span: Some(span), crashed: self.crashed.clone(), running: self.running.clone(), uid, start, stop };
+        // A third of the daemons are served as tonic serves them (the stream's headers at
+        // once) and patch their status every 2 s; the others as grpcio, grpc-js and grpc-go
+        // serve them (the headers go with the first message), half of those silent (their
+        // first message is their exit: the controller sees nothing of the call until it has
+        // ended), half patching (invariant h: no patch lands after the daemon's turn).
+        let class = self.draws.rng(&format!("headers {name}")).random_range(0..3);
+        let (late_headers, beats) = (class > 0, class != 1);
+        let run =
+            DaemonRun { span: Some(span), crashed: self.crashed.clone(), running: self.running.clone(), uid, start, stop, beats: 0, name };
         // Runs until asked to stop (then ends after its lag and says so in its last message),
         // or until its stream is dropped (cancelled, or the connection is gone).
         let stream = futures::stream::unfold(Some(run), move |run| async move {
             let mut run = run?;
-            run.stop.cancelled().await;
+            let beat = async {
+                match beats {
+                    true => tokio::time::sleep(BEAT).await,
+                    false => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = run.stop.cancelled() => {}
+                _ = beat => {
+                    run.beats += 1;
+                    let token = run.span.as_ref().map(|s| s.token(&run.name, run.beats)).unwrap_or_default();
+                    let patch = serde_json::to_vec(&serde_json::json!({"status": {"beat": token}})).unwrap_or_default();
+                    return Some((Ok(pb::DaemonMessage { message: Some(pb::daemon_message::Message::MergePatch(patch)) }), Some(run)));
+                }
+            }
             tokio::time::sleep(lag).await;
             if let Some(mut span) = run.span.take() {
                 span.lag = Duration::ZERO;
@@ -168,10 +214,7 @@ impl HandlerServer for Script {
             let exit = pb::DaemonExit { outcome: pb::Outcome::Success as i32, stopped: true, ..Default::default() };
             Some((Ok(pb::DaemonMessage { message: Some(pb::daemon_message::Message::Exit(exit)) }), None))
         });
-        // Half the daemons are served as grpcio, grpc-js and grpc-go serve them: a stream's
-        // headers go out with its first message, which for this daemon is its exit, so the
-        // controller sees nothing of its call until it has ended (tonic answers at once).
-        if self.draws.rng(&format!("headers {name}")).random_bool(0.5) {
+        if late_headers {
             let mut stream = Box::pin(stream);
             let first = futures::StreamExt::next(&mut stream).await;
             return Ok(tonic::Response::new(Box::pin(futures::StreamExt::chain(futures::stream::iter(first), stream))));
@@ -207,7 +250,14 @@ struct DaemonRun {
     start: u64,
     /// Its stop flag.
     stop: CancellationToken,
+    /// How many patches it has sent.
+    beats: u64,
+    /// Its object's name.
+    name: String,
 }
+
+/// How often a patching daemon patches its object's status.
+const BEAT: Duration = Duration::from_secs(2);
 
 impl Drop for DaemonRun {
     fn drop(&mut self) {
@@ -289,6 +339,7 @@ impl Host {
             steady: false,
             prompt: false,
             crashed: CancellationToken::new(),
+            changed: false,
             running: Arc::default(),
         };
         Host { name: name.into(), script, crash: CancellationToken::new(), task: None }
@@ -327,6 +378,15 @@ impl Host {
         self.task = Some(tokio::spawn(async move {
             let _ = server.serve_with_incoming(incoming).await;
         }));
+    }
+
+    /// Starts it again at once with its registry changed (one handler more, or one less than
+    /// the last time), as a handler server deployed anew: the controller serves the resource
+    /// anew, and the cycles and daemons from before must end first.
+    pub async fn restart_changed(&mut self) {
+        self.crash();
+        self.script.changed = !self.script.changed;
+        self.start().await;
     }
 
     /// Crashes it: connections reset, new ones refused, the calls in flight dropped.

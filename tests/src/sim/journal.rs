@@ -53,12 +53,32 @@ pub struct Note {
     pub text: String,
 }
 
+/// A handler's or daemon's patch that the API server applied (seen at the API, whether its
+/// answer reached the controller or was lost).
+#[derive(Debug, Clone)]
+pub struct Landing {
+    /// When the API server applied it.
+    pub at: Duration,
+    /// The object's name.
+    pub name: String,
+    /// The span (index into [`Journal::spans`]) of the call or daemon that sent it.
+    pub span: usize,
+    /// The patch's token, unique per patch a handler returns or a daemon sends.
+    pub token: String,
+    /// A JSON patch (else a daemon's merge patch).
+    pub json: bool,
+}
+
 #[derive(Default)]
 struct Inner {
     /// Objects a write of which met an injected API fault.
     write_faults: std::collections::BTreeSet<String>,
     spans: Vec<Span>,
     notes: Vec<Note>,
+    landings: Vec<Landing>,
+    /// When the API server applied a write of each handler's success, by (object name,
+    /// handler id): the first such write.
+    successes: std::collections::BTreeMap<(String, String), Duration>,
 }
 
 /// The journal of one run, shared by the world and the handler servers.
@@ -112,6 +132,29 @@ impl Journal {
         self.inner.lock().unwrap().write_faults.clone()
     }
 
+    /// Notes that the API server applied a patch carrying `token` (see [`token`]).
+    pub fn landed(&self, name: &str, token: &str, json: bool) {
+        let Some(span) = token.split(':').nth(1).and_then(|i| i.parse().ok()) else { return };
+        let landing = Landing { at: self.now(), name: name.into(), span, token: token.into(), json };
+        self.inner.lock().unwrap().landings.push(landing);
+    }
+
+    /// Notes that the API server applied a write of handler `id`'s success on object `name`.
+    pub fn succeeded(&self, name: &str, id: &str) {
+        let at = self.now();
+        self.inner.lock().unwrap().successes.entry((name.into(), id.into())).or_insert(at);
+    }
+
+    /// When each handler's success was first written, by (object name, handler id).
+    pub fn successes(&self) -> std::collections::BTreeMap<(String, String), Duration> {
+        self.inner.lock().unwrap().successes.clone()
+    }
+
+    /// Every patch applied so far, in order.
+    pub fn landings(&self) -> Vec<Landing> {
+        self.inner.lock().unwrap().landings.clone()
+    }
+
     /// Every span so far.
     pub fn spans(&self) -> Vec<Span> {
         self.inner.lock().unwrap().spans.clone()
@@ -148,6 +191,12 @@ pub struct SpanGuard {
 }
 
 impl SpanGuard {
+    /// A token for the `n`-th patch this call or daemon sends: `{name}:{span}:{n}`, unique in
+    /// the run, so that the API side can tell which span a patch came from.
+    pub fn token(&self, name: &str, n: u64) -> String {
+        format!("{name}:{}:{n}", self.index)
+    }
+
     /// Ends the span now, with this outcome.
     pub fn finish(self, succeeded: bool) {
         self.journal.end(self.index, Duration::ZERO, succeeded);
@@ -164,7 +213,9 @@ impl Drop for SpanGuard {
 #[derive(Debug, Clone)]
 pub struct Violation {
     /// `a`, `b`, `c` or `d`, as the issue names them; `e`: the run never ended; `f`: a handler
-    /// ran again after the next one of its cause began.
+    /// ran again after the next one of its cause began; `g`: a JSON patch landed twice; `h`: a
+    /// daemon's patch landed after its turn; `i`: a handler ran again after its success was
+    /// written.
     pub invariant: &'static str,
     /// Around when (for the journal excerpt).
     pub at: Duration,
@@ -241,19 +292,84 @@ pub fn settled(spans: &[Span], live: &[(String, String)], lingering: &[String], 
     })
 }
 
-/// (f) Kopf's order within a cause: once `on_create_2` was called for an object, `on_create`
-/// (registered before it) had its success written, so it is never called again for that
-/// object, whatever happens after (a handover, a revocation, a kill, a crash). From `from` on.
+/// (f) Kopf's order within a cause: once `on_create_2` was called for an object after a call
+/// of `on_create` (registered before it) that succeeded, that success was written first, so
+/// `on_create` is never called again for that object, whatever happens after (a handover, a
+/// revocation, a kill, a crash). From `from` on. (An `on_create` that failed and waits for its
+/// retry does not hold up `on_create_2`, as in Kopf.)
 /// Objects a write of which met an injected API fault (`faulted`) are left out: calls are
 /// at-least-once where a write's outcome is unknown (without that, one run in some thousands
 /// broke it, and its seed did not replay).
 pub fn in_order(spans: &[Span], from: Duration, faulted: &std::collections::BTreeSet<String>) -> Option<Violation> {
     let (first, second) = (What::Call("on_create".into()), What::Call("on_create_2".into()));
     for s in spans.iter().filter(|s| s.what == second && !faulted.contains(&s.name)) {
+        // A handler that failed (temporarily, with a delay) does not hold up the next one, in
+        // Kopf's order as in Kopf: only a success before the second handler began counts.
+        let before = spans.iter().filter(|c| c.uid == s.uid && c.what == first && c.start <= s.start).max_by_key(|c| c.start);
+        if !before.is_some_and(|c| c.succeeded) {
+            continue;
+        }
         let again = spans.iter().find(|c| c.uid == s.uid && c.what == first && c.start > s.start && c.start >= from);
         if let Some(c) = again {
             let text = format!("{} called again after {} began: {} after {}", "on_create", "on_create_2", show(c), show(s));
             return Some(Violation { invariant: "f", at: c.start, text });
+        }
+    }
+    None
+}
+
+/// (g) every JSON patch a handler returns lands at most once: a patch whose answer was lost is
+/// resent only under a precondition that refuses a second landing (`add /spec/items/-` twice
+/// adds the item twice).
+pub fn json_patches_once(landings: &[Landing]) -> Option<Violation> {
+    let mut seen = std::collections::BTreeMap::new();
+    for l in landings.iter().filter(|l| l.json) {
+        if let Some(first) = seen.insert(l.token.as_str(), l.at) {
+            let text = format!(
+                "the JSON patch {} of {} landed twice: at {:.3} and {:.3}",
+                l.token,
+                l.name,
+                first.as_secs_f64(),
+                l.at.as_secs_f64()
+            );
+            return Some(Violation { invariant: "g", at: l.at, text });
+        }
+    }
+    None
+}
+
+/// (h) a daemon's patch never lands after its turn ended: none lands once another instance of
+/// the object's daemon (on any replica) has started after the first one ended (it starts only
+/// once the first one's turn was given up or revoked), from `from` on.
+pub fn no_daemon_patch_after_its_turn(spans: &[Span], landings: &[Landing], from: Duration) -> Option<Violation> {
+    for l in landings.iter().filter(|l| !l.json && l.at >= from) {
+        let Some(sender) = spans.get(l.span) else { continue };
+        let Some(ended) = sender.end else { continue };
+        let later = spans
+            .iter()
+            .enumerate()
+            .find(|(i, s)| *i != l.span && s.uid == sender.uid && s.what == What::Daemon && s.start >= ended.max(from) && s.start < l.at);
+        if let Some((_, next)) = later {
+            let text = format!("the patch {} of {} landed at {:.3}, after {} began", l.token, show(sender), l.at.as_secs_f64(), show(next));
+            return Some(Violation { invariant: "h", at: l.at, text });
+        }
+    }
+    None
+}
+
+/// (i) a handler whose success was written is never called again for its cause: no create
+/// handler's call starts after the write of its success landed, whoever owns the object then
+/// (a handover, a restart, a watch that brings old events late). From `from` on.
+pub fn successes_kept(
+    spans: &[Span],
+    successes: &std::collections::BTreeMap<(String, String), Duration>,
+    from: Duration,
+) -> Option<Violation> {
+    for ((name, id), at) in successes.iter().filter(|((_, id), _)| id.starts_with("on_create")) {
+        let what = What::Call(id.clone());
+        if let Some(again) = spans.iter().find(|s| &s.name == name && s.what == what && s.start > *at && s.start >= from) {
+            let text = format!("{id} of {name} called again after its success was written at {:.3}: {}", at.as_secs_f64(), show(again));
+            return Some(Violation { invariant: "i", at: again.start, text });
         }
     }
     None
@@ -277,6 +393,12 @@ pub fn excerpt(journal: &Journal, at: Duration, around: Duration) -> String {
     for s in journal.spans() {
         if s.start <= to && s.end.is_none_or(|e| e >= from) {
             lines.push((s.start, format!("{:>8.3} span {}", s.start.as_secs_f64(), show(&s))));
+        }
+    }
+    for l in journal.landings() {
+        if l.at >= from && l.at <= to {
+            let kind = if l.json { "JSON patch" } else { "daemon patch" };
+            lines.push((l.at, format!("{:>8.3} api    applied the {kind} {}", l.at.as_secs_f64(), l.token)));
         }
     }
     for n in journal.notes() {

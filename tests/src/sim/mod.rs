@@ -96,6 +96,8 @@ pub struct Without {
     pub stop: bool,
     /// No handler server crashes.
     pub crash: bool,
+    /// No handler server deployed anew with its registry changed.
+    pub redeploy: bool,
 }
 
 impl Without {
@@ -112,6 +114,7 @@ impl Without {
             kill: has("kill"),
             stop: has("stop"),
             crash: has("crash"),
+            redeploy: has("redeploy"),
         }
     }
 }

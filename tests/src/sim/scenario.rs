@@ -65,6 +65,8 @@ enum Action {
     Start(usize),
     Crash(usize),
     Revive(usize),
+    /// The replica's handler server is deployed anew with its registry changed.
+    Redeploy(usize),
     Calm,
 }
 
@@ -103,6 +105,10 @@ fn plan(rng: &mut StdRng, without: &Without) -> Vec<(Duration, Action)> {
             }
             _ => {}
         }
+    }
+    // Drawn after the rest, so that the schedules above stay what their seeds gave before.
+    if !without.redeploy && rng.random_bool(0.4) {
+        plan.push((ms(rng, 3_000, 55_000), Action::Redeploy(rng.random_range(0..REPLICAS))));
     }
     plan.push((FAULTS_UNTIL, Action::Calm));
     plan.sort_by_key(|(t, _)| *t);
@@ -319,7 +325,7 @@ impl World {
         let calm = *self.calm.borrow();
         match action {
             Action::Create(i) => {
-                let body = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name(i), "namespace": "default"}, "spec": {"field": "v0"}});
+                let body = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name(i), "namespace": "default"}, "spec": {"field": "v0", "items": []}});
                 match self.user.create(&crate::kex::path("default"), &body).await {
                     Ok(v) => {
                         let uid = v["metadata"]["uid"].as_str().unwrap_or_default().to_string();
@@ -390,7 +396,14 @@ impl World {
                     self.journal.note("world", format!("handler server of {id} is back"));
                 }
             }
-            Action::Partition(..) | Action::Kill(_) | Action::Stop(_) | Action::Crash(_) => {}
+            Action::Redeploy(r) if !calm => {
+                if let Some(c) = self.current(r) {
+                    c.host.restart_changed().await;
+                    let id = c.id.clone();
+                    self.journal.note("world", format!("handler server of {id} deployed anew with its registry changed"));
+                }
+            }
+            Action::Partition(..) | Action::Kill(_) | Action::Stop(_) | Action::Crash(_) | Action::Redeploy(_) => {}
             Action::Calm => {
                 self.calm.send_replace(true);
                 self.journal.note("world", "calm: no more faults");
@@ -470,6 +483,16 @@ impl World {
             return Some(v);
         }
         if let Some(v) = journal::in_order(&spans, from, &self.journal.write_faults()) {
+            return Some(v);
+        }
+        let landings = self.journal.landings();
+        if let Some(v) = journal::json_patches_once(&landings) {
+            return Some(v);
+        }
+        if let Some(v) = journal::no_daemon_patch_after_its_turn(&spans, &landings, from) {
+            return Some(v);
+        }
+        if let Some(v) = journal::successes_kept(&spans, &self.journal.successes(), from) {
             return Some(v);
         }
         let mut live = Vec::new();

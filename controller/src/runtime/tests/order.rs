@@ -103,3 +103,41 @@ async fn a_skipped_handler_does_not_hold_up_the_next_one() {
     assert_eq!((rig.server.count("a"), rig.server.count("b")), (1, 1));
     assert!(rig.server.count("skipped") <= 2, "once per cycle at most: {}", rig.server.count("skipped"));
 }
+
+/// A handler's success is recorded only once its patches landed: its patch of the main
+/// resource and its JSON patch are written before the status write that records it (`p`,
+/// followed by `q`, so that its success is kept as progress). While
+/// the main resource cannot be written, no success is recorded; once it can, the handler is
+/// called again (calls are at-least-once) and its patches land. Before, the status write went
+/// first: the success was recorded, the patches were lost, and the handler was never called
+/// again (the replica simulation's invariant (i) found it).
+#[tokio::test(start_paused = true)]
+async fn a_handlers_success_is_recorded_only_once_its_patches_landed() {
+    let body = finalized();
+    let handlers =
+        vec![handler("p", pb::HandlerKind::Create, Default::default()), handler("q", pb::HandlerKind::Create, Default::default())];
+    let patching: Script = Box::new(|_, _| {
+        Ok(pb::HandleResponse {
+            outcome: pb::Outcome::Success as i32,
+            merge_patch: serde_json::to_vec(&json!({"metadata": {"labels": {"made": "by-p"}}})).unwrap(),
+            json_patch: serde_json::to_vec(&json!([{"op": "add", "path": "/spec/made", "value": "by p"}])).unwrap(),
+            ..Default::default()
+        })
+    });
+    let rig = rig(body.clone(), handlers, vec![("p", patching), ("q", Box::new(|_, _| ok()))]);
+    rig.api.main_writes_fail.store(true, Ordering::SeqCst);
+    rig.router.deliver(Seen::Upsert(body));
+    rig.until("a write fails", Duration::from_secs(10), |r| r.logged("Patching failed") >= 1).await;
+    let now = rig.api.get_now();
+    assert!(now.pointer("/status/bosun.dev/progress/p/success").is_none(), "no success recorded without its patches: {now:#}");
+    rig.api.main_writes_fail.store(false, Ordering::SeqCst);
+    rig.until("the cause is handled", Duration::from_secs(120), |r| {
+        r.api.get_now().pointer("/metadata/annotations/bosun.dev~1last-handled-configuration").is_some()
+    })
+    .await;
+    let now = rig.api.get_now();
+    assert_eq!(now.pointer("/metadata/labels/made"), Some(&json!("by-p")), "{now:#}");
+    assert_eq!(now.pointer("/spec/made"), Some(&json!("by p")), "{now:#}");
+    assert_eq!(rig.server.count("p"), 2, "called again, as its success was never recorded");
+    assert_eq!(rig.server.count("q"), 1);
+}

@@ -321,14 +321,16 @@ fn the_main_write_and_the_status_write_carry_patches_results_state_and_the_final
     let (writes, next) = cycle.conclude(&world.subject(), &b, None);
     assert_eq!(next, Next::Idle);
     assert_eq!(writes.finalizer, None, "already on");
-    let annotations = json!({DIFFBASE_KEY: "{\"spec\":{\"a\":1}}\n", "bosun.dev/kopf-managed": "yes"});
-    assert_eq!(writes.main, json!({"metadata": {"labels": {"x": "1"}, "annotations": annotations}}));
+    // The diffbase goes last, in a write of its own (after the status write, which records
+    // the success only after the handler's patch landed).
+    assert_eq!(writes.main, json!({"metadata": {"labels": {"x": "1"}, "annotations": {"bosun.dev/kopf-managed": "yes"}}}));
+    assert_eq!(writes.last, json!({"metadata": {"annotations": {DIFFBASE_KEY: "{\"spec\":{\"a\":1}}\n"}}}));
     assert_eq!(writes.status, json!({"status": {"phase": "Up", "c": {"ok": true}}}));
 }
 
 /// The writes a cycle makes: the main write, the status write, in that order ("-" for none).
 fn writes_made(w: &Writes) -> String {
-    let main = !w.main.as_object().unwrap().is_empty() || w.finalizer.is_some();
+    let main = !w.main.as_object().unwrap().is_empty() || !w.last.as_object().unwrap().is_empty() || w.finalizer.is_some();
     let status = !w.status.as_object().unwrap().is_empty();
     match (main, status) {
         (true, true) => "main+status".into(),
@@ -409,7 +411,7 @@ fn an_object_handled_before_the_diffbase_moved_continues_and_its_diffbase_moves_
     let inv = cycle.next_call().unwrap();
     cycle.absorb(&world.subject(), &old, &inv, Ok(success()));
     let (writes, _) = cycle.conclude(&world.subject(), &old, None);
-    assert_eq!(diffbase_in(&writes.main), &json!("{\"spec\":{\"a\":2}}\n"));
+    assert_eq!(diffbase_in(&writes.last), &json!("{\"spec\":{\"a\":2}}\n"));
     assert_eq!(writes.status, json!({"status": {"bosun.dev": null}}));
 }
 
@@ -487,6 +489,7 @@ fn refused_patches_fail_only_their_handler_and_the_state_is_still_written() {
         }
         json_patch::merge(&mut b, &writes.main);
         json_patch::merge(&mut b, &writes.status);
+        json_patch::merge(&mut b, &writes.last);
     };
     assert_eq!((cycles, next), (2, Next::Idle));
     assert_eq!(b["spec"], json!({"good": 1}), "good's patch, written by the first cycle");
@@ -495,7 +498,7 @@ fn refused_patches_fail_only_their_handler_and_the_state_is_still_written() {
     // Its result is taken back, in case the status write stored it before the main write was
     // refused.
     assert_eq!(writes.status["status"].get("bad"), Some(&Value::Null), "{}", writes.status);
-    assert!(diffbase_in(&writes.main).is_string(), "the cause is processed: {}", writes.main);
+    assert!(diffbase_in(&writes.last).is_string(), "the cause is processed: {}", writes.main);
     let lines: Vec<String> = cycle.take_lines().into_iter().map(|l| l.text).collect();
     assert!(
         lines.contains(&"Handler 'bad' failed permanently: its patch was rejected by the API server: 422 Invalid".to_string()),
@@ -513,7 +516,7 @@ fn an_essence_too_large_to_store_is_kept_as_a_digest_and_still_detects_changes()
     let inv = cycle.next_call().unwrap();
     cycle.absorb(&world.subject(), &b, &inv, Ok(success()));
     let (writes, _) = cycle.conclude(&world.subject(), &b, None);
-    let stored = diffbase_in(&writes.main).as_str().unwrap().to_string();
+    let stored = diffbase_in(&writes.last).as_str().unwrap().to_string();
     assert!(stored.starts_with("digest:") && stored.len() < 100, "{stored}");
     assert!(writes.events.iter().any(|e| e.reason == "DiffbaseTooLarge"));
     // Stored as a digest: the same body is nothing to do, a changed one is an update.

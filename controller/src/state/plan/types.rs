@@ -51,8 +51,14 @@ pub enum Next {
 /// The writes of one cycle, in the order the runtime makes them.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Writes {
-    /// Merge patch of the main resource (empty: no write).
+    /// Merge patch of the main resource written before the status write: handlers' merge
+    /// patches of it (and what goes with them), so that a success is recorded only once its
+    /// patch landed (empty: no write).
     pub main: Value,
+    /// Merge patch of the main resource written after the status write: the diffbase (it says
+    /// the cause is handled, so the results must have landed first), and the controller's
+    /// state when no handler patched the main resource (empty: no write).
+    pub last: Value,
     /// Merge patch of the status subresource (empty: no write).
     pub status: Value,
     /// Add (`true`) or remove (`false`) the finalizer, in the main write.
@@ -66,7 +72,7 @@ pub struct Writes {
 impl Writes {
     /// Writes nothing (yet): empty main and status patches.
     pub fn none() -> Writes {
-        Writes { main: json!({}), status: json!({}), ..Default::default() }
+        Writes { main: json!({}), last: json!({}), status: json!({}), ..Default::default() }
     }
 }
 
@@ -77,7 +83,7 @@ pub enum Start {
     Idle(Vec<Line>),
     /// Write only the finalizer; call the handlers once it is on the object (so a deletion
     /// that comes while the first handlers run still finds it).
-    AddFinalizer(Writes, Vec<Line>),
+    AddFinalizer(Box<Writes>, Vec<Line>),
     /// Call handlers.
     Handle(Box<Cycle>),
 }
