@@ -381,10 +381,10 @@ impl Cycle {
                 self.line(Level::Info, "Removing the finalizer, as there are no handlers requiring it.".into());
             }
         }
-        // With a status subresource, what the main resource gets is written after the status
-        // write, but handlers' patches of it, written before, so that their success is recorded
-        // only once they landed; the diffbase always last (see `runtime::writes`). Without
-        // one, all goes in one write.
+        // With a status subresource: handlers' patches of the main resource are written before
+        // the status write that records their success, the rest of the main write (the
+        // diffbase above all) after it (see `runtime::writes`). Without one, all of it goes in
+        // one main write.
         if subject.has_status {
             writes.last = if self.calls.iter().any(|c| c.main_patch.is_some()) {
                 subject.storage.take_diffbase(body, &mut main)

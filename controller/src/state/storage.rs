@@ -483,9 +483,7 @@ impl Storage {
             }
         }
     }
-}
 
-impl Storage {
     /// Moves the diffbase's annotations (stored, or removed where misplaced) out of the main
     /// patch `main` into a patch of their own, written after the status write (see
     /// `runtime::writes`); empty when `main` has none.
