@@ -1,26 +1,28 @@
 """Kopf's own examples and tests, exactly as Kopf 1.45.2 ships them, run under Bosun.
 
-The files come from Kopf's source distribution on PyPI (fetched once, checked against the
-SHA-256 recorded here), never from this repository. Each `.py` file differs from Kopf's in its
-`import kopf` line alone (`import bosun as kopf`; `kopf.testing` → `bosun.testing`): the
-rewrite is checked to change that one line and nothing else. Then Kopf's tests run as Kopf runs
-them, against dev clusters started here (`bosun dev --cluster-only`), with the real `bosun`
-controller, the SDK's handler server and `kubectl`:
+The files come from Kopf's source distribution, fetched at test time with pip by its version
+(`pip download kopf==1.45.2 --no-binary :all:`, from whatever index pip is configured with),
+checked against the SHA-256 recorded here, and unpacked under `target/kopf-as-shipped/`; none
+of them is in this repository. Each `.py` file differs from Kopf's in its `import kopf` line
+alone (`import bosun as kopf`; `kopf.testing` → `bosun.testing`): the rewrite is checked to
+change that one line and nothing else. Then Kopf's tests run as Kopf runs them, against dev
+clusters started here (`bosun dev --cluster-only`), with the real `bosun` controller, the
+SDK's handler server and `kubectl`:
 
 - Kopf's end-to-end test (`tests/e2e/test_examples.py`), over every example without tests of
   its own: `KopfRunner(['run', '--all-namespaces', '--standalone', '--verbose', example])`,
   `kubectl apply` and `delete` of `examples/obj.yaml`, then Kopf's checks: no crash, exit code
   0, the finalizer and in-progress lines, every handler succeeded exactly once (or as Kopf's
   table says), none failed, no traceback where none is intended.
-- That `examples/python/` holds the same files (Kopf's, but for the import line), whose own
-  tests (`test_example_09.py`, `_10`, `_11`, run with `KopfRunner`) run from there.
+- The examples' own tests (`test_example_09.py`, `_10`, `_11`, with `KopfRunner` and
+  `kubectl` against `$KUBECONFIG`), each on a fresh dev cluster of its own.
 
-Kopf's e2e test needs a few fixtures of Kopf's `conftest.py` (which imports Kopf's internals):
-the `conftest.py` written below gives them from Bosun (`settings` is `bosun.OperatorSettings()`).
-The examples run in three groups at once, each on a dev cluster of its own (Kopf's tests use
-one object name, so one cluster runs one test at a time).
+Both need fixtures Kopf's `conftest.py` gives (it imports Kopf's internals): the two
+`conftest.py` written below give them from Bosun (`settings` is `bosun.OperatorSettings()`).
+The tests run in three groups at once, each on a dev cluster of its own (Kopf's tests use one
+object name, so one cluster runs one test at a time).
 
-Needs the network the first time (PyPI), `kubectl`, the `bosun` binary and the SDK, and the
+Needs the network the first time (pip), `kubectl`, the `bosun` binary and the SDK, and the
 examples' requirements (`pykube-ng`, `pyyaml`, `kubernetes`)."""
 
 from __future__ import annotations
@@ -36,19 +38,17 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import urllib.request
 from typing import Dict, List
 
 import pytest
 
 import bosun.testing
 
-KOPF = "kopf-1.45.2"
-SDIST_URL = ("https://files.pythonhosted.org/packages/3d/39/cb8df5038e7d1916d29c2f48933cf346ea1af3a28755ece48d9dfafee759/"
-             "kopf-1.45.2.tar.gz")
+VERSION = "1.45.2"
+KOPF = f"kopf-{VERSION}"
 SDIST_SHA256 = "5baa180cfdebe1c5095d2a0a96d7d91825b6920541a0825c55719c36abb0054f"
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CACHE = ROOT / "target" / "kopf-as-shipped"
+CACHE = ROOT / "target" / "kopf-as-shipped"  # the sdist, and the tree unpacked from it
 
 #: The one line each file may differ in: Kopf's imports of itself, and what they become.
 IMPORTS = {
@@ -89,24 +89,42 @@ def with_crd():
 '''
 
 
+#: The cluster of each of Kopf's example tests (`examples/*/test_example_*.py`).
+EXAMPLES_CONFTEST = '''"""A fresh dev cluster for each of Kopf's own example tests, in $KUBECONFIG while it runs
+(Kopf's tests run `kubectl` and `KopfRunner(['run', ...])` against the cluster there)."""
+import pytest
+
+import bosun.testing
+
+
+@pytest.fixture(autouse=True)
+def kopf_test_cluster(tmp_path_factory, monkeypatch):
+    where = tmp_path_factory.mktemp("dev-cluster")
+    with bosun.testing.KopfRunner(["dev", "--cluster-only", "--dir", str(where)], timeout=60) as cluster:
+        cluster.wait_for("export KUBECONFIG=")
+        monkeypatch.setenv("KUBECONFIG", cluster.kubeconfig)
+        yield
+'''
+
+
 def _fetch() -> bytes:
-    """Kopf's sdist: from the cache, else from PyPI; checked either way."""
+    """Kopf's sdist: from the cache, else from pip (by its version); checked either way."""
     cached = CACHE / f"{KOPF}.tar.gz"
-    if cached.exists():
-        data = cached.read_bytes()
-    else:
-        try:
-            with urllib.request.urlopen(SDIST_URL, timeout=60) as response:
-                data = response.read()
-        except OSError as e:  # no network: a failure under CI, as any missing tool
-            if os.environ.get("CI"):
-                raise AssertionError(f"Kopf's sdist could not be fetched from {SDIST_URL}: {e}") from e
-            pytest.skip(f"Kopf's sdist could not be fetched ({e}); CI fails here")
-    digest = hashlib.sha256(data).hexdigest()
-    assert digest == SDIST_SHA256, f"{SDIST_URL} has SHA-256 {digest}, not the recorded {SDIST_SHA256}"
     if not cached.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
-        cached.write_bytes(data)
+        pip = subprocess.run([sys.executable, "-m", "pip", "download", f"kopf=={VERSION}", "--no-binary", ":all:",
+                              "--no-deps", "--disable-pip-version-check", "-q", "-d", str(CACHE)],
+                             capture_output=True, text=True, timeout=300)
+        if pip.returncode != 0 or not cached.exists():  # no network: a failure under CI, as any missing tool
+            why = f"pip download kopf=={VERSION} failed: {pip.stderr.strip()[-2000:]}"
+            if os.environ.get("CI"):
+                raise AssertionError(why)
+            pytest.skip(f"{why}; CI fails here")
+    data = cached.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != SDIST_SHA256:
+        cached.unlink()  # fetched anew next time
+        raise AssertionError(f"{cached.name} has SHA-256 {digest}, not the recorded {SDIST_SHA256}")
     return data
 
 
@@ -121,8 +139,11 @@ def rewrite(text: str) -> str:
     return "\n".join(out)
 
 
-def prepare(where: pathlib.Path) -> pathlib.Path:
-    """Kopf's examples and its e2e test, with their imports changed, in `where`."""
+def prepare() -> pathlib.Path:
+    """Kopf's examples, their tests and its e2e test, with their imports changed, unpacked
+    afresh in `target/kopf-as-shipped/kopf-1.45.2/`."""
+    where = CACHE / KOPF
+    shutil.rmtree(where, ignore_errors=True)
     with tarfile.open(fileobj=io.BytesIO(_fetch()), mode="r:gz") as sdist:
         for member in sdist.getmembers():
             name = member.name
@@ -136,6 +157,7 @@ def prepare(where: pathlib.Path) -> pathlib.Path:
                 data = rewrite(data.decode()).encode()
             target.write_bytes(data)
     (where / "e2e" / "conftest.py").write_text(E2E_CONFTEST)
+    (where / "examples" / "conftest.py").write_text(EXAMPLES_CONFTEST)
     return where
 
 
@@ -146,24 +168,12 @@ def test_the_rewrite_changes_only_the_import_line():
         rewrite("import kopf._core.intents.registries\n")
 
 
-def test_the_examples_here_are_kopfs_with_the_import_line_changed(tmp_path):
-    """`examples/python/` holds Kopf's examples and their tests as Kopf ships them, but for the
-    import line: the files, byte for byte, against the sdist."""
-    tree = prepare(tmp_path / "kopf")
-    shipped = sorted(path.relative_to(tree / "examples") for path in (tree / "examples").glob("*/*.py")
-                     if path.name != "test_nothing.py")
-    assert len(shipped) >= 21, shipped
-    here = ROOT / "examples" / "python"
-    differing = [str(path) for path in shipped if (here / path).read_bytes() != (tree / "examples" / path).read_bytes()]
-    assert differing == []
-
-
 def _groups(tree: pathlib.Path) -> List[List[str]]:
-    """Kopf's e2e test over every example without tests of its own, in three groups (the
-    examples' own tests run from `examples/python/`, the same files)."""
-    e2e = sorted(p.name for p in (tree / "examples").iterdir()
-                 if p.is_dir() and not list(p.glob("test*.py")) and (p / "example.py").exists())
-    nodes = [f"e2e/test_examples.py::test_all_examples_are_runnable[{name}]" for name in e2e]
+    """Kopf's e2e test over every example without tests of its own, and those tests, in
+    three groups."""
+    examples = sorted(p for p in (tree / "examples").iterdir() if p.is_dir() and (p / "example.py").exists())
+    nodes = [f"e2e/test_examples.py::test_all_examples_are_runnable[{p.name}]" for p in examples if not list(p.glob("test*.py"))]
+    nodes += [str(test.relative_to(tree)) for p in examples for test in sorted(p.glob("test_example_*.py"))]
     return [nodes[i::3] for i in range(3)]
 
 
@@ -203,9 +213,9 @@ def test_kopfs_examples_and_tests_as_kopf_ships_them(tmp_path):
         if os.environ.get("CI"):
             pytest.fail("kubectl is needed on PATH")
         pytest.skip("kubectl is not on PATH")
-    tree = prepare(tmp_path / "kopf")
+    tree = prepare()
     groups = _groups(tree)
-    assert sum(len(g) for g in groups) >= 14, groups
+    assert sum(len(g) for g in groups) >= 17, groups  # 14 examples under the e2e test, and 3 tests of their own
     with concurrent.futures.ThreadPoolExecutor(len(groups)) as pool:
         runs = list(pool.map(lambda ig: _run_group(tree, ig[1], tmp_path / f"cluster-{ig[0]}"), enumerate(groups)))
     report = "\n".join(line for r in runs for line in _summary(r.stdout)) + f"\n(whole logs: {tmp_path}/cluster-*/pytest.log)"

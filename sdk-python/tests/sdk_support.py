@@ -1,8 +1,8 @@
 """What the SDK's tests share: a real handler server (the SDK's `serve` on a loopback port, in
 a thread with its own event loop, with a real gRPC client to it) and a HandleRequest maker.
 
-A module of its own, not conftest.py: `examples/python` has a conftest.py too, and pytest
-imports both under one module name when the README's command collects both folders."""
+A module of its own, not conftest.py, so that the tests import it by its name: pytest imports
+every conftest.py outside a package under one module name, `conftest`."""
 
 from __future__ import annotations
 

@@ -127,13 +127,13 @@ def test_one_trace_runs_from_the_controller_through_the_python_handler_server(tm
         args = ["dev", "--dir", str(tmp_path / ".bosun"), "--apply", str(ROOT / "examples/crd.yaml"),
                 "--apply", str(ROOT / "examples/obj.yaml"), str(ROOT / "examples/python/01-minimal/example.py")]
         with bosun.testing.Runner(args, env=env, timeout=60) as runner:
-            runner.wait_for("Handler 'create_fn' succeeded.")
+            runner.wait_for("Handler 'welcome' succeeded.")
             deadline = time.monotonic() + 30
             while True:
                 with receiver.lock:
                     got = list(receiver.spans)
-                calls = [s for s in got if s[0] == "bosun" and s[1] == "handler create_fn"]
-                handled = [s for s in got if s[0] == "bosun-handlers" and s[1] == "Handle create_fn"]
+                calls = [s for s in got if s[0] == "bosun" and s[1] == "handler welcome"]
+                handled = [s for s in got if s[0] == "bosun-handlers" and s[1] == "Handle welcome"]
                 linked = [(c, h) for c in calls for h in handled if h[2] == c[2] and h[4] == c[3]]
                 # The cycle's span ends (and is exported) after its handler's: wait for it too.
                 cycles = [s for s in got if linked and s[0] == "bosun" and s[3] == linked[0][0][4]]

@@ -24,7 +24,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-# A fresh machine's minute: from an empty folder to `Handler 'create_fn' succeeded.`
+# A fresh machine's minute: from an empty folder to `Handler 'welcome' succeeded.`
 BUDGET = 60.0
 
 
@@ -110,11 +110,11 @@ def test_the_readme_wheel_commands_handle_example_01_within_a_minute_without_rus
     started = time.monotonic()
     done = subprocess.run(["/bin/bash", "-c", install], cwd=work, env=rustless, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    lines = run_until(["/bin/bash", "-c", f"exec {dev}"], work, rustless, "Handler 'create_fn' succeeded.",
+    lines = run_until(["/bin/bash", "-c", f"exec {dev}"], work, rustless, "Handler 'welcome' succeeded.",
                       started + BUDGET)
     took = time.monotonic() - started
     assert took < BUDGET, f"{took:.1f} s from the wheel to the handled object"
-    assert any("[default/kopf-example-1] Handler 'create_fn' succeeded." in line for line in lines), lines
+    assert any("[default/kopf-example-1] Handler 'welcome' succeeded." in line for line in lines), lines
 
     # One version: the binary's, the SDK's and the workspace's.
     venv = work / ".venv" / "bin"

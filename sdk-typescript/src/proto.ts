@@ -1,7 +1,9 @@
 /**
- * Loads the contract (`proto/bosun/v1/handler.proto`, copied into the package at build time)
- * and grpc.health.v1 at run time. The message types under `./generated` are produced from the
- * same file by `proto-loader-gen-types`; the loader options here match its flags.
+ * Loads the contract (`proto/bosun/v1/handler.proto`) and gRPC's grpc.health.v1
+ * (`proto/grpc/health/v1/health.proto`, from grpc's `grpc-health-check` package), both copied
+ * into the package at build time by `scripts/copy-proto.js`, at run time. The message types
+ * under `./generated` are produced from the contract by `proto-loader-gen-types`; the loader
+ * options here match its flags.
  */
 import * as path from "node:path";
 import * as grpc from "@grpc/grpc-js";

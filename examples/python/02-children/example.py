@@ -1,39 +1,41 @@
-from typing import Any
+"""Children: objects a handler creates on behalf of the one it handles.
 
-import bosun as kopf
-import pykube
-import yaml
+`kopf.adopt` makes a body a child (the owner reference, so that Kubernetes deletes it with its
+parent; the parent's namespace and labels; a name derived from the parent's); the handler creates it with
+any client, here the `kubernetes` package. `bosun.own` hands the creation to the controller
+instead, which creates the child once the handler has succeeded."""
+
+import kubernetes
+
+import bosun
+
+bosun.owns("kopfexamples", "v1/pods", "v1/configmaps")  # for `bosun rbac`'s roles
 
 
-@kopf.on.create('kopfexamples')
-def create_fn(spec: kopf.Spec, **_: Any) -> Any:
+@bosun.on.create("kopfexamples")
+def spawn_worker(name, spec, logger, **_):
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"labels": {"role": "worker"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "worker",
+                "image": "busybox",
+                "command": ["sleep", str(spec.get("duration", "10s"))],
+                "env": [{"name": "FIELD", "value": str(spec.get("field", ""))}],
+            }],
+        },
+    }
+    bosun.adopt(pod)  # the owner reference, namespace, labels and generateName
 
-    # Render the pod yaml with some spec fields used in the template.
-    doc = yaml.safe_load(f"""
-        apiVersion: v1
-        kind: Pod
-        spec:
-          containers:
-          - name: the-only-one
-            image: busybox
-            command: ["sh", "-x", "-c"]
-            args:
-            - |
-              echo "FIELD=$FIELD"
-              sleep {spec.get('duration', 0)}
-            env:
-            - name: FIELD
-              value: {spec.get('field', 'default-value')}
-    """)
+    kubernetes.config.load_kube_config()  # the dev cluster's, from $KUBECONFIG
+    with kubernetes.client.ApiClient() as client:
+        created = kubernetes.client.CoreV1Api(client).create_namespaced_pod(pod["metadata"]["namespace"], pod)
+    logger.info(f"Started the worker pod {created.metadata.name}")
 
-    # Make it our child: assign the namespace, name, labels, owner references, etc.
-    kopf.adopt(doc)
+    # Created by the controller after this handler succeeded, named `<parent>-configmap`.
+    bosun.own({"apiVersion": "v1", "kind": "ConfigMap", "data": {"items": ",".join(spec.get("items", []))}})
 
-    # Actually create an object by requesting the Kubernetes API.
-    api = pykube.HTTPClient(pykube.KubeConfig.from_env())
-    pod = pykube.Pod(api, doc)
-    pod.create()
-    api.session.close()
-
-    # Update the parent's status.
-    return {'children': [pod.metadata['uid']]}
+    return {"workers": [created.metadata.uid]}

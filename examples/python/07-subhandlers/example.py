@@ -1,13 +1,16 @@
-from typing import Any
+"""Sub-handlers: handlers a handler declares while it runs, one per piece of its work.
+
+Each sub-handler is tracked on its own (`provision/item1`, `provision/item2`): one that fails
+is retried alone, the ones that succeeded are not called again, and `provision` succeeds once
+all of them have. Here the pieces are the object's `spec.items`."""
 
 import bosun as kopf
 
 
-@kopf.on.create('kopfexamples')
-def create_fn(spec: kopf.Spec, **_: Any) -> None:
-
-    for item in spec.get('items', []):
+@kopf.on.create("kopfexamples")
+def provision(spec, **_):
+    for item in spec.get("items", []):
 
         @kopf.subhandler(id=item)
-        async def create_item_fn(item: str = item, **_: Any) -> None:
-            print(f"=== Handling creation for {item}. ===")
+        def provision_item(logger, item=item, **_):
+            logger.info(f"Provisioned {item}.")

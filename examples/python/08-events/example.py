@@ -1,13 +1,20 @@
-from typing import Any
+"""Spies: `@kopf.on.event` handlers see every raw watch event (ADDED, MODIFIED, DELETED) as it
+comes, without progress, retries or finalizers. An error in one is logged and forgotten: the
+next event calls it again, and nothing else is held up."""
+
+import collections
 
 import bosun as kopf
 
-
-@kopf.on.event('kopfexamples')
-def event_fn_with_error(**_: Any) -> None:
-    raise Exception("Oops!")
+seen = collections.Counter()  # event types seen so far, in this handler server
 
 
-@kopf.on.event('kopfexamples')
-def normal_event_fn(event: kopf.RawEvent, **_: Any) -> None:
-    print(f"Event received: {event!r}")
+@kopf.on.event("kopfexamples")
+def count_events(event, name, **_):
+    seen[event["type"]] += 1
+    print(f"{event['type']} of {name}; so far {dict(seen)}")
+
+
+@kopf.on.event("kopfexamples")
+def stumble(**_):
+    raise RuntimeError("a spy that always fails")

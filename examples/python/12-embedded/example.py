@@ -1,106 +1,69 @@
+"""An operator inside an application of its own: `kopf.operator()` is a coroutine, so the app
+runs it as one more task of its event loop, next to its own work, and stops it with a flag.
+
+The app here makes a few KopfExample objects, waits until the operator has stamped each in its
+status, and deletes them; the handlers share the app's `memo` (each object's memo is a copy of
+it, whose values are the same objects). Run it with a cluster in $KUBECONFIG (and
+`examples/crd.yaml` applied): `python example.py`."""
+
 import asyncio
-import contextlib
-import threading
-import time
-from typing import Any
+
+import kubernetes
 
 import bosun as kopf
-import pykube.objects
+
+OBJECTS = 3
 
 
-@kopf.on.create('kopfexamples')
-def create_fn(memo: kopf.Memo, **kwargs: Any) -> None:
-    print(memo.create_tpl.format(**kwargs))
+@kopf.on.create("kopfexamples")
+def stamp(name, memo, **_):
+    memo.handled.append(name)
+    return memo.template.format(name=name)  # stored as status.stamp
 
 
-@kopf.on.delete('kopfexamples')
-def delete_fn(memo: kopf.Memo, **kwargs: Any) -> None:
-    print(memo.delete_tpl.format(**kwargs))
+@kopf.on.delete("kopfexamples")
+def unstamp(name, memo, **_):
+    memo.handled.remove(name)
 
 
-def kopf_thread(
-        ready_flag: threading.Event,
-        stop_flag: threading.Event,
-) -> None:
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    with contextlib.closing(loop):
-
-        kopf.configure(verbose=True)  # log formatting
-
-        loop.run_until_complete(kopf.operator(
-            ready_flag=ready_flag,
-            stop_flag=stop_flag,
-            memo=kopf.Memo(
-                create_tpl="Hello, {name}!",
-                delete_tpl="Good bye, {name}!",
-            ),
-        ))
+def custom_objects():
+    kubernetes.config.load_kube_config()
+    return kubernetes.client.CustomObjectsApi()
 
 
-def main(steps: int = 3) -> None:
-
-    # Start the operator and let it initialise.
-    print(f"Starting the main app.")
-    ready_flag = threading.Event()
-    stop_flag = threading.Event()
-    thread = threading.Thread(target=kopf_thread, kwargs=dict(
-        stop_flag=stop_flag,
-        ready_flag=ready_flag,
-    ))
-    thread.start()
-    ready_flag.wait()
-
-    # The operator is active: run the app's activity.
-    for step in range(steps):
-        print(f"Do the main app activity here. Step {step+1}/{steps}.")
-        _create_object(step)
-        time.sleep(1.0)
-        _delete_object(step)
-        time.sleep(1.0)
-
-    # Ask the operator to terminate gracefully (can take a couple of seconds).
-    print(f"Exiting the main app.")
-    stop_flag.set()
-    thread.join()
+def stamped(api, name):
+    kex = api.get_namespaced_custom_object("kopf.dev", "v1", "default", "kopfexamples", name)
+    return kex.get("status", {}).get("stamp")
 
 
-class KopfExample(pykube.objects.NamespacedAPIObject):  # type: ignore[misc]
-    version = "kopf.dev/v1"
-    endpoint = "kopfexamples"
-    kind = "KopfExample"
+async def the_apps_own_work(memo):
+    api = await asyncio.to_thread(custom_objects)
+    names = [f"embedded-{n}" for n in range(OBJECTS)]
+    for name in names:
+        body = {"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name}, "spec": {}}
+        await asyncio.to_thread(api.create_namespaced_custom_object, "kopf.dev", "v1", "default", "kopfexamples", body)
+    for name in names:
+        while (found := await asyncio.to_thread(stamped, api, name)) is None:
+            await asyncio.sleep(0.2)
+        print(f"The app sees {name} stamped {found!r}; the operator has handled {sorted(memo.handled)}.")
+    for name in names:
+        await asyncio.to_thread(api.delete_namespaced_custom_object, "kopf.dev", "v1", "default", "kopfexamples", name)
+    while memo.handled:  # until the deletion handlers have run (their finalizers hold the objects)
+        await asyncio.sleep(0.2)
 
 
-def _create_object(step: int) -> None:
-    try:
-        api = pykube.HTTPClient(pykube.KubeConfig.from_env())
-        kex = KopfExample(api, dict(
-            apiVersion='kopf.dev/v1',
-            kind='KopfExample',
-            metadata=dict(
-                namespace='default',
-                name=f'kopf-example-{step}',
-            ),
-        ))
-        kex.create()
-    except pykube.exceptions.HTTPError as e:
-        if e.code in [409]:
-            pass
-        else:
-            raise
+async def main():
+    memo = kopf.Memo(template="{name}, seen by the embedded operator", handled=[])
+    ready, stop = asyncio.Event(), asyncio.Event()
+    operator = asyncio.create_task(kopf.operator(namespaces=["default"], ready_flag=ready, stop_flag=stop, memo=memo))
+    await ready.wait()
+    print("The operator is ready; the app starts its work.")
+    await the_apps_own_work(memo)
+    print("The app's work is done; stopping the operator.")
+    stop.set()
+    exit_code = await operator
+    print(f"The operator has stopped with exit code {exit_code}.")
 
 
-def _delete_object(step: int) -> None:
-    try:
-        api = pykube.HTTPClient(pykube.KubeConfig.from_env())
-        kex = KopfExample.objects(api, namespace='default').get_by_name(f'kopf-example-{step}')
-        kex.delete()
-    except pykube.exceptions.HTTPError as e:
-        if e.code in [404]:
-            pass
-        else:
-            raise
-
-
-if __name__ == '__main__':
-    main()
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,86 +1,68 @@
+"""Operator-level handlers, called for the operator as a whole rather than for an object:
+
+- `@kopf.on.login`: the credentials the handlers' own clients use (the controller has its own);
+- `@kopf.on.startup`: before anything is watched (retried like any handler: watching waits);
+- `@kopf.on.probe`: each result is one key of the liveness endpoint's JSON (`--liveness URL`);
+- `@kopf.on.cleanup`: when the operator stops.
+
+Between startup and cleanup a background task of the handler server reports the inventory of
+Pods that the event handler keeps."""
+
 import asyncio
-import datetime
-import random
-from typing import Any
+import time
 
 import bosun as kopf
-import pykube
 
-LOCK: asyncio.Lock  # requires a loop on creation
-STOPPERS: dict[str, dict[str, asyncio.Event]] = {}  # [namespace][name]
+started = time.monotonic()
+inventory: dict = {}  # "namespace/name" -> phase, of every Pod seen
+reporter = None  # the background task
+
+
+@kopf.on.login()
+def login(logger, **kwargs):
+    logger.info("Logging in with the kubeconfig's current context.")
+    return kopf.login_with_kubeconfig(**kwargs)
 
 
 @kopf.on.startup()
-async def startup_fn_simple(logger: kopf.Logger, **_: Any) -> None:
-    logger.info("Initialising the task-lock...")
-    global LOCK
-    LOCK = asyncio.Lock()  # in the current asyncio loop
+async def start_reporting(logger, **_):
+    global reporter
+    reporter = asyncio.create_task(report_every_second(logger))
 
 
 @kopf.on.startup()
-async def startup_fn_retried(retry: int, logger: kopf.Logger, **_: Any) -> None:
-    if retry < 3:
-        raise kopf.TemporaryError(f"Going to succeed in {3-retry}s", delay=1)
+def wait_for_a_dependency(retry, logger, **_):
+    if retry < 2:
+        raise kopf.TemporaryError(f"the dependency is not up yet (attempt {retry})", delay=1)
+    logger.info("The dependency is up.")
+
+
+@kopf.on.event("pods")
+def take_stock(event, namespace, name, status, **_):
+    key = f"{namespace}/{name}"
+    if event["type"] == "DELETED":
+        inventory.pop(key, None)
     else:
-        logger.info("Starting retried...")
-        # raise kopf.PermanentError("Unable to start!")
+        inventory[key] = status.get("phase", "Unknown")
+
+
+@kopf.on.probe(id="pods")
+def count_pods(**_):
+    return len(inventory)
+
+
+@kopf.on.probe()
+def uptime(**_):
+    return round(time.monotonic() - started)
 
 
 @kopf.on.cleanup()
-async def cleanup_fn(logger: kopf.Logger, **_: Any) -> None:
-    logger.info("Cleaning up...")
-    for namespace in STOPPERS.keys():
-        for name, flag in STOPPERS[namespace].items():
-            flag.set()
-    logger.info("All pod-tasks are requested to stop...")
+async def stop_reporting(logger, **_):
+    reporter.cancel()
+    logger.info(f"Stopped reporting; {len(inventory)} pod(s) in the inventory at the end.")
 
 
-@kopf.on.login(errors=kopf.ErrorsMode.PERMANENT)
-async def login_fn(**_: Any) -> kopf.ConnectionInfo:
-    print('Logging in in 2s...')
-    await asyncio.sleep(2.0)
-
-    # An equivalent of kopf.login_via_pykube(), but shrinked for demo purposes.
-    config = pykube.KubeConfig.from_env()
-    ca = config.cluster.get('certificate-authority')
-    cert = config.user.get('client-certificate')
-    pkey = config.user.get('client-key')
-    return kopf.ConnectionInfo(
-        server=config.cluster.get('server'),
-        ca_path=ca.filename() if ca else None,  # can be a temporary file
-        insecure=config.cluster.get('insecure-skip-tls-verify'),
-        username=config.user.get('username'),
-        password=config.user.get('password'),
-        token=config.user.get('token'),
-        certificate_path=cert.filename() if cert else None,  # can be a temporary file
-        private_key_path=pkey.filename() if pkey else None,  # can be a temporary file
-        default_namespace=config.namespace,
-        expiration=datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=30),
-    )
-
-
-@kopf.on.probe()
-async def tasks_count(**_: Any) -> int:
-    return sum(len(flags) for flags in STOPPERS.values())
-
-
-@kopf.on.probe()
-async def monitored_objects(**_: Any) -> dict[str, list[str]]:
-    return {namespace: sorted(name for name in STOPPERS[namespace]) for namespace in STOPPERS}
-
-
-@kopf.on.event('pods')
-async def pod_task(namespace: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
-    assert namespace is not None  # for type-checkers
-    async with LOCK:
-        if namespace not in STOPPERS or name not in STOPPERS[namespace]:
-            flag = asyncio.Event()
-            STOPPERS.setdefault(namespace, {}).setdefault(name, flag)
-            asyncio.create_task(_task_fn(logger, shouldstop=flag))
-
-
-async def _task_fn(logger: kopf.Logger, shouldstop: asyncio.Event) -> None:
-    while not shouldstop.is_set():
-        await asyncio.sleep(random.randint(1, 10))
-        logger.info("Served by the background task.")
-    logger.info("Serving is finished by request.")
+async def report_every_second(logger):
+    while True:
+        logger.info(f"The inventory has {len(inventory)} pod(s): {sorted(inventory)}")
+        await asyncio.sleep(1)

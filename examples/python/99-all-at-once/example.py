@@ -1,106 +1,71 @@
+"""Most of the features at once, as one operator: a playground for trying things out.
+
+Startup settings, a creation handler with a child and events, a field handler whose work is
+split into sub-handlers, an update handler, a deletion handler (so a finalizer), an index of
+the children, a timer that reads it, a daemon, a probe and a cleanup handler."""
+
 import asyncio
-import pprint
-import time
-from typing import Any
 
-import bosun as kopf
-import pykube
-import yaml
+import bosun
 
 
-@kopf.on.startup()
-async def startup_fn_simple(logger: kopf.Logger, **_: Any) -> None:
-    logger.info('Starting in 1s...')
-    await asyncio.sleep(1)
+@bosun.on.startup()
+def configure(settings, logger, **_):
+    settings.posting.level = 20  # post events of INFO and above (logging.INFO)
+    settings.persistence.finalizer = "examples.bosun.dev/all-at-once"
+    logger.info("Configured: events from INFO, our own finalizer.")
 
 
-@kopf.on.startup()
-async def startup_fn_retried(retry: int, logger: kopf.Logger, **_: Any) -> None:
-    if retry < 3:
-        raise kopf.TemporaryError(f"Going to succeed in {3-retry}s", delay=1)
-    else:
-        logger.info('Starting retried...')
-        # raise kopf.PermanentError("Unable to start!")
+@bosun.on.create("kopfexamples")
+def open_account(name, body, spec, logger, **_):
+    bosun.own({"apiVersion": "v1", "kind": "ConfigMap", "data": {"field": str(spec.get("field"))}})
+    bosun.info(body, reason="Opened", message=f"account of {name} is open")
+    logger.info(f"Opening the account of {name}.")  # posted as an event too (settings.posting)
+    return {"opened": True}
 
 
-@kopf.on.cleanup()
-async def cleanup_fn(logger: kopf.Logger, **_: Any) -> None:
-    logger.info('Cleaning up in 3s...')
-    await asyncio.sleep(3)
+@bosun.on.field("kopfexamples", field="spec.items")
+def resync_items(old, new, **_):
+    for item in sorted(set(old or []) ^ set(new or [])):
+
+        @bosun.subhandler(id=f"sync-{item}")
+        def sync(logger, item=item, **_):
+            logger.info(f"Synced the item {item}.")
 
 
-@kopf.on.create('kopfexamples')
-def create_1(body: kopf.Body, **_: Any) -> Any:
-    children = _create_children(owner=body)
-
-    kopf.info(body, reason='AnyReason')
-    kopf.event(body, type='Warning', reason='SomeReason', message="Cannot do something")
-    kopf.event(children, type='Normal', reason='SomeReason', message="Created as part of the job1step")
-
-    return {'job1-status': 100}
+@bosun.on.update("kopfexamples")
+def audit(diff, logger, **_):
+    logger.info(f"Audited: {[(op, '.'.join(path), old, new) for op, path, old, new in diff]}")
 
 
-@kopf.on.create('kopfexamples')
-def create_2(retry: int, **_: Any) -> Any:
-    wait_for_something()  # specific for job2, e.g. an external API poller
-
-    if not retry:
-        # will be retried by the framework, even if it has been restarted
-        raise Exception("Whoops!")
-
-    return {'job2-status': 100}
+@bosun.on.delete("kopfexamples")
+def close_account(name, logger, **_):
+    logger.info(f"Closing the account of {name}.")
 
 
-@kopf.on.update('kopfexamples')
-def update(diff: kopf.Diff, **_: Any) -> None:
-    print('Handling the diff')
-    pprint.pprint(list(diff))
+@bosun.index("configmaps")
+def accounts(meta, name, **_):
+    owners = [ref["name"] for ref in meta.get("ownerReferences", []) if ref.get("kind") == "KopfExample"]
+    return {owner: name for owner in owners} or None
 
 
-@kopf.on.field('kopfexamples', field='spec.lst')
-def update_lst(old: Any, new: Any, **_: Any) -> None:
-    print(f'Handling the FIELD = {old} -> {new}')
+@bosun.timer("kopfexamples", interval=2)
+def check_the_account(name, accounts, logger, **_):
+    logger.info(f"{name} has the config maps {sorted(accounts.get(name, []))}.")
 
 
-@kopf.on.delete('kopfexamples')
-def delete(**_: Any) -> None:
-    pass
+@bosun.daemon("kopfexamples", cancellation_timeout=2)
+async def keep_alive(name, logger, **_):
+    while True:
+        logger.info(f"{name} is alive.")
+        await asyncio.sleep(2)
 
 
-def _create_children(owner: kopf.Body) -> list[kopf.Body]:
-    return []
+@bosun.on.probe()
+def accounts_open(accounts, **_):
+    return len(accounts)
 
 
-def wait_for_something() -> None:
-    # Note: intentionally blocking from the asyncio point of view.
-    time.sleep(1)
-
-
-@kopf.on.create('kopfexamples')
-def create_pod(**_: Any) -> None:
-
-    # Render the pod yaml with some spec fields used in the template.
-    pod_data = yaml.safe_load(f"""
-        apiVersion: v1
-        kind: Pod
-        spec:
-          containers:
-          - name: the-only-one
-            image: busybox
-            command: ["sh", "-x", "-c", "sleep 1"]
-    """)
-
-    # Make it our child: assign the namespace, name, labels, owner references, etc.
-    kopf.adopt(pod_data)
-    kopf.label(pod_data, {'application': 'kopf-example-10'})
-
-    # Actually create an object by requesting the Kubernetes API.
-    api = pykube.HTTPClient(pykube.KubeConfig.from_env())
-    pod = pykube.Pod(api, pod_data)
-    pod.create()
-    api.session.close()
-
-
-@kopf.on.event('pods', labels={'application': 'kopf-example-10'})
-def example_pod_change(logger: kopf.Logger, **_: Any) -> None:
-    logger.info("This pod is special for us.")
+@bosun.on.cleanup()
+def say_goodbye(logger, **_):
+    logger.info("The operator of accounts stops.")
