@@ -71,6 +71,7 @@ conformance!(
     silent_daemons_hold_their_object_until_they_end,
     silent_daemons_end_before_the_controller_stops,
     silent_daemons_end_before_their_replica_hands_over,
+    a_daemons_patches_stop_landing_when_its_replica_loses_the_lease,
     startup_activities_run_and_retry_before_any_handler,
     probes_answer_on_the_liveness_endpoint,
     cleanup_activities_run_when_the_controller_stops,
@@ -436,6 +437,44 @@ async fn silent_daemons_end_before_their_replica_hands_over(sdk: Sdk) {
         env.fail("the next leader started the daemon while the first instance still ran");
     }
     b.stop().await;
+    env.stop().await;
+}
+
+/// A daemon's patches land while its replica holds the Lease, and none lands once another
+/// holder took it: neither the beats it goes on sending (Rust and Go stream them) until it is
+/// stopped, nor the patch it sends as it ends (every SDK; Python's and TypeScript's daemons send
+/// their patch only then).
+async fn a_daemons_patches_stop_landing_when_its_replica_loses_the_lease(sdk: Sdk) {
+    use bosun_controller::coordination::{LeaseSetup, Replicas};
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::{Api, Patch, PatchParams};
+    let lease = LeaseSetup { name: "conformance".into(), namespace: NS.into(), duration: Duration::from_secs(15) };
+    let settings = Settings { identity: Some("a".into()), replicas: Replicas::LeaderElection(lease), ..Settings::default() };
+    let Some(env) = start_with(sdk, settings).await else { return };
+    env.wait_log("Became the leader").await;
+    env.create("obj", json!({"metadata": {"labels": {"conformance.bosun.dev/patcher": "yes"}}})).await;
+    env.server.wait_output("conformance: patcher started for default/obj").await;
+    if matches!(sdk, Sdk::Rust | Sdk::Go) {
+        env.wait_object("obj", "a streamed beat", |o| o["status"]["beats"].as_u64() >= Some(3)).await;
+    }
+    // Another holder takes the Lease, as a replica would whose clock says it expired.
+    let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+    let taken = json!({"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 3600, "acquireTime": now, "renewTime": now}});
+    Api::<Lease>::namespaced(env.client.clone(), NS)
+        .patch("conformance", &PatchParams::default(), &Patch::Merge(&taken))
+        .await
+        .expect("the Lease is taken");
+    env.wait_log("The leader is intruder; following").await;
+    let beats = env.wait_object("obj", "the object", |_| true).await["status"]["beats"].clone();
+    env.server.wait_output("conformance: patcher stopped for default/obj").await;
+    env.wait_log("[default/obj] Daemon 'patcher' succeeded.").await;
+    let after = env.wait_object("obj", "the object", |_| true).await;
+    if after["status"]["patcher"] == "stopped" {
+        env.fail("the daemon's patch at its end landed after its replica lost the Lease");
+    }
+    if after["status"]["beats"] != beats {
+        env.fail(&format!("beats landed after the Lease was lost: {} then {}", beats, after["status"]["beats"]));
+    }
     env.stop().await;
 }
 

@@ -30,6 +30,9 @@ const (
 	timerLabel  = "conformance.bosun.dev/timer"
 	daemonLabel = "conformance.bosun.dev/daemon"
 	silentLabel = "conformance.bosun.dev/silent"
+	// patcherLabel opts an object into the patching daemon, which patches every beat.
+	patcherLabel = "conformance.bosun.dev/patcher"
+	beat         = 100 * time.Millisecond
 	// retryDelay is the errors handler's temporary delay, and its backoff.
 	retryDelay = 500 * time.Millisecond
 )
@@ -62,6 +65,7 @@ func main() {
 	op.OnTimer(kex, retryDelay, timer, bosun.ID("timer"), bosun.Label(timerLabel, "yes"))
 	op.OnDaemon(kex, daemon, bosun.ID("daemon"), bosun.Label(daemonLabel, "yes"))
 	op.OnDaemon(kex, silent, bosun.ID("silent"), bosun.Label(silentLabel, "yes"))
+	op.OnDaemon(kex, patcher, bosun.ID("patcher"), bosun.Label(patcherLabel, "yes"))
 	op.OnCreate(kex, crash, bosun.ID("crash"), bosun.Backoff(retryDelay))
 	if os.Getenv("CONFORMANCE_EXTRA") != "" {
 		op.OnCreate(kex, extra, bosun.ID("extra"))
@@ -218,6 +222,24 @@ func silent(ctx context.Context, c *bosun.Cause) (any, error) {
 	time.Sleep(time.Second)
 	fmt.Printf("conformance: silent daemon stopped for %s/%s\n", c.Namespace(), c.Name())
 	return nil, nil
+}
+
+// patcher patches its beat count every 100 ms while it runs (the Go SDK sends each patch at
+// once), and once more when stopped, as it ends.
+func patcher(ctx context.Context, c *bosun.Cause) (any, error) {
+	fmt.Printf("conformance: patcher started for %s/%s\n", c.Namespace(), c.Name())
+	ticker := time.NewTicker(beat)
+	defer ticker.Stop()
+	for beats := 1; ; beats++ {
+		select {
+		case <-ctx.Done():
+			c.Patch.Status("patcher", "stopped")
+			fmt.Printf("conformance: patcher stopped for %s/%s\n", c.Namespace(), c.Name())
+			return nil, nil
+		case <-ticker.C:
+			c.Patch.Status("beats", beats)
+		}
+	}
 }
 
 // crash ends its own server at once on its first call for an object with spec.crash (as an

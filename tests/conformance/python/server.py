@@ -21,6 +21,8 @@ KEX = ('kopf.dev', 'v1', 'kopfexamples')
 TIMER_LABEL = 'conformance.bosun.dev/timer'
 DAEMON_LABEL = 'conformance.bosun.dev/daemon'
 SILENT_LABEL = 'conformance.bosun.dev/silent'
+PATCHER_LABEL = 'conformance.bosun.dev/patcher'
+BEAT = 0.1  # the patching daemon's beat, in seconds
 RETRY_DELAY = 0.5  # the errors handler's temporary delay and backoff, in seconds
 
 # The `retry` at which the startup activity succeeded in this process; None before.
@@ -157,6 +159,19 @@ def silent(stopped, namespace, name, **_):
         time.sleep(0.1)
     time.sleep(1)
     print(f"conformance: silent daemon stopped for {namespace}/{name}", flush=True)
+
+
+@bosun.daemon(*KEX, id='patcher', labels={PATCHER_LABEL: 'yes'})
+def patcher(stopped, patch, namespace, name, **_):
+    """Patches its beat count every 100 ms while it runs, and once more when stopped, as it ends
+    (the Python SDK sends a daemon's patch when it exits, as Kopf: the last count, with the end)."""
+    print(f"conformance: patcher started for {namespace}/{name}", flush=True)
+    beats = 0
+    while not stopped.wait(BEAT):
+        beats += 1
+        patch.setdefault('status', {})['beats'] = beats
+    patch.setdefault('status', {})['patcher'] = 'stopped'
+    print(f"conformance: patcher stopped for {namespace}/{name}", flush=True)
 
 
 @bosun.on.create(*KEX, id='crash', backoff=RETRY_DELAY)

@@ -22,6 +22,10 @@ const TIMER_LABEL: &str = "conformance.bosun.dev/timer";
 const DAEMON_LABEL: &str = "conformance.bosun.dev/daemon";
 /// The label that opts an object into the silent daemon.
 const SILENT_LABEL: &str = "conformance.bosun.dev/silent";
+/// The label that opts an object into the patching daemon.
+const PATCHER_LABEL: &str = "conformance.bosun.dev/patcher";
+/// How often the patching daemon patches its beat.
+const BEAT: Duration = Duration::from_millis(100);
 /// The delay of the `errors` handler's temporary errors, and its backoff.
 const RETRY_DELAY: Duration = Duration::from_millis(500);
 
@@ -71,6 +75,9 @@ async fn main() -> Result<(), bosun_sdk::ServeError> {
         .on_daemon(KEX, silent)
         .id("silent")
         .label(SILENT_LABEL, "yes")
+        .on_daemon(KEX, patcher)
+        .id("patcher")
+        .label(PATCHER_LABEL, "yes")
         .on_create(KEX, crash)
         .id("crash")
         .backoff(RETRY_DELAY);
@@ -212,6 +219,26 @@ async fn silent(cause: Cause) -> Result<(), HandlerError> {
     cause.stopped().wait().await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     println!("conformance: silent daemon stopped for {at}");
+    Ok(())
+}
+
+/// Patches its beat count every 100 ms while it runs (the Rust SDK sends each patch at once),
+/// and once more when stopped, as it ends.
+async fn patcher(cause: Cause) -> Result<(), HandlerError> {
+    let at = format!("{}/{}", cause.namespace().unwrap_or_default(), cause.name());
+    println!("conformance: patcher started for {at}");
+    let mut beats = 0u64;
+    while !cause.stopped().is_stopped() {
+        tokio::select! {
+            () = cause.stopped().wait() => {}
+            () = tokio::time::sleep(BEAT) => {
+                beats += 1;
+                cause.patch().status("beats", beats);
+            }
+        }
+    }
+    cause.patch().status("patcher", "stopped");
+    println!("conformance: patcher stopped for {at}");
     Ok(())
 }
 

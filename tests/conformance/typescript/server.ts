@@ -16,6 +16,8 @@ const KEX = { group: "kopf.dev", version: "v1", plural: "kopfexamples" };
 const TIMER_LABEL = "conformance.bosun.dev/timer";
 const DAEMON_LABEL = "conformance.bosun.dev/daemon";
 const SILENT_LABEL = "conformance.bosun.dev/silent";
+const PATCHER_LABEL = "conformance.bosun.dev/patcher";
+const BEAT = 0.1; // the patching daemon's beat, in seconds
 const RETRY_DELAY = 0.5; // the errors handler's temporary delay and backoff, in seconds
 
 /** The `retry` at which the startup activity succeeded in this process; null before. */
@@ -116,6 +118,19 @@ bosun.daemon(KEX, async ({ stopped, namespace, name }) => {
   await new Promise((resolve) => setTimeout(resolve, 1000));
   process.stdout.write(`conformance: silent daemon stopped for ${namespace}/${name}\n`);
 }, { id: "silent", labels: { [SILENT_LABEL]: "yes" } });
+
+/** Patches its beat count every 100 ms while it runs, and once more when stopped, as it ends
+ * (the TypeScript SDK sends a daemon's patch when it exits: the last count, with the end). */
+bosun.daemon(KEX, async ({ stopped, patch, namespace, name }) => {
+  process.stdout.write(`conformance: patcher started for ${namespace}/${name}\n`);
+  let beats = 0;
+  while (!(await bosun.sleep(BEAT, stopped))) {
+    beats += 1;
+    patch.status.beats = beats;
+  }
+  patch.status.patcher = "stopped";
+  process.stdout.write(`conformance: patcher stopped for ${namespace}/${name}\n`);
+}, { id: "patcher", labels: { [PATCHER_LABEL]: "yes" } });
 
 /** On its first call for an object with `spec.crash`, ends its own server at once (as an OOM
  * kill or a segfault would: no answer, no cleanup); answers on the next call. */
