@@ -2,7 +2,8 @@
 //! (no ELF interpreter, no shared library needed) that runs `bosun --version` in an empty root
 //! directory, as in the `scratch` image; `deploy/build-image` builds the image from that binary
 //! with podman, labelled with the workspace's version, and `bosun run` in it handles an object
-//! of the dev cluster on the host's network.
+//! of the dev cluster on the host's network. With `BOSUN_BINARY` set (as `./x test` and CI do),
+//! that binary stands in for the Dockerfile line's: it must be static all the same.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -60,6 +61,14 @@ fn static_binary() -> Option<PathBuf> {
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(binary) = built.as_ref() {
         return Some(binary.clone());
+    }
+    // A static `bosun` built beforehand is taken as it is: `./x test` builds the tests and
+    // that binary in one compilation (the Dockerfile's line in cargo's debug profile, for the
+    // musl target, with jemalloc), instead of the whole tree once more in the release profile.
+    if let Some(given) = std::env::var_os("BOSUN_BINARY") {
+        let binary = PathBuf::from(given);
+        *built = Some(binary.clone());
+        return Some(binary);
     }
     let host = std::env::consts::ARCH;
     let target = format!("{host}-unknown-linux-musl");

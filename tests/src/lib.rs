@@ -3,6 +3,12 @@
 //! environment that runs the dev cluster, the controller and handler servers in-process
 //! over real HTTP and real gRPC; and the harness of the contract conformance suite.
 
+/// jemalloc where the tests are built for musl (`./x test`): musl's malloc is slow for the
+/// simulation's many small allocations.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 pub mod conformance;
 pub mod faults;
 pub mod record;
