@@ -16,6 +16,16 @@ pub enum Clock {
         /// The tokio instant it was read at.
         at: Instant,
     },
+    /// As `Tokio`, plus a step that may change while it runs, in milliseconds: a wall clock
+    /// that an NTP step moves (the replica simulation's).
+    Stepping {
+        /// The wall time at `at`, before any step.
+        utc: DateTime<Utc>,
+        /// The tokio instant it was read at.
+        at: Instant,
+        /// The steps so far, summed.
+        step_ms: &'static std::sync::atomic::AtomicI64,
+    },
 }
 
 /// The longest sleep the runtime schedules (later wakes are re-checked then).
@@ -32,6 +42,10 @@ impl Clock {
         match self {
             Clock::Wall => Utc::now(),
             Clock::Tokio { utc, at } => *utc + chrono::Duration::from_std(at.elapsed()).unwrap_or_default(),
+            Clock::Stepping { utc, at, step_ms } => {
+                let step = chrono::Duration::milliseconds(step_ms.load(std::sync::atomic::Ordering::Relaxed));
+                *utc + chrono::Duration::from_std(at.elapsed()).unwrap_or_default() + step
+            }
         }
     }
 

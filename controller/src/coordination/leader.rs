@@ -102,7 +102,7 @@ impl Elector {
             me: seat.identity.clone(),
             lease: (seat.namespace.clone(), seat.name.clone()),
             timing: seat.timing,
-            observed: Observed::default(),
+            observed: Observed::at_least(seat.timing.duration),
             tenure: Tenure::default(),
             draining: false,
         }

@@ -179,9 +179,18 @@ impl Record {
 pub struct Observed {
     record: Option<Record>,
     since: Option<Instant>,
+    /// The shortest time a Lease is taken to be held for: ours. A `leaseDurationSeconds`
+    /// below it (0, by a hostile or broken write) would let us take a Lease from a holder that
+    /// still counts on its own, longer, tenure.
+    floor: Duration,
 }
 
 impl Observed {
+    /// Nothing seen yet; a Lease is held for `floor` at least after its last change.
+    pub fn at_least(floor: Duration) -> Observed {
+        Observed { floor, ..Observed::default() }
+    }
+
     /// Records a read at `at`: the observation time moves only when the Lease changed.
     pub fn observe(&mut self, record: Option<&Record>, at: Instant) {
         let changed = match (&self.record, record) {
@@ -206,11 +215,12 @@ impl Observed {
     }
 
     /// Its holder and the local instant until which it holds it: our observation of its last
-    /// change plus its `leaseDurationSeconds`. None when nobody holds it.
+    /// change plus its `leaseDurationSeconds` (our own duration at least). None when nobody
+    /// holds it.
     pub fn held(&self) -> Option<(&str, Instant)> {
         let record = self.record.as_ref()?;
         let holder = record.holder.as_deref()?;
-        Some((holder, self.since? + record.duration))
+        Some((holder, self.since? + record.duration.max(self.floor)))
     }
 }
 
@@ -359,6 +369,23 @@ mod tests {
             "metadata": {"resourceVersion": "7"},
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": secs, "renewTime": renewed, "leaseTransitions": 2},
         }))
+    }
+
+    /// A `leaseDurationSeconds` below our own (0, written by a broken tool) does not let us
+    /// take a Lease sooner than our own duration after its last change: its holder may count on
+    /// a tenure that long. A longer one is honoured, as client-go honours it.
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_is_held_for_our_own_duration_at_least_whatever_its_record_says() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        // (its leaseDurationSeconds, looked at seconds after its change) -> step, with ours 15 s
+        let cases = [(0, 1, false), (0, 14, false), (0, 16, true), (5, 10, false), (30, 20, false), (30, 31, true)];
+        for (secs, after, acquires) in cases {
+            let mut observed = Observed::at_least(s(15));
+            observed.observe(Some(&lease("other", "2026-01-01T00:00:00Z", secs)), t0);
+            let step = step(&observed, "me", t0 + s(after));
+            assert_eq!(matches!(step, Step::Acquire), acquires, "{secs} s, {after} s after: {step:?}");
+        }
     }
 
     #[tokio::test(start_paused = true)]

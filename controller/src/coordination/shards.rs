@@ -47,17 +47,30 @@ pub fn lease_name(group: &str, identity: &str) -> String {
 #[derive(Debug, Default)]
 pub struct Sightings {
     leases: HashMap<String, Observed>,
+    /// The member each Lease is for (by name): the last holder seen whose identity the name
+    /// is made from.
+    members: HashMap<String, String>,
 }
 
 /// The members of a group as their Leases say, judged at the local instant `now` by when
 /// this member saw each change: live members (holder and published members) by identity, and
-/// the names of Leases expired for longer than `forget` (to delete).
+/// the names of Leases expired for longer than `forget` (to delete). A Lease is held for
+/// `floor` (our own duration) at least after its last change, whatever it says. A Lease
+/// counts for the member of `group` it is named for: one whose holder is someone else (a
+/// broken or hostile write) keeps its member live until it expires, as if unchanged, and never
+/// makes a member of its holder (its member, still counting on its tenure, would share objects
+/// with the others at once otherwise). The third value says whether a held Lease could not be
+/// told whose it is (a holder it is not named for, never seen otherwise): the group is then
+/// unknown, and no member should take objects by it.
 pub fn members(
     leases: &[Value],
+    group: &str,
     seen: &mut Sightings,
     now: Instant,
+    floor: std::time::Duration,
     forget: std::time::Duration,
-) -> (BTreeMap<String, Vec<String>>, Vec<String>) {
+) -> (BTreeMap<String, Vec<String>>, Vec<String>, bool) {
+    let mut unknown = false;
     let mut live = BTreeMap::new();
     let mut dead = Vec::new();
     let mut next = HashMap::new();
@@ -67,12 +80,18 @@ pub fn members(
             continue;
         }
         let record = Record::parse(body);
-        let mut observed = seen.leases.remove(name).unwrap_or_default();
+        let mut observed = seen.leases.remove(name).unwrap_or_else(|| Observed::at_least(floor));
         observed.observe(Some(&record), now);
+        if let Some(holder) = record.holder.as_deref().filter(|h| lease_name(group, h) == name) {
+            seen.members.insert(name.to_string(), holder.to_string());
+        }
         match observed.held() {
-            Some((holder, until)) if until > now => {
-                live.insert(holder.to_string(), record.view.clone());
-            }
+            Some((_, until)) if until > now => match seen.members.get(name) {
+                Some(member) => {
+                    live.insert(member.clone(), record.view.clone());
+                }
+                None => unknown = true,
+            },
             held => {
                 let since = held.map(|(_, until)| until).or(observed.since()).unwrap_or(now);
                 if now >= since + forget {
@@ -82,8 +101,9 @@ pub fn members(
         }
         next.insert(name.to_string(), observed);
     }
+    seen.members.retain(|name, _| next.contains_key(name));
     seen.leases = next;
-    (live, dead)
+    (live, dead, unknown)
 }
 
 /// The live members of a group by their Leases' `renewTime` against our wall clock `now`:
@@ -257,7 +277,8 @@ impl Member {
             }
         };
         let timing = self.seat.timing;
-        let (live, dead) = members(&leases, &mut self.sightings, Instant::now(), timing.duration * 2);
+        let (live, dead, unknown) =
+            members(&leases, &self.seat.name, &mut self.sightings, Instant::now(), timing.duration, timing.duration * 2);
         for name in dead {
             let (api, path) = (self.api.clone(), lease::path(&self.seat.namespace, Some(&name)));
             match self.race(async move { api.request(Method::DELETE, &path, None, None).await }).await {
@@ -271,6 +292,14 @@ impl Member {
         // read it, not the ones we mean to publish (that write may have failed).
         let me = self.seat.identity.as_str();
         let announced = self.own.as_ref().filter(|r| r.holder.as_deref() == Some(me)).map(|r| r.view.clone()).unwrap_or_default();
+        if unknown {
+            // Whose a held Lease is cannot be told yet (its member renews it within its
+            // period, or it expires): no objects change hands by a group not known whole.
+            self.log
+                .debug(None, &format!("A Lease of the shard group '{}' is held by someone it is not named for; waiting.", self.seat.name));
+            self.judge(None);
+            return None;
+        }
         let claims = decide(me, &live, &announced, fresh, &mut self.rings);
         let target = claims.as_ref().map(|c| c.target.members().to_vec());
         self.judge(claims);

@@ -463,15 +463,23 @@ impl Storage {
                 for k in in_ann.iter().filter(|k| !written.contains(k)) {
                     w.annotation(k, Value::Null);
                 }
-                if purges && desired.is_some() && desired != current && self.diffbase_in_status() {
-                    // The status write purges the progress before the main write stores the
-                    // annotation: a copy of the diffbase in it says the cause is handled
-                    // should the main write not follow (a failure, a revocation, a crash
-                    // between the two), rather than leave an object with neither progress nor
-                    // diffbase, whose handlers would all run again. The copy is read only
-                    // where the annotation is missing, and goes with the object's next write.
-                    w.status(self.status_stanza(), &[DIFFBASE], v.clone());
-                } else if in_st {
+                // The status write goes before the main write that stores the annotation
+                // (`runtime::writes`): a copy of the diffbase in status says the cause is
+                // handled should the main write not follow (a failure, a revocation, a crash
+                // between the two), rather than leave an object with neither progress nor
+                // diffbase, whose handlers would all run again. So the copy is written when the
+                // status write purges the progress, kept (updated) while the annotation does
+                // not hold the diffbase yet, and removed only by a write made against a body
+                // whose annotation holds it: the copy is read only where the annotation is
+                // missing. (A cause ended in one cycle has no progress to purge: should its
+                // annotation's write fail, its handlers are called again, at-least-once.)
+                let annotated = !written.is_empty() && written.iter().all(|k| ann.and_then(|a| a.get(k.as_str())) == Some(&v));
+                let copy = self.status_state(body).and_then(|s| s.get(DIFFBASE));
+                if desired.is_some() && !annotated && self.diffbase_in_status() && ((purges && desired != current) || in_st) {
+                    if copy != Some(&v) {
+                        w.status(self.status_stanza(), &[DIFFBASE], v.clone());
+                    }
+                } else if in_st && (annotated || desired.is_none()) {
                     w.status(self.status_stanza(), &[DIFFBASE], Value::Null);
                 }
             }

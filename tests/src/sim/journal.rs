@@ -76,9 +76,11 @@ struct Inner {
     spans: Vec<Span>,
     notes: Vec<Note>,
     landings: Vec<Landing>,
-    /// When the API server applied a write of each handler's success, by (object name,
-    /// handler id): the first such write.
-    successes: std::collections::BTreeMap<(String, String), Duration>,
+    /// When the API server applied a write of each handler's success, by (object name, the
+    /// uid the name had then, handler id): the first such write.
+    successes: std::collections::BTreeMap<(String, String, String), Duration>,
+    /// Each object's creation: name, uid, when.
+    creations: Vec<(String, String, Duration)>,
 }
 
 /// The journal of one run, shared by the world and the handler servers.
@@ -142,12 +144,21 @@ impl Journal {
     /// Notes that the API server applied a write of handler `id`'s success on object `name`.
     pub fn succeeded(&self, name: &str, id: &str) {
         let at = self.now();
-        self.inner.lock().unwrap().successes.entry((name.into(), id.into())).or_insert(at);
+        let mut inner = self.inner.lock().unwrap();
+        // The object the name stands for now: the last one created under it.
+        let uid = inner.creations.iter().rev().find(|(n, _, _)| n == name).map(|(_, uid, _)| uid.clone()).unwrap_or_default();
+        inner.successes.entry((name.into(), uid, id.into())).or_insert(at);
     }
 
-    /// When each handler's success was first written, by (object name, handler id).
-    pub fn successes(&self) -> std::collections::BTreeMap<(String, String), Duration> {
+    /// When each handler's success was first written, by (object name, its uid, handler id).
+    pub fn successes(&self) -> std::collections::BTreeMap<(String, String, String), Duration> {
         self.inner.lock().unwrap().successes.clone()
+    }
+
+    /// Notes that object `name` was created with `uid` (again, after a deletion: a new uid).
+    pub fn created(&self, name: &str, uid: &str) {
+        let at = self.now();
+        self.inner.lock().unwrap().creations.push((name.into(), uid.into(), at));
     }
 
     /// Every patch applied so far, in order.
@@ -362,12 +373,12 @@ pub fn no_daemon_patch_after_its_turn(spans: &[Span], landings: &[Landing], from
 /// (a handover, a restart, a watch that brings old events late). From `from` on.
 pub fn successes_kept(
     spans: &[Span],
-    successes: &std::collections::BTreeMap<(String, String), Duration>,
+    successes: &std::collections::BTreeMap<(String, String, String), Duration>,
     from: Duration,
 ) -> Option<Violation> {
-    for ((name, id), at) in successes.iter().filter(|((_, id), _)| id.starts_with("on_create")) {
+    for ((name, uid, id), at) in successes.iter().filter(|((_, _, id), _)| id.starts_with("on_create")) {
         let what = What::Call(id.clone());
-        if let Some(again) = spans.iter().find(|s| &s.name == name && s.what == what && s.start > *at && s.start >= from) {
+        if let Some(again) = spans.iter().find(|s| &s.uid == uid && s.what == what && s.start > *at && s.start >= from) {
             let text = format!("{id} of {name} called again after its success was written at {:.3}: {}", at.as_secs_f64(), show(again));
             return Some(Violation { invariant: "i", at: again.start, text });
         }

@@ -24,6 +24,7 @@
 pub mod api;
 pub mod handlers;
 pub mod journal;
+pub mod plan;
 pub mod scenario;
 
 use std::cell::RefCell;
@@ -90,6 +91,8 @@ pub struct Without {
     pub lag: bool,
     /// No partitions.
     pub partition: bool,
+    /// No long partition (longer than a retired worker's memory and the dead-watch window).
+    pub long: bool,
     /// No kill -9.
     pub kill: bool,
     /// No graceful stops.
@@ -98,6 +101,12 @@ pub struct Without {
     pub crash: bool,
     /// No handler server deployed anew with its registry changed.
     pub redeploy: bool,
+    /// No deleted object created again under its name.
+    pub recreate: bool,
+    /// No wall-clock steps.
+    pub steps: bool,
+    /// No hostile values in the Leases and peering records.
+    pub hostile: bool,
 }
 
 impl Without {
@@ -111,10 +120,14 @@ impl Without {
             stalls: has("stalls"),
             lag: has("lag"),
             partition: has("partition"),
+            long: has("long"),
             kill: has("kill"),
             stop: has("stop"),
             crash: has("crash"),
             redeploy: has("redeploy"),
+            recreate: has("recreate"),
+            steps: has("steps"),
+            hostile: has("hostile"),
         }
     }
 }

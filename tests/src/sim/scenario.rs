@@ -1,14 +1,14 @@
 //! One simulated run: the world (the in-memory API, the replicas and their handler servers),
 //! the schedule of object operations and faults drawn from the seed, and the checks at the end.
 //!
-//! Timeline (virtual): objects are created from 0.5 s, updated and some deleted while faults
-//! happen until [`FAULTS_UNTIL`]; then the world calms down (no more faults, partitions healed,
+//! Timeline (virtual, the schedule in `plan.rs`): objects are created from 0.5 s, updated and
+//! some deleted while faults happen until [`FAULTS_UNTIL`]; then the world calms down (no more faults, partitions healed,
 //! hung requests reset, servers and replicas up again) for [`QUIET`], at least the Lease
 //! duration and the time retries and watches need to recover; the invariants are checked then.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bosun_controller::clock::Clock;
@@ -26,10 +26,9 @@ use tokio::time::Instant;
 use super::api::{Link, Rates, State};
 use super::handlers::{Exists, Host};
 use super::journal::{self, Journal, Violation};
+use super::plan::{Action, FAULTS_UNTIL, OBJECTS, REPLICAS, VANDALISMS, plan};
 use super::{Mode, Without};
 
-/// Replicas per run.
-pub const REPLICAS: usize = 3;
 /// The Lease duration (short, to keep virtual time short).
 pub const LEASE: Duration = Duration::from_secs(4);
 /// The peering records' lifetime (keepalives every 5–10 s before it ends, as Kopf's).
@@ -39,81 +38,14 @@ pub const PEERING_LIFETIME: Duration = Duration::from_secs(15);
 /// replica from this long after the faults stop: every peer has written a keepalive by then
 /// and every lower one has seen the higher ones' (one keepalive interval, 5–10 s, at most).
 pub const PEERING_SETTLE: Duration = Duration::from_secs(10);
-/// Faults happen until then.
-pub const FAULTS_UNTIL: Duration = Duration::from_secs(60);
 /// The quiet period after the faults, before the end checks.
 pub const QUIET: Duration = Duration::from_secs(25);
-/// Objects per run.
-const OBJECTS: usize = 6;
 /// How long a graceful stop may take before the replica is killed (Kubernetes'
 /// `terminationGracePeriodSeconds`).
 const GRACE: Duration = Duration::from_secs(30);
 
 /// Names of in-process handler servers must be unique among the runs of the process.
 static RUNS: AtomicU64 = AtomicU64::new(0);
-
-/// What happens at a point of the schedule.
-#[derive(Debug, Clone)]
-enum Action {
-    Create(usize),
-    Update(usize),
-    Delete(usize),
-    Partition(usize, Duration),
-    Heal(usize),
-    Kill(usize),
-    Stop(usize),
-    Start(usize),
-    Crash(usize),
-    Revive(usize),
-    /// The replica's handler server is deployed anew with its registry changed.
-    Redeploy(usize),
-    Calm,
-}
-
-/// The schedule a seed draws.
-fn plan(rng: &mut StdRng, without: &Without) -> Vec<(Duration, Action)> {
-    let ms = |rng: &mut StdRng, from: u64, to: u64| Duration::from_millis(rng.random_range(from..to));
-    let mut plan = Vec::new();
-    for i in 0..OBJECTS {
-        let at = if i < 4 { Duration::from_millis(500 + 100 * i as u64) } else { ms(rng, 5_000, 40_000) };
-        plan.push((at, Action::Create(i)));
-    }
-    for _ in 0..3 {
-        let (at, i) = (ms(rng, 2_000, 55_000), rng.random_range(0..OBJECTS));
-        plan.push((at, Action::Update(i)));
-    }
-    let first = rng.random_range(0..OBJECTS);
-    let second = (first + rng.random_range(1..OBJECTS)) % OBJECTS;
-    for i in [first, second] {
-        plan.push((ms(rng, 10_000, 50_000), Action::Delete(i)));
-    }
-    for _ in 0..rng.random_range(3..=6) {
-        let (at, r, kind, d) = (ms(rng, 3_000, 55_000), rng.random_range(0..REPLICAS), rng.random_range(0..4), ms(rng, 1_000, 15_000));
-        match kind {
-            0 if !without.partition => plan.push((at, Action::Partition(r, d))),
-            1 if !without.kill => {
-                plan.push((at, Action::Kill(r)));
-                plan.push((at + d / 2, Action::Start(r)));
-            }
-            2 if !without.stop => {
-                plan.push((at, Action::Stop(r)));
-                plan.push((at + d / 3, Action::Start(r)));
-            }
-            3 if !without.crash => {
-                plan.push((at, Action::Crash(r)));
-                plan.push((at + d / 2, Action::Revive(r)));
-            }
-            _ => {}
-        }
-    }
-    // Drawn after the rest, so that the schedules above stay what their seeds gave before.
-    if !without.redeploy && rng.random_bool(0.4) {
-        plan.push((ms(rng, 3_000, 55_000), Action::Redeploy(rng.random_range(0..REPLICAS))));
-    }
-    plan.push((FAULTS_UNTIL, Action::Calm));
-    plan.sort_by_key(|(t, _)| *t);
-    plan
-}
 
 /// One start of a replica: the controller, its link to the API and its handler server.
 struct Incarnation {
@@ -124,6 +56,8 @@ struct Incarnation {
     task: JoinHandle<Result<(), bosun_controller::Error>>,
     /// Until when a graceful stop may take.
     draining_until: Option<Instant>,
+    /// Its wall clock's steps so far, in milliseconds (see `Clock::Stepping`).
+    steps: &'static AtomicI64,
 }
 
 impl Incarnation {
@@ -160,6 +94,8 @@ pub struct World {
     origin: Instant,
     violations: Vec<Violation>,
     without: Without,
+    /// The replica under a long partition, and when it heals: the calm leaves it cut off.
+    cut_off: Option<(usize, Duration)>,
 }
 
 fn name(i: usize) -> String {
@@ -175,7 +111,15 @@ impl World {
         for r in 0..REPLICAS {
             world.start(r).await;
         }
-        let end = FAULTS_UNTIL + QUIET;
+        // After the faults, or after a long partition healed.
+        let healed = plan
+            .iter()
+            .filter_map(|(at, a)| match a {
+                Action::LongPartition(_, d) => Some(*at + *d),
+                _ => None,
+            })
+            .fold(FAULTS_UNTIL, Duration::max);
+        let end = healed + QUIET;
         // A run that does not end (a replica's start or stop that never returns) is a failure
         // of its own, shown with its journal.
         let bound = end + Duration::from_secs(300);
@@ -245,6 +189,7 @@ impl World {
             base: chrono::Utc::now(),
             violations: Vec::new(),
             without: Without::from_env(),
+            cut_off: None,
         }
     }
 
@@ -290,7 +235,9 @@ impl World {
         host.without(self.without.stalls, self.without.lag);
         host.start().await;
         let skew = chrono::Duration::milliseconds(self.rng.random_range(-10_000..=10_000) * i64::from(!self.without.skew));
-        let clock = Clock::Tokio { utc: self.base + skew, at: self.origin };
+        // Leaked: a few words per start, for the clock's `'static` (it is `Copy`).
+        let steps: &'static AtomicI64 = Box::leak(Box::new(AtomicI64::new(0)));
+        let clock = Clock::Stepping { utc: self.base + skew, at: self.origin, step_ms: steps };
         // The replicas' log lines, in the journal (debug lines carry whole objects).
         let sink = super::keep_logs().then(|| {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
@@ -312,7 +259,45 @@ impl World {
             let _ = stopped.await;
         }));
         self.journal.note("world", format!("start {id} (clock skew {} ms)", skew.num_milliseconds()));
-        self.slots[r].1 = Some(Incarnation { id, link, host, stop: Some(stop), task, draining_until: None });
+        self.slots[r].1 = Some(Incarnation { id, link, host, stop: Some(stop), task, draining_until: None, steps });
+    }
+
+    /// Creates object `i` (again, after its deletion: a new uid under its name); whether it was.
+    async fn create(&mut self, i: usize) -> bool {
+        let body = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name(i), "namespace": "default"}, "spec": {"field": "v0", "items": []}});
+        match self.user.create(&crate::kex::path("default"), &body).await {
+            Ok(v) => {
+                let uid = v["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+                self.journal.note("world", format!("created {} ({uid})", name(i)));
+                self.journal.created(&name(i), &uid);
+                self.objects[i] = Object { uid: Some(uid), deleted: false };
+                true
+            }
+            Err(e) => {
+                self.journal.note("world", format!("could not create {}: {e}", name(i)));
+                false
+            }
+        }
+    }
+
+    /// Writes hostile values into every Lease, or into the peering records.
+    async fn vandalize(&mut self, which: usize) {
+        // The Lease's four for leader election and shards, the peering records' two for peering.
+        let which = if self.mode == Mode::Peering { 4 + which % 2 } else { which % 4 };
+        let patch: serde_json::Value = serde_json::from_str(VANDALISMS[which]).expect("the vandalisms are JSON");
+        let paths: Vec<String> = if patch.get("spec").is_some() {
+            let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+            let list = self.user.get(leases).await.unwrap_or_default();
+            let items = list["items"].as_array().cloned().unwrap_or_default();
+            items.iter().filter_map(|i| i["metadata"]["name"].as_str()).map(|n| format!("{leases}/{n}")).collect()
+        } else {
+            ["/apis/kopf.dev/v1/clusterkopfpeerings/default", "/apis/bosun.dev/v1/clusterbosunpeerings/default"].map(String::from).to_vec()
+        };
+        for path in paths {
+            let r = self.user.patch(&path, content::MERGE, &patch).await;
+            let outcome = r.map_or_else(|e| format!("refused: {e}"), |_| "written".into());
+            self.journal.note("world", format!("hostile {} into {path}: {outcome}", VANDALISMS[which]));
+        }
     }
 
     fn current(&mut self, r: usize) -> Option<&mut Incarnation> {
@@ -325,16 +310,15 @@ impl World {
         let calm = *self.calm.borrow();
         match action {
             Action::Create(i) => {
-                let body = json!({"apiVersion": "kopf.dev/v1", "kind": "KopfExample", "metadata": {"name": name(i), "namespace": "default"}, "spec": {"field": "v0", "items": []}});
-                match self.user.create(&crate::kex::path("default"), &body).await {
-                    Ok(v) => {
-                        let uid = v["metadata"]["uid"].as_str().unwrap_or_default().to_string();
-                        self.journal.note("world", format!("created {} ({uid})", name(i)));
-                        self.objects[i].uid = Some(uid);
-                    }
-                    Err(e) => self.journal.note("world", format!("could not create {}: {e}", name(i))),
+                self.create(i).await;
+            }
+            Action::Recreate(i) if self.objects[i].deleted && !calm => {
+                // The old object may still be held by its finalizer: tried again until it is gone.
+                if !self.create(i).await {
+                    return Some((now + Duration::from_secs(2), Action::Recreate(i)));
                 }
             }
+            Action::Recreate(_) => {}
             Action::Update(i) if self.objects[i].uid.is_some() && !self.objects[i].deleted => {
                 let path = format!("{}/{}", crate::kex::path("default"), name(i));
                 let patch = json!({"spec": {"field": format!("v{}", now.as_millis())}});
@@ -356,7 +340,19 @@ impl World {
                     return Some((now + d, Action::Heal(r)));
                 }
             }
+            Action::LongPartition(r, d) => {
+                if let Some(c) = self.current(r) {
+                    c.link.set(State::Partitioned);
+                    let id = c.id.clone();
+                    self.journal.note("world", format!("long partition {id} for {:.1} s", d.as_secs_f64()));
+                    self.cut_off = Some((r, now + d));
+                    return Some((now + d, Action::Heal(r)));
+                }
+            }
             Action::Heal(r) => {
+                if self.cut_off.is_some_and(|(cut, until)| cut == r && now >= until) {
+                    self.cut_off = None;
+                }
                 if let Some(c) = self.current(r) {
                     c.link.set(State::Up);
                     let id = c.id.clone();
@@ -403,12 +399,29 @@ impl World {
                     self.journal.note("world", format!("handler server of {id} deployed anew with its registry changed"));
                 }
             }
-            Action::Partition(..) | Action::Kill(_) | Action::Stop(_) | Action::Crash(_) | Action::Redeploy(_) => {}
+            Action::Step(r, by) if !calm => {
+                if let Some(c) = self.current(r) {
+                    c.steps.fetch_add(by, Ordering::Relaxed);
+                    let id = c.id.clone();
+                    self.journal.note("world", format!("the wall clock of {id} steps by {:+.1} s", by as f64 / 1000.0));
+                }
+            }
+            Action::Vandalize(which) if !calm => self.vandalize(which).await,
+            Action::Partition(..)
+            | Action::Kill(_)
+            | Action::Stop(_)
+            | Action::Crash(_)
+            | Action::Redeploy(_)
+            | Action::Step(..)
+            | Action::Vandalize(_) => {}
             Action::Calm => {
                 self.calm.send_replace(true);
                 self.journal.note("world", "calm: no more faults");
+                let cut_off = self.cut_off.map(|(r, _)| r);
                 for r in 0..REPLICAS {
-                    if let Some(c) = self.current(r) {
+                    if let Some(c) = self.current(r)
+                        && cut_off != Some(r)
+                    {
                         c.link.set(State::Up);
                         if !c.host.is_up() {
                             c.host.start().await;
@@ -475,7 +488,8 @@ impl World {
             return Some(Violation { invariant: "d", at: end, text: format!("a panic: {p}") });
         }
         let spans = self.journal.spans();
-        let from = if self.mode == Mode::Peering { FAULTS_UNTIL + PEERING_SETTLE } else { Duration::ZERO };
+        // The faults ended (or the long partition healed) `QUIET` before the end.
+        let from = if self.mode == Mode::Peering { end - QUIET + PEERING_SETTLE } else { Duration::ZERO };
         if let Some(v) = journal::exclusive(&spans, from) {
             return Some(v);
         }

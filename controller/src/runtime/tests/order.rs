@@ -141,3 +141,51 @@ async fn a_handlers_success_is_recorded_only_once_its_patches_landed() {
     assert_eq!(rig.server.count("p"), 2, "called again, as its success was never recorded");
     assert_eq!(rig.server.count("q"), 1);
 }
+
+/// While the diffbase's annotation cannot be written, the copy in status (and the progress)
+/// keep what was handled: the status write goes before the main write that stores the
+/// annotation (`state::storage`'s table tests check that no status write drops the copy
+/// before the annotation holds it). Here the main resource cannot be written: `c1` and `c2` end
+/// the creation (the status write that purges their progress lands with the copy, the
+/// annotation does not), an update's `u` fails temporarily (its progress lands in status, the
+/// annotation's move does not), then the main resource can be written again: `u` is retried,
+/// and neither create handler is called again.
+#[tokio::test(start_paused = true)]
+async fn create_handlers_are_not_called_again_while_the_diffbase_annotation_cannot_be_written() {
+    // No finalizer (no delete handler): no main write but the annotation's.
+    let body = object(json!({}));
+    let handlers = vec![
+        handler("c1", pb::HandlerKind::Create, Default::default()),
+        handler("c2", pb::HandlerKind::Create, Default::default()),
+        handler("u", pb::HandlerKind::Update, Default::default()),
+    ];
+    let u: Script = Box::new(|_, n| {
+        if n == 0 {
+            Ok(pb::HandleResponse { outcome: pb::Outcome::TemporaryError as i32, delay_seconds: Some(1.0), ..Default::default() })
+        } else {
+            success(json!({"updated": true}))
+        }
+    });
+    let scripts: Vec<(&str, Script)> =
+        vec![("c1", Box::new(|_, _| success(json!({"created": 1})))), ("c2", Box::new(|_, _| success(json!({"created": 2})))), ("u", u)];
+    let rig = rig(body.clone(), handlers, scripts);
+    rig.api.main_writes_fail.store(true, Ordering::SeqCst);
+    rig.router.deliver(Seen::Upsert(body));
+    rig.until("the creation's results are stored", Duration::from_secs(10), |r| r.api.get_now().pointer("/status/c2").is_some()).await;
+    let mut changed = rig.api.get_now();
+    changed["spec"]["a"] = json!(2);
+    changed["metadata"]["resourceVersion"] = json!("100");
+    *rig.api.object.lock() = Some(changed.clone());
+    rig.router.deliver(Seen::Upsert(changed));
+    rig.until("u's retry is recorded", Duration::from_secs(30), |r| r.api.get_now().pointer("/status/bosun.dev/progress/u").is_some())
+        .await;
+    rig.api.main_writes_fail.store(false, Ordering::SeqCst);
+    rig.until("the update is handled", Duration::from_secs(120), |r| r.api.get_now().pointer("/status/u").is_some()).await;
+    rig.until("the annotation holds the diffbase", Duration::from_secs(120), |r| {
+        r.api.get_now().pointer("/metadata/annotations/bosun.dev~1last-handled-configuration").is_some()
+    })
+    .await;
+    let now = rig.api.get_now();
+    assert_eq!((rig.server.count("c1"), rig.server.count("c2")), (1, 1), "the creation was handled once: {now:#}");
+    assert_eq!(rig.server.count("u"), 2);
+}
