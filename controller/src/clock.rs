@@ -44,7 +44,7 @@ impl Clock {
             Clock::Tokio { utc, at } => *utc + chrono::Duration::from_std(at.elapsed()).unwrap_or_default(),
             Clock::Stepping { utc, at, step_ms } => {
                 let step = chrono::Duration::milliseconds(step_ms.load(std::sync::atomic::Ordering::Relaxed));
-                *utc + chrono::Duration::from_std(at.elapsed()).unwrap_or_default() + step
+                Clock::Tokio { utc: *utc, at: *at }.now() + step
             }
         }
     }

@@ -40,7 +40,6 @@ fn peering_status() -> impl Strategy<Value = Value> {
     ]
 }
 
-/// A Lease, plausible or not.
 /// The shard group of the generated Leases.
 const GROUP: &str = "group";
 
@@ -70,6 +69,7 @@ async fn a_shard_lease_taken_by_someone_else_keeps_its_member_until_it_expires()
     assert_eq!((live.len(), unknown), (0, true));
 }
 
+/// A Lease, plausible or not.
 fn lease_body() -> impl Strategy<Value = Value> {
     let time = || time_text().prop_map(Value::String).boxed();
     let view = prop_oneof![

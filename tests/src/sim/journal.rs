@@ -79,8 +79,8 @@ struct Inner {
     /// When the API server applied a write of each handler's success, by (object name, the
     /// uid the name had then, handler id): the first such write.
     successes: std::collections::BTreeMap<(String, String, String), Duration>,
-    /// Each object's creation: name, uid, when.
-    creations: Vec<(String, String, Duration)>,
+    /// The uid each object name stands for: the last object created under it.
+    uids: std::collections::HashMap<String, String>,
 }
 
 /// The journal of one run, shared by the world and the handler servers.
@@ -145,8 +145,7 @@ impl Journal {
     pub fn succeeded(&self, name: &str, id: &str) {
         let at = self.now();
         let mut inner = self.inner.lock().unwrap();
-        // The object the name stands for now: the last one created under it.
-        let uid = inner.creations.iter().rev().find(|(n, _, _)| n == name).map(|(_, uid, _)| uid.clone()).unwrap_or_default();
+        let uid = inner.uids.get(name).cloned().unwrap_or_default();
         inner.successes.entry((name.into(), uid, id.into())).or_insert(at);
     }
 
@@ -157,8 +156,7 @@ impl Journal {
 
     /// Notes that object `name` was created with `uid` (again, after a deletion: a new uid).
     pub fn created(&self, name: &str, uid: &str) {
-        let at = self.now();
-        self.inner.lock().unwrap().creations.push((name.into(), uid.into(), at));
+        self.inner.lock().unwrap().uids.insert(name.into(), uid.into());
     }
 
     /// Every patch applied so far, in order.

@@ -2,9 +2,10 @@
 //! the schedule of object operations and faults drawn from the seed, and the checks at the end.
 //!
 //! Timeline (virtual, the schedule in `plan.rs`): objects are created from 0.5 s, updated and
-//! some deleted while faults happen until [`FAULTS_UNTIL`]; then the world calms down (no more faults, partitions healed,
-//! hung requests reset, servers and replicas up again) for [`QUIET`], at least the Lease
-//! duration and the time retries and watches need to recover; the invariants are checked then.
+//! some deleted while faults happen until [`FAULTS_UNTIL`]; then the world calms down (no more
+//! faults, partitions healed, hung requests reset, servers and replicas up again) for
+//! [`QUIET`], at least the Lease duration and the time retries and watches need to recover;
+//! the invariants are checked then.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -300,6 +301,16 @@ impl World {
         }
     }
 
+    /// Cuts replica `r`'s link off for `d`; the heal to schedule.
+    fn partition(&mut self, r: usize, d: Duration, what: &str) -> Option<(Duration, Action)> {
+        let now = self.journal.now();
+        let c = self.current(r)?;
+        c.link.set(State::Partitioned);
+        let id = c.id.clone();
+        self.journal.note("world", format!("{what} {id} for {:.1} s", d.as_secs_f64()));
+        Some((now + d, Action::Heal(r)))
+    }
+
     fn current(&mut self, r: usize) -> Option<&mut Incarnation> {
         self.slots[r].1.as_mut()
     }
@@ -332,22 +343,13 @@ impl World {
                 self.journal.note("world", format!("deleted {}: {}", name(i), r.is_ok()));
             }
             Action::Update(_) | Action::Delete(_) => {}
-            Action::Partition(r, d) if !calm => {
-                if let Some(c) = self.current(r) {
-                    c.link.set(State::Partitioned);
-                    let id = c.id.clone();
-                    self.journal.note("world", format!("partition {id} for {:.1} s", d.as_secs_f64()));
-                    return Some((now + d, Action::Heal(r)));
-                }
-            }
+            Action::Partition(r, d) if !calm => return self.partition(r, d, "partition"),
             Action::LongPartition(r, d) => {
-                if let Some(c) = self.current(r) {
-                    c.link.set(State::Partitioned);
-                    let id = c.id.clone();
-                    self.journal.note("world", format!("long partition {id} for {:.1} s", d.as_secs_f64()));
+                let heal = self.partition(r, d, "long partition");
+                if heal.is_some() {
                     self.cut_off = Some((r, now + d));
-                    return Some((now + d, Action::Heal(r)));
                 }
+                return heal;
             }
             Action::Heal(r) => {
                 if self.cut_off.is_some_and(|(cut, until)| cut == r && now >= until) {
