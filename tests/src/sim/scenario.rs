@@ -352,8 +352,11 @@ impl World {
                 return heal;
             }
             Action::Heal(r) => {
-                if self.cut_off.is_some_and(|(cut, until)| cut == r && now >= until) {
-                    self.cut_off = None;
+                match self.cut_off {
+                    // A short partition's heal within the long one: it goes on.
+                    Some((cut, until)) if cut == r && now < until => return None,
+                    Some((cut, _)) if cut == r => self.cut_off = None,
+                    _ => {}
                 }
                 if let Some(c) = self.current(r) {
                     c.link.set(State::Up);
